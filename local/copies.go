@@ -1,0 +1,294 @@
+package local
+
+import (
+	"container/heap"
+	"fmt"
+	"strconv"
+)
+
+// copies.go is the copy-limited resource of SEMANTICS.md (Charon's counting
+// semaphore): holds per domain, per group and in total, owned by sessions
+// that are leases with a TTL; release, transfer and seize. No clock and no
+// I/O: every call takes t (Unix ns) and first ends what expired by t. The
+// book is one lock: copy calls are rare next to rate decisions, and a
+// session's holds span resources.
+
+// copiesRes is one copy-limited resource's limits and counts.
+type copiesRes struct {
+	name        string
+	domainLimit int64 // effective; 0 = none
+	global      int64 // 0 = none
+	overrides   map[string]int64
+	groups      []copiesGroup
+	byDomain    map[string][]int // a domain's groups
+	unlimited   bool             // unconfigured-but-allowed or ignore_configured
+	shadow      bool
+
+	total    int64
+	perDom   map[string]int64
+	perGroup []int64
+}
+
+type copiesGroup struct {
+	name  string
+	limit int64 // effective; 0 = none
+}
+
+// limitFor returns the effective domain limit of domain.
+func (r *copiesRes) limitFor(domain string) int64 {
+	if v, ok := r.overrides[domain]; ok {
+		return v
+	}
+	return r.domainLimit
+}
+
+// fit returns the largest n ≤ q that every limit of domain still allows.
+func (r *copiesRes) fit(domain string, q int64) int64 {
+	if r.unlimited {
+		return q
+	}
+	n := q
+	if d := r.limitFor(domain); d > 0 {
+		n = min(n, d-r.perDom[domain])
+	}
+	if r.global > 0 {
+		n = min(n, r.global-r.total)
+	}
+	for _, g := range r.byDomain[domain] {
+		if l := r.groups[g].limit; l > 0 {
+			n = min(n, l-r.perGroup[g])
+		}
+	}
+	return max(n, 0)
+}
+
+// add changes the counts of domain (and its groups) by n.
+func (r *copiesRes) add(domain string, n int64) {
+	r.total += n
+	if v := r.perDom[domain] + n; v != 0 {
+		r.perDom[domain] = v
+	} else {
+		delete(r.perDom, domain)
+	}
+	for _, g := range r.byDomain[domain] {
+		r.perGroup[g] += n
+	}
+}
+
+type session struct {
+	id      string
+	ttl     int64
+	expires int64
+	holds   map[string]*hold
+}
+
+type hold struct {
+	id      string
+	res     *copiesRes
+	domain  string
+	n       int64
+	session *session
+}
+
+type transfer struct {
+	id      string
+	res     *copiesRes
+	domain  string
+	n       int64
+	expires int64
+}
+
+// book holds every session, hold and transfer of an engine. Its methods
+// expect the caller to hold the engine's copies lock.
+type book struct {
+	prefix    string
+	next      uint64
+	sessions  map[string]*session
+	holds     map[string]*hold
+	transfers map[string]*transfer
+	deadlines deadlineHeap
+}
+
+func newBook(prefix string) *book {
+	return &book{
+		prefix:    prefix,
+		sessions:  make(map[string]*session),
+		holds:     make(map[string]*hold),
+		transfers: make(map[string]*transfer),
+	}
+}
+
+func (b *book) newID(kind byte) string {
+	b.next++
+	buf := make([]byte, 0, 2+len(b.prefix)+12)
+	buf = append(buf, kind, '-')
+	buf = append(buf, b.prefix...)
+	buf = strconv.AppendUint(buf, b.next, 36)
+	return string(buf)
+}
+
+// expire ends every session and transfer whose deadline is at or before t.
+// A lease is alive for [renewed, renewed+ttl).
+func (b *book) expire(t int64) {
+	for len(b.deadlines) > 0 && b.deadlines[0].at <= t {
+		d := heap.Pop(&b.deadlines).(deadline)
+		if d.transfer {
+			if x, ok := b.transfers[d.id]; ok && x.expires == d.at {
+				b.dropTransfer(x)
+			}
+			continue
+		}
+		if s, ok := b.sessions[d.id]; ok && s.expires == d.at {
+			b.endSession(s)
+		}
+	}
+}
+
+func (b *book) openSession(t, ttl int64) *session {
+	s := &session{id: b.newID('s'), ttl: ttl, expires: t + ttl, holds: make(map[string]*hold)}
+	b.sessions[s.id] = s
+	heap.Push(&b.deadlines, deadline{at: s.expires, id: s.id})
+	return s
+}
+
+func (b *book) session(id string) (*session, error) {
+	s, ok := b.sessions[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: session %q is unknown, ended or expired", ErrUnknownSession, id)
+	}
+	return s, nil
+}
+
+func (b *book) keepAlive(s *session, t int64) {
+	s.expires = t + s.ttl
+	heap.Push(&b.deadlines, deadline{at: s.expires, id: s.id})
+}
+
+// endSession releases every copy the session holds and forgets it.
+func (b *book) endSession(s *session) int64 {
+	var freed int64
+	for _, h := range s.holds {
+		freed += h.n
+		h.res.add(h.domain, -h.n)
+		delete(b.holds, h.id)
+	}
+	delete(b.sessions, s.id)
+	return freed
+}
+
+// reserve grants the largest n ∈ [m, q] that fits, as a new hold of s; 0 and
+// no hold when none fits. With shadow, a rejection is granted q and marked.
+func (b *book) reserve(r *copiesRes, domain string, q, m int64, s *session) (n int64, h *hold, shadow bool) {
+	n = r.fit(domain, q)
+	if q == 0 {
+		return 0, nil, false
+	}
+	if n < m || n == 0 {
+		if !r.shadow {
+			return 0, nil, false
+		}
+		n, shadow = q, true
+	}
+	r.add(domain, n)
+	h = &hold{id: b.newID('h'), res: r, domain: domain, n: n, session: s}
+	b.holds[h.id] = h
+	s.holds[h.id] = h
+	return n, h, shadow
+}
+
+func (b *book) hold(id string) (*hold, error) {
+	h, ok := b.holds[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: hold %q is unknown, released or its session ended", ErrUnknownHold, id)
+	}
+	return h, nil
+}
+
+// take removes n copies from h (1 ≤ n ≤ h.n), dropping h when it is empty.
+func (b *book) take(h *hold, n int64, verb string) error {
+	if n < 1 {
+		return fmt.Errorf("%w: copies: must be ≥ 1 to %s, got %d", ErrBadRequest, verb, n)
+	}
+	if n > h.n {
+		return fmt.Errorf("%w: cannot %s %d copies: hold %q has %d", ErrOverRelease, verb, n, h.id, h.n)
+	}
+	h.n -= n
+	if h.n == 0 {
+		delete(b.holds, h.id)
+		delete(h.session.holds, h.id)
+	}
+	return nil
+}
+
+// release returns n copies of h to the pools.
+func (b *book) release(h *hold, n int64) error {
+	if err := b.take(h, n, "release"); err != nil {
+		return err
+	}
+	h.res.add(h.domain, -n)
+	return nil
+}
+
+// transfer stages n copies of h for ttl; they stay counted.
+func (b *book) transfer(h *hold, n, t, ttl int64) (*transfer, error) {
+	if err := b.take(h, n, "transfer"); err != nil {
+		return nil, err
+	}
+	x := &transfer{id: b.newID('x'), res: h.res, domain: h.domain, n: n, expires: t + ttl}
+	b.transfers[x.id] = x
+	heap.Push(&b.deadlines, deadline{at: x.expires, id: x.id, transfer: true})
+	return x, nil
+}
+
+func (b *book) dropTransfer(x *transfer) {
+	x.res.add(x.domain, -x.n)
+	delete(b.transfers, x.id)
+}
+
+// seize moves a staged transfer into a new hold of s.
+func (b *book) seize(id string, s *session) (*hold, error) {
+	x, ok := b.transfers[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: transfer %q is unknown, seized or expired", ErrUnknownTransfer, id)
+	}
+	delete(b.transfers, id)
+	h := &hold{id: b.newID('h'), res: x.res, domain: x.domain, n: x.n, session: s}
+	b.holds[h.id] = h
+	s.holds[h.id] = h
+	return h, nil
+}
+
+// groupsOf returns the pools a domain draws from, with their counts.
+func (r *copiesRes) groupsOf(domain string) []GroupHolds {
+	idx := r.byDomain[domain]
+	if len(idx) == 0 {
+		return nil
+	}
+	out := make([]GroupHolds, len(idx))
+	for i, g := range idx {
+		out[i] = GroupHolds{Name: r.groups[g].name, Limit: int(r.groups[g].limit), Holds: int(r.perGroup[g])}
+	}
+	return out
+}
+
+// deadline is when a session or a transfer ends unless renewed.
+type deadline struct {
+	at       int64
+	id       string
+	transfer bool
+}
+
+// deadlineHeap is a min-heap of deadlines; stale entries (a session renewed
+// since) are skipped when popped.
+type deadlineHeap []deadline
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadline)) }
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,645 @@
+package local
+
+import (
+	"crypto/rand"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/obol-dev/obol/config"
+)
+
+// MaxCopies is the most copies one call may ask for.
+const MaxCopies = 1_000_000_000
+
+// MaxUnconfigured is how many unconfigured resources (in namespaces that allow
+// them) an engine records; past it, their requests are granted leniently and
+// not recorded.
+const MaxUnconfigured = 10_000
+
+// unconfiguredLimit is the tier limit of the most permissive config, the one
+// an unconfigured resource (or one whose namespace ignores its config) gets:
+// one tier of MaxCopies hits per second, no hard or global limit.
+const unconfiguredLimit = MaxCopies
+
+// Engine is the decision engine: the resource registry, the key stores and the
+// copy-limited sessions. Every method takes the decision instant t; none reads
+// the clock. Safe for concurrent use.
+type Engine struct {
+	cfg *config.Config
+	res map[string]*resource
+
+	dynMu sync.RWMutex
+	dyn   map[string]*resource
+
+	cmu   sync.Mutex // guards book and every copiesRes's counts
+	book  *book
+	stats Stats
+}
+
+// Stats counts what the engine did leniently. Read with Load.
+type Stats struct {
+	// LenientFull counts grants made because a resource tracked max_keys keys.
+	LenientFull atomic.Int64
+	// LenientUnrecorded counts grants to unconfigured resources past MaxUnconfigured.
+	LenientUnrecorded atomic.Int64
+}
+
+type resource struct {
+	name      string
+	kind      config.Kind
+	shadow    bool
+	unlimited bool // unconfigured-but-allowed, or its namespace ignores config
+	tiers     *tiersRes
+	gcra      *gcraRes
+	copies    *copiesRes
+}
+
+type tiersRes struct {
+	def  *tiersParams
+	over map[string]*tiersParams
+	keys *store[*tiersState]
+	ring secondRing
+}
+
+type gcraRes struct {
+	def  *gcraParams
+	over map[string]*gcraParams
+	keys *store[int64] // TAT, Unix ns
+}
+
+// New returns an engine for cfg, which must be validated and normalized
+// (config.Parse does both). The engine keeps cfg and never changes it.
+func New(cfg *config.Config) *Engine {
+	var p [6]byte
+	_, _ = rand.Read(p[:])
+	prefix := ""
+	for _, c := range p {
+		prefix += strconv.FormatUint(uint64(c)%36, 36)
+	}
+	e := &Engine{
+		cfg:  cfg,
+		res:  make(map[string]*resource, len(cfg.Resources)),
+		dyn:  make(map[string]*resource),
+		book: newBook(prefix + "."),
+	}
+	for name, rc := range cfg.Resources {
+		ns := cfg.Namespaces[namespaceOf(name)]
+		e.res[name] = buildResource(name, rc, ns != nil && ns.IgnoreConfigured)
+	}
+	return e
+}
+
+// Config returns the configuration in force.
+func (e *Engine) Config() *config.Config { return e.cfg }
+
+// Stats returns the engine's counters of lenient decisions.
+func (e *Engine) Stats() *Stats { return &e.stats }
+
+func namespaceOf(name string) string {
+	if i := strings.IndexByte(name, '/'); i >= 0 {
+		return name[:i]
+	}
+	return name
+}
+
+func buildResource(name string, rc *config.Resource, ignore bool) *resource {
+	r := &resource{name: name, kind: rc.Kind, shadow: rc.Shadow}
+	maxKeys := rc.MaxKeys
+	if maxKeys <= 0 {
+		maxKeys = config.DefaultMaxKeys
+	}
+	if ignore {
+		r.unlimited = true
+		if rc.Kind == config.KindTiers || rc.Kind == config.KindGCRA {
+			r.kind = config.KindTiers
+			r.tiers = unlimitedTiers(maxKeys)
+			return r
+		}
+	}
+	switch rc.Kind {
+	case config.KindTiers:
+		tr := &tiersRes{def: tiersFromConfig(rc.Tiers, rc.HardLimit, rc.GlobalLimit), keys: newStore[*tiersState](maxKeys)}
+		for d, o := range rc.Domains {
+			if tr.over == nil {
+				tr.over = make(map[string]*tiersParams)
+			}
+			tr.over[d] = tiersFromConfig(o.Tiers, o.HardLimit, rc.GlobalLimit)
+		}
+		r.tiers = tr
+	case config.KindGCRA:
+		def := newGCRAParams(rc.Burst, rc.Count, rc.Period)
+		gr := &gcraRes{def: &def, keys: newStore[int64](maxKeys)}
+		for d, o := range rc.Domains {
+			if gr.over == nil {
+				gr.over = make(map[string]*gcraParams)
+			}
+			op := newGCRAParams(o.Burst, o.Count, o.Period)
+			gr.over[d] = &op
+		}
+		r.gcra = gr
+	case config.KindCopies:
+		r.copies = copiesFromConfig(name, rc, ignore)
+	}
+	return r
+}
+
+func unlimitedTiers(maxKeys int) *tiersRes {
+	p := newTiersParams([]tierParamsInput{{limit: unconfiguredLimit, window: time.Second, active: time.Second}}, 0, 0)
+	return &tiersRes{def: p, keys: newStore[*tiersState](maxKeys)}
+}
+
+func tiersFromConfig(ts []config.Tier, hard, global int) *tiersParams {
+	in := make([]tierParamsInput, len(ts))
+	for i, t := range ts {
+		in[i] = tierParamsInput{limit: t.Limit, window: t.Window, active: t.Active, cooldown: t.Cooldown, skippable: t.Skippable}
+	}
+	return newTiersParams(in, hard, global)
+}
+
+func copiesFromConfig(name string, rc *config.Resource, unlimited bool) *copiesRes {
+	g := int64(rc.GlobalLimit)
+	eff := func(v int64) int64 {
+		if g > 0 && (v == 0 || v > g) {
+			return g
+		}
+		return v
+	}
+	r := &copiesRes{
+		name: name, domainLimit: eff(int64(rc.DomainLimit)), global: g,
+		byDomain: make(map[string][]int), perDom: make(map[string]int64),
+		unlimited: unlimited, shadow: rc.Shadow,
+	}
+	for d, o := range rc.Domains {
+		if r.overrides == nil {
+			r.overrides = make(map[string]int64)
+		}
+		r.overrides[d] = eff(int64(o.DomainLimit))
+	}
+	for i, gr := range rc.Groups {
+		r.groups = append(r.groups, copiesGroup{name: gr.Name, limit: eff(int64(gr.Limit))})
+		for _, d := range gr.Domains {
+			r.byDomain[d] = append(r.byDomain[d], i)
+		}
+	}
+	r.perGroup = make([]int64, len(r.groups))
+	return r
+}
+
+// lookup finds a resource, creating an unconfigured one (of the kind the
+// caller needs) when its namespace allows it. It returns nil, nil when the
+// namespace allows it but MaxUnconfigured is reached.
+func (e *Engine) lookup(name string, kind config.Kind) (*resource, error) {
+	if r, ok := e.res[name]; ok {
+		return r, nil
+	}
+	ns := e.cfg.Namespaces[namespaceOf(name)]
+	if ns == nil || !(ns.AllowUnconfigured || ns.IgnoreConfigured) {
+		return nil, fmt.Errorf("%w: %q has no config and its namespace %q does not allow unconfigured resources", ErrUnknownResource, name, namespaceOf(name))
+	}
+	e.dynMu.RLock()
+	r, ok := e.dyn[name]
+	e.dynMu.RUnlock()
+	if ok {
+		return r, nil
+	}
+	e.dynMu.Lock()
+	defer e.dynMu.Unlock()
+	if r, ok := e.dyn[name]; ok {
+		return r, nil
+	}
+	if len(e.dyn) >= MaxUnconfigured {
+		return nil, nil
+	}
+	r = &resource{name: name, kind: kind, unlimited: true}
+	if kind == config.KindCopies {
+		r.copies = copiesFromConfig(name, &config.Resource{Kind: config.KindCopies}, true)
+	} else {
+		r.kind = config.KindTiers
+		r.tiers = unlimitedTiers(config.DefaultMaxKeys)
+	}
+	e.dyn[strings.Clone(name)] = r
+	return r, nil
+}
+
+func wrongKind(r *resource, call string) error {
+	return fmt.Errorf("%w: %q is a %s resource; %s is for %s", ErrWrongKind, r.name, r.kind, call, map[bool]string{true: "copies resources", false: "tiers and gcra resources"}[call == "reserve"])
+}
+
+func checkCopies(copies, minCopies int) error {
+	if copies < 0 || copies > MaxCopies {
+		return fmt.Errorf("%w: copies: must be an integer in [0, %d], got %d", ErrBadRequest, MaxCopies, copies)
+	}
+	if minCopies < 0 || minCopies > copies {
+		return fmt.Errorf("%w: min_copies: must be in [0, copies=%d], got %d", ErrBadRequest, copies, minCopies)
+	}
+	return nil
+}
+
+// Request decides whether domain may use copies hits of resource at t, granting
+// at least minCopies or nothing (0 ≤ minCopies ≤ copies; copies = 0 is a peek).
+// A rejection is a Decision with Granted 0 and a nil error; errors are for
+// requests that cannot be decided (unknown resource, wrong kind, bad numbers).
+func (e *Engine) Request(t time.Time, resource, domain string, copies, minCopies int) (Decision, error) {
+	if err := checkCopies(copies, minCopies); err != nil {
+		return Decision{}, err
+	}
+	r, err := e.lookup(resource, config.KindTiers)
+	if err != nil {
+		return Decision{}, err
+	}
+	if r == nil {
+		e.stats.LenientUnrecorded.Add(1)
+		return lenientDecision(config.KindTiers, copies), nil
+	}
+	var d Decision
+	switch r.kind {
+	case config.KindTiers:
+		d = r.tiers.decide(&e.stats, domain, t.UnixMilli(), int64(copies), int64(minCopies))
+	case config.KindGCRA:
+		d, err = r.gcra.decide(&e.stats, domain, t.UnixNano(), int64(copies), int64(minCopies))
+		if err != nil {
+			return Decision{}, err
+		}
+	default:
+		return Decision{}, wrongKind(r, "request")
+	}
+	if r.unlimited {
+		d.Lenient = true
+	}
+	if r.shadow && d.Granted == 0 && copies > 0 {
+		d.Granted, d.Shadow = copies, true
+	}
+	return d, nil
+}
+
+func lenientDecision(k config.Kind, copies int) Decision {
+	return Decision{Kind: k, Granted: copies, Remaining: MaxCopies, Lenient: true}
+}
+
+func (tr *tiersRes) params(domain string) *tiersParams {
+	if tr.over != nil {
+		if p, ok := tr.over[domain]; ok {
+			return p
+		}
+	}
+	return tr.def
+}
+
+func (tr *tiersRes) decide(stats *Stats, domain string, t, q, m int64) Decision {
+	p := tr.params(domain)
+	var ring *secondRing
+	if p.global > 0 {
+		ring = &tr.ring
+		ring.mu.Lock()
+		defer ring.mu.Unlock()
+	}
+	sh := tr.keys.lock(domain)
+	st, ok := sh.m[domain]
+	if !ok {
+		st = newTiersState(len(p.tiers))
+		if q > 0 && !tr.keys.insert(sh, domain, st) {
+			sh.mu.Unlock()
+			stats.LenientFull.Add(1)
+			tr.recordGlobal(ring, t, q)
+			return lenientDecision(config.KindTiers, int(q))
+		}
+	}
+	o := tiersDecide(p, st, t, q, m, ring)
+	if !ok && q > 0 && o.granted == 0 {
+		tr.keys.remove(sh, domain) // a rejected first request leaves nothing behind
+	}
+	sh.mu.Unlock()
+	if ring == nil {
+		tr.ring.mu.Lock()
+		if o.granted > 0 {
+			tr.ring.add(t, o.granted)
+		}
+		o.globalHits = tr.ring.count(t)
+		tr.ring.mu.Unlock()
+	}
+	return Decision{
+		Kind: config.KindTiers, Granted: int(o.granted), Remaining: int(o.remaining),
+		RetryAfter: msDuration(o.retryAfter), ResetAfter: msDuration(o.resetAfter),
+		Tier: o.tier, TierLimit: int(o.tierLimit), TierHits: int(o.tierHits),
+		TierWindow: msDuration(o.tierWindow), Burst: o.burst,
+		LimitedByHard: o.limitedByHard, LimitedByGlobal: o.limitedByGlob,
+		HardLimit: int(p.hard), GlobalLimit: int(p.global),
+		DomainHitsLastSecond: int(o.domainHits), GlobalHitsLastSecond: int(o.globalHits),
+		FirstTierLimit: int(p.firstLimit), FirstTierWindow: msDuration(p.firstWindow),
+	}
+}
+
+// recordGlobal records lenient hits in the resource's last second.
+func (tr *tiersRes) recordGlobal(locked *secondRing, t, n int64) {
+	if locked == nil {
+		tr.ring.mu.Lock()
+		defer tr.ring.mu.Unlock()
+	}
+	tr.ring.add(t, n)
+}
+
+func msDuration(ms int64) time.Duration {
+	if ms < 0 {
+		return Never
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func (gr *gcraRes) params(domain string) *gcraParams {
+	if gr.over != nil {
+		if p, ok := gr.over[domain]; ok {
+			return p
+		}
+	}
+	return gr.def
+}
+
+func (gr *gcraRes) decide(stats *Stats, domain string, t, q, m int64) (Decision, error) {
+	p := gr.params(domain)
+	if q > p.burst {
+		return Decision{}, fmt.Errorf("%w: copies: %d is over the burst of %d", ErrCostOverBurst, q, p.burst)
+	}
+	sh := gr.keys.lock(domain)
+	tat, ok := sh.m[domain]
+	o := gcraDecide(p, tat, t, q, m)
+	if o.changed {
+		if ok {
+			sh.m[domain] = o.tat
+		} else if !gr.keys.insert(sh, domain, o.tat) {
+			sh.mu.Unlock()
+			stats.LenientFull.Add(1)
+			return lenientDecision(config.KindGCRA, int(q)), nil
+		}
+	}
+	sh.mu.Unlock()
+	return gcraDecision(p, &o), nil
+}
+
+func gcraDecision(p *gcraParams, o *gcraOutcome) Decision {
+	return Decision{
+		Kind: config.KindGCRA, Granted: int(o.granted), Remaining: int(o.remaining),
+		RetryAfter: time.Duration(o.retryAfter), ResetAfter: time.Duration(o.resetAfter),
+		GCRABurst: int(p.burst), GCRAPeriod: p.period,
+	}
+}
+
+// Refund returns copies tokens to a gcra bucket and reports what remains.
+func (e *Engine) Refund(t time.Time, resource, domain string, copies int) (int, error) {
+	if err := checkCopies(copies, 0); err != nil {
+		return 0, err
+	}
+	r, err := e.lookup(resource, config.KindGCRA)
+	if err != nil {
+		return 0, err
+	}
+	if r == nil || r.kind != config.KindGCRA {
+		if r == nil || r.unlimited {
+			return MaxCopies, nil
+		}
+		return 0, fmt.Errorf("%w: %q is a %s resource; refund is for gcra resources", ErrWrongKind, r.name, r.kind)
+	}
+	gr, tn := r.gcra, t.UnixNano()
+	p := gr.params(domain)
+	sh := gr.keys.lock(domain)
+	defer sh.mu.Unlock()
+	tat, ok := sh.m[domain]
+	tat, remaining := gcraRefund(p, tat, tn, int64(copies))
+	if ok {
+		if tat <= tn {
+			gr.keys.remove(sh, domain)
+		} else {
+			sh.m[domain] = tat
+		}
+	}
+	return int(remaining), nil
+}
+
+// OpenSession starts a session (a lease) of the given ttl and returns its id.
+func (e *Engine) OpenSession(t time.Time, ttl time.Duration) (string, error) {
+	if ttl <= 0 {
+		return "", fmt.Errorf("%w: ttl_ms: must be > 0, got %d", ErrBadRequest, ttl.Milliseconds())
+	}
+	e.cmu.Lock()
+	defer e.cmu.Unlock()
+	e.book.expire(t.UnixNano())
+	return e.book.openSession(t.UnixNano(), int64(ttl)).id, nil
+}
+
+// KeepAlive renews a session for another ttl and returns the ttl.
+func (e *Engine) KeepAlive(t time.Time, id string) (time.Duration, error) {
+	e.cmu.Lock()
+	defer e.cmu.Unlock()
+	e.book.expire(t.UnixNano())
+	s, err := e.book.session(id)
+	if err != nil {
+		return 0, err
+	}
+	e.book.keepAlive(s, t.UnixNano())
+	return time.Duration(s.ttl), nil
+}
+
+// EndSession ends a session, releasing every copy it holds; it returns how many.
+func (e *Engine) EndSession(t time.Time, id string) (int, error) {
+	e.cmu.Lock()
+	defer e.cmu.Unlock()
+	e.book.expire(t.UnixNano())
+	s, err := e.book.session(id)
+	if err != nil {
+		return 0, err
+	}
+	return int(e.book.endSession(s)), nil
+}
+
+// Reserve takes between minCopies and copies copies of resource for domain in
+// session. A rejection is a Reservation with Granted 0, no hold and no error.
+func (e *Engine) Reserve(t time.Time, resource, domain string, copies, minCopies int, session string) (Reservation, error) {
+	if err := checkCopies(copies, minCopies); err != nil {
+		return Reservation{}, err
+	}
+	r, err := e.lookup(resource, config.KindCopies)
+	if err != nil {
+		return Reservation{}, err
+	}
+	if r == nil {
+		return Reservation{}, fmt.Errorf("%w: %q: too many unconfigured resources (%d) to track another copy-limited one", ErrUnknownResource, resource, MaxUnconfigured)
+	}
+	if r.kind != config.KindCopies {
+		return Reservation{}, wrongKind(r, "reserve")
+	}
+	e.cmu.Lock()
+	defer e.cmu.Unlock()
+	e.book.expire(t.UnixNano())
+	s, err := e.book.session(session)
+	if err != nil {
+		return Reservation{}, err
+	}
+	cr := r.copies
+	n, h, shadow := e.book.reserve(cr, domain, int64(copies), int64(minCopies), s)
+	res := Reservation{
+		Granted: int(n), DomainLimit: int(cr.limitFor(domain)), GlobalLimit: int(cr.global),
+		DomainHolds: int(cr.perDom[domain]), GlobalHolds: int(cr.total),
+		Groups: cr.groupsOf(domain), Shadow: shadow, Lenient: cr.unlimited,
+	}
+	if h != nil {
+		res.Hold = h.id
+	}
+	return res, nil
+}
+
+// Release returns copies copies of a hold; it reports the released and still held.
+func (e *Engine) Release(t time.Time, hold string, copies int) (released, held int, err error) {
+	e.cmu.Lock()
+	defer e.cmu.Unlock()
+	e.book.expire(t.UnixNano())
+	h, err := e.book.hold(hold)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := e.book.release(h, int64(copies)); err != nil {
+		return 0, int(h.n), err
+	}
+	return copies, int(h.n), nil
+}
+
+// Transfer moves copies copies of a hold into staging for ttl and returns the
+// transfer id; they stay counted until seized or expired.
+func (e *Engine) Transfer(t time.Time, hold string, copies int, ttl time.Duration) (string, error) {
+	if ttl <= 0 {
+		return "", fmt.Errorf("%w: ttl_ms: must be > 0, got %d", ErrBadRequest, ttl.Milliseconds())
+	}
+	e.cmu.Lock()
+	defer e.cmu.Unlock()
+	e.book.expire(t.UnixNano())
+	h, err := e.book.hold(hold)
+	if err != nil {
+		return "", err
+	}
+	x, err := e.book.transfer(h, int64(copies), t.UnixNano(), int64(ttl))
+	if err != nil {
+		return "", err
+	}
+	return x.id, nil
+}
+
+// Seize moves a staged transfer into a new hold of session.
+func (e *Engine) Seize(t time.Time, transfer, session string) (Seized, error) {
+	e.cmu.Lock()
+	defer e.cmu.Unlock()
+	e.book.expire(t.UnixNano())
+	s, err := e.book.session(session)
+	if err != nil {
+		return Seized{}, err
+	}
+	h, err := e.book.seize(transfer, s)
+	if err != nil {
+		return Seized{}, err
+	}
+	out := Seized{Hold: h.id, Resource: h.res.name, Domain: h.domain, Copies: int(h.n)}
+	for _, g := range h.res.groupsOf(h.domain) {
+		out.Groups = append(out.Groups, g.Name)
+	}
+	return out, nil
+}
+
+// State reports a key's state at t without spending.
+func (e *Engine) State(t time.Time, resource, domain string) (KeyState, error) {
+	ks := KeyState{Resource: resource, Domain: domain}
+	r, ok := e.res[resource]
+	if !ok {
+		e.dynMu.RLock()
+		r, ok = e.dyn[resource]
+		e.dynMu.RUnlock()
+	}
+	if !ok {
+		if _, err := e.lookup(resource, config.KindTiers); err != nil {
+			return ks, err
+		}
+		return ks, nil // allowed but never used: nothing recorded
+	}
+	ks.Kind = r.kind
+	switch r.kind {
+	case config.KindTiers:
+		tr := r.tiers
+		p := tr.params(domain)
+		tm := t.UnixMilli()
+		sh := tr.keys.lock(domain)
+		if st, ok := sh.m[domain]; ok {
+			ks.Tracked = true
+			st.settle(p, tm)
+			for i := range st.inst {
+				in, tp := &st.inst[i], &p.tiers[i]
+				ts := TierState{Index: i + 1, Limit: int(tp.limit), State: [...]string{"inactive", "active", "cooldown"}[phaseAt(tp, in, tm)]}
+				if in.on {
+					ts.EnteredAt = time.UnixMilli(in.entered)
+					ts.Hits = int(in.hits.sum)
+				}
+				ks.Tiers = append(ks.Tiers, ts)
+			}
+		}
+		sh.mu.Unlock()
+		d := tr.decide(&e.stats, domain, tm, 0, 0)
+		ks.Peek = &d
+	case config.KindGCRA:
+		gr := r.gcra
+		sh := gr.keys.lock(domain)
+		tat, ok := sh.m[domain]
+		sh.mu.Unlock()
+		if ok && tat > t.UnixNano() {
+			ks.Tracked, ks.TAT = true, time.Unix(0, tat)
+		}
+		d, _ := gr.decide(&e.stats, domain, t.UnixNano(), 0, 0)
+		ks.Peek = &d
+	case config.KindCopies:
+		e.cmu.Lock()
+		e.book.expire(t.UnixNano())
+		ks.Holds = int(r.copies.perDom[domain])
+		ks.Tracked = ks.Holds > 0
+		e.cmu.Unlock()
+	}
+	return ks, nil
+}
+
+// Keys returns how many keys resource tracks now.
+func (e *Engine) Keys(resource string) int {
+	r, ok := e.res[resource]
+	if !ok {
+		return 0
+	}
+	switch {
+	case r.tiers != nil:
+		return r.tiers.keys.len()
+	case r.gcra != nil:
+		return r.gcra.keys.len()
+	}
+	return 0
+}
+
+// Step drops keys that have fully reset and ends expired sessions and
+// transfers as of t. The agent calls it from a ticker; tests call it directly.
+// It visits every key: about 10 ms per million keys.
+func (e *Engine) Step(t time.Time) {
+	tm, tn := t.UnixMilli(), t.UnixNano()
+	sweep := func(r *resource) {
+		switch {
+		case r.tiers != nil:
+			r.tiers.keys.sweep(func(s *tiersState) bool { return s.resetAt <= tm })
+		case r.gcra != nil:
+			r.gcra.keys.sweep(func(tat int64) bool { return tat <= tn })
+		}
+	}
+	for _, r := range e.res {
+		sweep(r)
+	}
+	e.dynMu.RLock()
+	for _, r := range e.dyn {
+		sweep(r)
+	}
+	e.dynMu.RUnlock()
+	e.cmu.Lock()
+	e.book.expire(tn)
+	e.cmu.Unlock()
+}

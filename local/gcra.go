@@ -1,0 +1,86 @@
+package local
+
+import "time"
+
+// gcra.go is Boulder's generic cell rate algorithm, pure: no clock, no locks.
+// A bucket is one integer, its theoretical arrival time (TAT) in Unix
+// nanoseconds; a TAT at or before now (0 included) is a full bucket.
+
+// gcraParams are a bucket's fixed numbers, all in nanoseconds.
+type gcraParams struct {
+	burst  int64
+	ei     int64 // emission interval: period/count, integer division
+	b      int64 // burst offset: ei·burst
+	period time.Duration
+}
+
+func newGCRAParams(burst, count int, period time.Duration) gcraParams {
+	ei := int64(period) / int64(count)
+	if ei < 1 {
+		ei = 1
+	}
+	return gcraParams{burst: int64(burst), ei: ei, b: ei * int64(burst), period: period}
+}
+
+// gcraOutcome is the result of one gcra decision.
+type gcraOutcome struct {
+	tat                    int64 // the new TAT
+	granted, remaining     int64
+	retryAfter, resetAfter int64 // ns
+	changed                bool
+}
+
+// gcraDecide decides a request of q tokens, at least m (0 ≤ m ≤ q ≤ burst),
+// at t for a bucket whose TAT is tat. It returns the new TAT and the reply
+// numbers of SEMANTICS.md:
+//
+//	base = max(tat, t); fit = floor((t + B − base) / EI)
+//	granted = min(q, fit); reject if granted < m or granted = 0
+//	commit: tat = base + granted·EI
+func gcraDecide(p *gcraParams, tat, t, q, m int64) gcraOutcome {
+	base := max(tat, t)
+	fit := floorDiv(t+p.b-base, p.ei)
+	granted := min(q, fit)
+	o := gcraOutcome{tat: tat}
+	if q > 0 && granted >= m && granted > 0 {
+		o.tat = base + granted*p.ei
+		o.granted = granted
+		o.changed = true
+	}
+	gcraReport(p, &o, t, m)
+	return o
+}
+
+// gcraReport fills remaining, retryAfter and resetAfter for the TAT in o.
+func gcraReport(p *gcraParams, o *gcraOutcome, t, m int64) {
+	base := max(o.tat, t)
+	o.remaining = max(0, floorDiv(t+p.b-base, p.ei))
+	// retry_after: least wait until max(m,1) tokens fit.
+	o.retryAfter = max(0, base+max(m, 1)*p.ei-p.b-t)
+	o.resetAfter = max(0, o.tat-t)
+}
+
+// gcraRefund gives q tokens back: tat = max(tat − q·EI, t). Refunding a full
+// bucket changes nothing. It returns the new TAT and what remains.
+func gcraRefund(p *gcraParams, tat, t, q int64) (int64, int64) {
+	if tat > t {
+		// q·EI may overflow for huge q: compare in tokens first.
+		if q >= (tat-t+p.ei-1)/p.ei {
+			tat = t
+		} else {
+			tat -= q * p.ei
+		}
+	}
+	o := gcraOutcome{tat: tat}
+	gcraReport(p, &o, t, 0)
+	return tat, o.remaining
+}
+
+// floorDiv is a/b rounded toward negative infinity (b > 0).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}

@@ -1,0 +1,100 @@
+package local
+
+import (
+	"time"
+
+	"github.com/obol-dev/obol/config"
+)
+
+// Never is the RetryAfter of a request that no wait would let through.
+const Never = time.Duration(-1)
+
+// Decision is the outcome of a rate decision (kinds tiers and gcra), with the
+// response fields of SEMANTICS.md. Fields that do not apply to the kind are zero.
+type Decision struct {
+	Kind    config.Kind
+	Granted int
+	// Remaining is the most hits a request at the same instant could now get.
+	Remaining int
+	// RetryAfter is the least wait until a request of max(min_copies,1) would be
+	// granted: 0 when it would be now, Never when it never would.
+	RetryAfter time.Duration
+	// ResetAfter is the least wait until the key is fully reset.
+	ResetAfter time.Duration
+
+	// tiers only
+	Tier                 int
+	TierLimit            int
+	TierHits             int
+	TierWindow           time.Duration // the current tier's window (0 for tier 0)
+	FirstTierLimit       int           // tier 1's limit, for RateLimit-Policy at tier 0
+	FirstTierWindow      time.Duration
+	Burst                bool
+	LimitedByHard        bool
+	LimitedByGlobal      bool
+	HardLimit            int
+	GlobalLimit          int
+	DomainHitsLastSecond int
+	GlobalHitsLastSecond int
+
+	// gcra only: the burst and period, for the RateLimit-Policy field.
+	GCRABurst  int
+	GCRAPeriod time.Duration
+
+	// Shadow is true when a rejection was turned into a grant by shadow mode.
+	Shadow bool
+	// Lenient is true when the grant was made without a limit: the namespace
+	// ignores its config, the resource is unconfigured but allowed, or the
+	// resource tracks max_keys keys already.
+	Lenient bool
+}
+
+// GroupHolds is one domain group's pool as seen by a reservation.
+type GroupHolds struct {
+	Name  string
+	Limit int
+	Holds int
+}
+
+// Reservation is the outcome of Reserve.
+type Reservation struct {
+	Granted     int
+	Hold        string // "" when rejected
+	DomainLimit int    // effective (0 = none)
+	GlobalLimit int    // 0 = none
+	DomainHolds int
+	GlobalHolds int
+	Groups      []GroupHolds
+	Shadow      bool
+	Lenient     bool
+}
+
+// Seized is the outcome of Seize: the new hold and what it holds.
+type Seized struct {
+	Hold     string
+	Resource string
+	Domain   string
+	Groups   []string
+	Copies   int
+}
+
+// TierState is one tier of a key as shown by State.
+type TierState struct {
+	Index     int
+	Limit     int
+	State     string // "active", "cooldown" or "inactive"
+	EnteredAt time.Time
+	Hits      int // hits within the tier's window at the asked instant
+}
+
+// KeyState is what State reports of a (resource, domain) key without spending.
+type KeyState struct {
+	Resource string
+	Domain   string
+	Kind     config.Kind
+	Tracked  bool
+	Tiers    []TierState
+	TAT      time.Time // gcra; zero when the bucket is full
+	Holds    int       // copies: the domain's holds
+	Peek     *Decision // rate kinds: the decision of a peek at that instant
+}
