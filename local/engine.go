@@ -298,7 +298,7 @@ func (tr *tiersRes) decide(stats *Stats, domain string, t, q, m int64) Decision 
 		defer ring.mu.Unlock()
 	}
 	sh := tr.keys.lock(domain)
-	st, ok := sh.m[domain]
+	st, ok := sh.get(domain)
 	if !ok {
 		st = newTiersState(len(p.tiers))
 		if q > 0 && !tr.keys.insert(sh, domain, st) {
@@ -364,11 +364,11 @@ func (gr *gcraRes) decide(stats *Stats, domain string, t, q, m int64) (Decision,
 		return Decision{}, fmt.Errorf("%w: copies: %d is over the burst of %d", ErrCostOverBurst, q, p.burst)
 	}
 	sh := gr.keys.lock(domain)
-	tat, ok := sh.m[domain]
+	tat, ok := sh.get(domain)
 	o := gcraDecide(p, tat, t, q, m)
 	if o.changed {
 		if ok {
-			sh.m[domain] = o.tat
+			sh.set(domain, o.tat)
 		} else if !gr.keys.insert(sh, domain, o.tat) {
 			sh.mu.Unlock()
 			stats.LenientFull.Add(1)
@@ -406,13 +406,13 @@ func (e *Engine) Refund(t time.Time, resource, domain string, copies int) (int, 
 	p := gr.params(domain)
 	sh := gr.keys.lock(domain)
 	defer sh.mu.Unlock()
-	tat, ok := sh.m[domain]
+	tat, ok := sh.get(domain)
 	tat, remaining := gcraRefund(p, tat, tn, int64(copies))
 	if ok {
 		if tat <= tn {
 			gr.keys.remove(sh, domain)
 		} else {
-			sh.m[domain] = tat
+			sh.set(domain, tat)
 		}
 	}
 	return int(remaining), nil
@@ -567,7 +567,7 @@ func (e *Engine) State(t time.Time, resource, domain string) (KeyState, error) {
 		p := tr.params(domain)
 		tm := t.UnixMilli()
 		sh := tr.keys.lock(domain)
-		if st, ok := sh.m[domain]; ok {
+		if st, ok := sh.get(domain); ok {
 			ks.Tracked = true
 			st.settle(p, tm)
 			for i := range st.inst {
@@ -586,7 +586,7 @@ func (e *Engine) State(t time.Time, resource, domain string) (KeyState, error) {
 	case config.KindGCRA:
 		gr := r.gcra
 		sh := gr.keys.lock(domain)
-		tat, ok := sh.m[domain]
+		tat, ok := sh.get(domain)
 		sh.mu.Unlock()
 		if ok && tat > t.UnixNano() {
 			ks.Tracked, ks.TAT = true, time.Unix(0, tat)

@@ -24,15 +24,52 @@ type store[V any] struct {
 }
 
 type shard[V any] struct {
-	mu sync.Mutex
-	m  map[string]V
-	_  [40]byte // keep hot shards on separate cache lines
+	mu    sync.Mutex
+	short map[shortKey]V // domains of up to shortLen bytes, held inline
+	long  map[string]V
+	_     [40]byte // keep hot shards on separate cache lines
+}
+
+// shortLen is the longest domain kept inline in a map key. Inline keys are
+// compared without following a pointer (a cache miss on a large store) and
+// cost no separate allocation.
+const shortLen = 23
+
+type shortKey struct {
+	n uint8
+	b [shortLen]byte
+}
+
+func mkShort(key string) (k shortKey) {
+	k.n = uint8(len(key))
+	copy(k.b[:], key)
+	return k
+}
+
+// get returns key's value in a locked shard.
+func (sh *shard[V]) get(key string) (V, bool) {
+	if len(key) <= shortLen {
+		v, ok := sh.short[mkShort(key)]
+		return v, ok
+	}
+	v, ok := sh.long[key]
+	return v, ok
+}
+
+// set replaces the value of a key already in a locked shard.
+func (sh *shard[V]) set(key string, v V) {
+	if len(key) <= shortLen {
+		sh.short[mkShort(key)] = v
+		return
+	}
+	sh.long[key] = v
 }
 
 func newStore[V any](max int) *store[V] {
 	s := &store[V]{seed: maphash.MakeSeed(), max: int64(max)}
 	for i := range s.shards {
-		s.shards[i].m = make(map[string]V)
+		s.shards[i].short = make(map[shortKey]V)
+		s.shards[i].long = make(map[string]V)
 	}
 	return s
 }
@@ -51,16 +88,25 @@ func (s *store[V]) insert(sh *shard[V], key string, v V) bool {
 		s.n.Add(-1)
 		return false
 	}
-	sh.m[strings.Clone(key)] = v
+	if len(key) <= shortLen {
+		sh.short[mkShort(key)] = v
+	} else {
+		sh.long[strings.Clone(key)] = v
+	}
 	return true
 }
 
 // remove deletes key from a locked shard.
 func (s *store[V]) remove(sh *shard[V], key string) {
-	if _, ok := sh.m[key]; ok {
-		delete(sh.m, key)
-		s.n.Add(-1)
+	if _, ok := sh.get(key); !ok {
+		return
 	}
+	if len(key) <= shortLen {
+		delete(sh.short, mkShort(key))
+	} else {
+		delete(sh.long, key)
+	}
+	s.n.Add(-1)
 }
 
 // sweep deletes every key for which done reports true, shard by shard.
@@ -69,9 +115,15 @@ func (s *store[V]) sweep(done func(V) bool) int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, v := range sh.m {
+		for k, v := range sh.short {
 			if done(v) {
-				delete(sh.m, k)
+				delete(sh.short, k)
+				dropped++
+			}
+		}
+		for k, v := range sh.long {
+			if done(v) {
+				delete(sh.long, k)
 				dropped++
 			}
 		}
