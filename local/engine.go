@@ -297,11 +297,11 @@ func (tr *tiersRes) decide(stats *Stats, domain string, t, q, m int64) Decision 
 		ring.mu.Lock()
 		defer ring.mu.Unlock()
 	}
-	sh := tr.keys.lock(domain)
-	st, ok := sh.get(domain)
+	sh, h := tr.keys.lock(domain)
+	st, ok := sh.get(domain, h)
 	if !ok {
 		st = newTiersState(len(p.tiers))
-		if q > 0 && !tr.keys.insert(sh, domain, st) {
+		if q > 0 && !tr.keys.insert(sh, domain, h, st) {
 			sh.mu.Unlock()
 			stats.LenientFull.Add(1)
 			tr.recordGlobal(ring, t, q)
@@ -310,7 +310,7 @@ func (tr *tiersRes) decide(stats *Stats, domain string, t, q, m int64) Decision 
 	}
 	o := tiersDecide(p, st, t, q, m, ring)
 	if !ok && q > 0 && o.granted == 0 {
-		tr.keys.remove(sh, domain) // a rejected first request leaves nothing behind
+		tr.keys.remove(sh, domain, h) // a rejected first request leaves nothing behind
 	}
 	sh.mu.Unlock()
 	if ring == nil {
@@ -363,13 +363,17 @@ func (gr *gcraRes) decide(stats *Stats, domain string, t, q, m int64) (Decision,
 	if q > p.burst {
 		return Decision{}, fmt.Errorf("%w: copies: %d is over the burst of %d", ErrCostOverBurst, q, p.burst)
 	}
-	sh := gr.keys.lock(domain)
-	tat, ok := sh.get(domain)
+	sh, h := gr.keys.lock(domain)
+	var tat int64
+	ptat := sh.find(domain, h)
+	if ptat != nil {
+		tat = *ptat
+	}
 	o := gcraDecide(p, tat, t, q, m)
 	if o.changed {
-		if ok {
-			sh.set(domain, o.tat)
-		} else if !gr.keys.insert(sh, domain, o.tat) {
+		if ptat != nil {
+			*ptat = o.tat
+		} else if !gr.keys.insert(sh, domain, h, o.tat) {
 			sh.mu.Unlock()
 			stats.LenientFull.Add(1)
 			return lenientDecision(config.KindGCRA, int(q)), nil
@@ -404,15 +408,19 @@ func (e *Engine) Refund(t time.Time, resource, domain string, copies int) (int, 
 	}
 	gr, tn := r.gcra, t.UnixNano()
 	p := gr.params(domain)
-	sh := gr.keys.lock(domain)
+	sh, h := gr.keys.lock(domain)
 	defer sh.mu.Unlock()
-	tat, ok := sh.get(domain)
+	var tat int64
+	ptat := sh.find(domain, h)
+	if ptat != nil {
+		tat = *ptat
+	}
 	tat, remaining := gcraRefund(p, tat, tn, int64(copies))
-	if ok {
+	if ptat != nil {
 		if tat <= tn {
-			gr.keys.remove(sh, domain)
+			gr.keys.remove(sh, domain, h)
 		} else {
-			sh.set(domain, tat)
+			*ptat = tat
 		}
 	}
 	return int(remaining), nil
@@ -566,8 +574,8 @@ func (e *Engine) State(t time.Time, resource, domain string) (KeyState, error) {
 		tr := r.tiers
 		p := tr.params(domain)
 		tm := t.UnixMilli()
-		sh := tr.keys.lock(domain)
-		if st, ok := sh.get(domain); ok {
+		sh, h := tr.keys.lock(domain)
+		if st, ok := sh.get(domain, h); ok {
 			ks.Tracked = true
 			st.settle(p, tm)
 			for i := range st.inst {
@@ -585,8 +593,8 @@ func (e *Engine) State(t time.Time, resource, domain string) (KeyState, error) {
 		ks.Peek = &d
 	case config.KindGCRA:
 		gr := r.gcra
-		sh := gr.keys.lock(domain)
-		tat, ok := sh.get(domain)
+		sh, h := gr.keys.lock(domain)
+		tat, ok := sh.get(domain, h)
 		sh.mu.Unlock()
 		if ok && tat > t.UnixNano() {
 			ks.Tracked, ks.TAT = true, time.Unix(0, tat)

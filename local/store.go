@@ -7,13 +7,21 @@ import (
 	"sync/atomic"
 )
 
-// store.go is the sharded key store: a fixed number of shards, each a map
-// behind its own mutex, picked by a seeded hash of the domain. A key whose
-// state has fully reset is dropped by sweep, so memory follows the number of
-// active keys. A store holds at most max keys; a new key past that is refused
-// (the engine then decides leniently and counts it).
+// store.go is the sharded key store. A seeded 64-bit hash of the domain picks
+// one of 256 shards, each behind its own mutex, and then a slot in the
+// shard's open-addressing table (linear probing). A slot holds the full hash,
+// the domain inline when it is at most 23 bytes, and the value, so a decision
+// finds and updates its key in place, usually within one cache line, with no
+// second hash and no pointer to follow. Longer domains are kept in a plain
+// map beside the table. A key whose state has fully reset is dropped by
+// sweep, so memory follows the number of active keys. A store holds at most
+// max keys; a new key past that is refused (the engine then decides
+// leniently and counts it).
 
 const numShards = 256
+
+// shortLen is the longest domain kept inline in a slot.
+const shortLen = 23
 
 // store maps domains to per-key state V. Safe for concurrent use.
 type store[V any] struct {
@@ -23,109 +31,184 @@ type store[V any] struct {
 	shards [numShards]shard[V]
 }
 
+type slot[V any] struct {
+	hash uint64 // 0 = empty; stored hashes have their low bit set
+	klen uint8
+	key  [shortLen]byte
+	val  V
+}
+
 type shard[V any] struct {
 	mu    sync.Mutex
-	short map[shortKey]V // domains of up to shortLen bytes, held inline
-	long  map[string]V
-	_     [40]byte // keep hot shards on separate cache lines
-}
-
-// shortLen is the longest domain kept inline in a map key. Inline keys are
-// compared without following a pointer (a cache miss on a large store) and
-// cost no separate allocation.
-const shortLen = 23
-
-type shortKey struct {
-	n uint8
-	b [shortLen]byte
-}
-
-func mkShort(key string) (k shortKey) {
-	k.n = uint8(len(key))
-	copy(k.b[:], key)
-	return k
-}
-
-// get returns key's value in a locked shard.
-func (sh *shard[V]) get(key string) (V, bool) {
-	if len(key) <= shortLen {
-		v, ok := sh.short[mkShort(key)]
-		return v, ok
-	}
-	v, ok := sh.long[key]
-	return v, ok
-}
-
-// set replaces the value of a key already in a locked shard.
-func (sh *shard[V]) set(key string, v V) {
-	if len(key) <= shortLen {
-		sh.short[mkShort(key)] = v
-		return
-	}
-	sh.long[key] = v
+	slots []slot[V] // power-of-two length, at most 3/4 full
+	used  int
+	long  map[string]*V // domains over shortLen bytes
+	_     [40]byte      // keep hot shards on separate cache lines
 }
 
 func newStore[V any](max int) *store[V] {
-	s := &store[V]{seed: maphash.MakeSeed(), max: int64(max)}
-	for i := range s.shards {
-		s.shards[i].short = make(map[shortKey]V)
-		s.shards[i].long = make(map[string]V)
-	}
-	return s
+	return &store[V]{seed: maphash.MakeSeed(), max: int64(max)}
 }
 
-// shard returns the locked shard of key; the caller unlocks it.
-func (s *store[V]) lock(key string) *shard[V] {
-	sh := &s.shards[maphash.String(s.seed, key)%numShards]
+// ref is a found or to-be-inserted key in a locked shard.
+type ref struct {
+	hash uint64
+	i    int // slot index, or -1 for a long key
+}
+
+// lock hashes key, locks its shard and returns both; the caller unlocks it.
+func (s *store[V]) lock(key string) (*shard[V], uint64) {
+	h := maphash.String(s.seed, key) | 1
+	sh := &s.shards[h>>56] // the top byte picks the shard; the low bits, the slot
 	sh.mu.Lock()
-	return sh
+	return sh, h
 }
 
-// insert adds key → v to a locked shard, cloning the key (it may alias a
-// request buffer). It reports false, adding nothing, when the store is full.
-func (s *store[V]) insert(sh *shard[V], key string, v V) bool {
+// home is the first slot a hash probes (bit 0 is the used mark).
+func home(h uint64, mask int) int { return int(h>>1) & mask }
+
+// find returns a pointer to key's value in a locked shard, or nil. The
+// pointer is valid until the shard is unlocked.
+func (sh *shard[V]) find(key string, h uint64) *V {
+	if len(key) > shortLen {
+		return sh.long[key]
+	}
+	if len(sh.slots) == 0 {
+		return nil
+	}
+	mask := len(sh.slots) - 1
+	for i := home(h, mask); ; i = (i + 1) & mask {
+		sl := &sh.slots[i]
+		if sl.hash == 0 {
+			return nil
+		}
+		if sl.hash == h && int(sl.klen) == len(key) && string(sl.key[:sl.klen]) == key {
+			return &sl.val
+		}
+	}
+}
+
+// get returns key's value in a locked shard.
+func (sh *shard[V]) get(key string, h uint64) (V, bool) {
+	if p := sh.find(key, h); p != nil {
+		return *p, true
+	}
+	var zero V
+	return zero, false
+}
+
+// insert adds key → v to a locked shard (key must be absent), copying the
+// key (it may alias a request buffer). It reports false, adding nothing, when
+// the store is full.
+func (s *store[V]) insert(sh *shard[V], key string, h uint64, v V) bool {
 	if s.n.Add(1) > s.max {
 		s.n.Add(-1)
 		return false
 	}
-	if len(key) <= shortLen {
-		sh.short[mkShort(key)] = v
-	} else {
-		sh.long[strings.Clone(key)] = v
+	if len(key) > shortLen {
+		if sh.long == nil {
+			sh.long = make(map[string]*V)
+		}
+		sh.long[strings.Clone(key)] = &v
+		return true
 	}
+	if (sh.used+1)*4 > len(sh.slots)*3 {
+		sh.resize(max(16, len(sh.slots)*2))
+	}
+	sh.place(slot[V]{hash: h, klen: uint8(len(key)), val: v}, key)
+	sh.used++
 	return true
 }
 
-// remove deletes key from a locked shard.
-func (s *store[V]) remove(sh *shard[V], key string) {
-	if _, ok := sh.get(key); !ok {
-		return
+func (sh *shard[V]) place(sl slot[V], key string) {
+	if key != "" {
+		copy(sl.key[:], key)
 	}
-	if len(key) <= shortLen {
-		delete(sh.short, mkShort(key))
-	} else {
-		delete(sh.long, key)
+	mask := len(sh.slots) - 1
+	i := home(sl.hash, mask)
+	for sh.slots[i].hash != 0 {
+		i = (i + 1) & mask
 	}
-	s.n.Add(-1)
+	sh.slots[i] = sl
 }
 
-// sweep deletes every key for which done reports true, shard by shard.
+func (sh *shard[V]) resize(n int) {
+	old := sh.slots
+	sh.slots = make([]slot[V], n)
+	for i := range old {
+		if old[i].hash != 0 {
+			sh.place(old[i], "")
+		}
+	}
+}
+
+// remove deletes key from a locked shard.
+func (s *store[V]) remove(sh *shard[V], key string, h uint64) {
+	if len(key) > shortLen {
+		if _, ok := sh.long[key]; ok {
+			delete(sh.long, key)
+			s.n.Add(-1)
+		}
+		return
+	}
+	if len(sh.slots) == 0 {
+		return
+	}
+	mask := len(sh.slots) - 1
+	for i := home(h, mask); sh.slots[i].hash != 0; i = (i + 1) & mask {
+		sl := &sh.slots[i]
+		if sl.hash == h && int(sl.klen) == len(key) && string(sl.key[:sl.klen]) == key {
+			sh.deleteAt(i)
+			s.n.Add(-1)
+			return
+		}
+	}
+}
+
+// deleteAt empties slot i and shifts later slots of its probe run back, so
+// that no tombstones are needed (backward-shift deletion).
+func (sh *shard[V]) deleteAt(i int) {
+	mask := len(sh.slots) - 1
+	j := i
+	for {
+		j = (j + 1) & mask
+		if sh.slots[j].hash == 0 {
+			break
+		}
+		// The entry at j may fill the hole at i when it probed at least as
+		// far as from i to j (its home is not cyclically within (i, j]).
+		if (j-home(sh.slots[j].hash, mask))&mask >= (j-i)&mask {
+			sh.slots[i] = sh.slots[j]
+			i = j
+		}
+	}
+	sh.slots[i] = slot[V]{}
+	sh.used--
+}
+
+// sweep deletes every key for which done reports true, shard by shard, and
+// shrinks tables that have emptied out.
 func (s *store[V]) sweep(done func(V) bool) int {
 	dropped := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
+	for k := range s.shards {
+		sh := &s.shards[k]
 		sh.mu.Lock()
-		for k, v := range sh.short {
-			if done(v) {
-				delete(sh.short, k)
+		for i := 0; i < len(sh.slots); {
+			if sh.slots[i].hash != 0 && done(sh.slots[i].val) {
+				sh.deleteAt(i) // a later slot may have moved into i: look again
+				dropped++
+				continue
+			}
+			i++
+		}
+		for key, v := range sh.long {
+			if done(*v) {
+				delete(sh.long, key)
 				dropped++
 			}
 		}
-		for k, v := range sh.long {
-			if done(v) {
-				delete(sh.long, k)
-				dropped++
-			}
+		if len(sh.slots) > 16 && sh.used*8 < len(sh.slots) {
+			sh.resize(max(16, len(sh.slots)/4))
 		}
 		sh.mu.Unlock()
 	}
