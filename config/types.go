@@ -2,14 +2,25 @@ package config
 
 import "time"
 
-// Kind names a resource's limiting algorithm.
+// Kind names a resource's limiting algorithm (SEMANTICS.md). The zero value
+// "" is not a valid kind: Validate requires one of the four constants.
 type Kind string
 
 // The resource kinds of SEMANTICS.md.
 const (
-	KindTiers    Kind = "tiers"
-	KindGCRA     Kind = "gcra"
-	KindCopies   Kind = "copies"
+	// KindTiers is Charon's leniency-first burst tiers: a per-domain rate
+	// with bursts that climb tiers, each active for a while and then cooling
+	// down.
+	KindTiers Kind = "tiers"
+	// KindGCRA is a token bucket kept as a theoretical arrival time
+	// (Boulder): a burst, then a steady rate.
+	KindGCRA Kind = "gcra"
+	// KindCopies is a copy-limited resource: a counting semaphore whose
+	// copies are held until released.
+	KindCopies Kind = "copies"
+	// KindAdaptive is an adaptive queue window (OpenZiti): a bound on
+	// concurrent work that shrinks when callers time out and grows back on
+	// success.
 	KindAdaptive Kind = "adaptive"
 )
 
@@ -20,97 +31,217 @@ const DefaultMaxKeys = 1_000_000
 const DefaultDrift = 0.05
 
 // Config is the whole agent configuration, as loaded from YAML or JSON.
-// The zero value is a valid, empty configuration.
+// The zero value is a valid, empty configuration: no resources, the built-in
+// listeners, no cluster. Parse and Load return it validated and normalized.
+// A Config is plain data: safe for concurrent reads, not for concurrent
+// mutation.
 type Config struct {
-	Agent      Agent                 `json:"agent"`
-	Gossip     Gossip                `json:"gossip"`
+	// Agent is where the application reaches this agent.
+	Agent Agent `json:"agent"`
+	// Gossip is how agents find each other and share counts.
+	Gossip Gossip `json:"gossip"`
+	// Namespaces maps a namespace name (the part of a resource name before
+	// '/', never containing '/') to its modes. A namespace not listed has the
+	// zero Namespace: configured resources enforced, unknown resources
+	// refused.
 	Namespaces map[string]*Namespace `json:"namespaces,omitempty"`
-	Resources  map[string]*Resource  `json:"resources"`
+	// Resources maps a resource name, NAMESPACE/NAME (both parts non-empty,
+	// valid UTF-8, at most MaxNameLen bytes; NAME may contain '/'), to its
+	// configuration.
+	Resources map[string]*Resource `json:"resources"`
 }
 
-// Agent holds the listener settings. Empty strings mean the built-in defaults.
+// Agent holds the listener settings. Empty strings mean the built-in
+// defaults; each field also has a flag and an OBOL_* environment variable.
 type Agent struct {
 	// Socket is the Unix socket path ("" = $XDG_RUNTIME_DIR/obol.sock, else /tmp/obol.sock).
 	Socket string `json:"socket,omitempty"`
-	// HTTP is the loopback TCP address ("" = 127.0.0.1:7070).
+	// HTTP is the loopback TCP address ("" = 127.0.0.1:7070). When set it
+	// must be host:port.
 	HTTP string `json:"http,omitempty"`
 }
 
-// Gossip holds the cluster settings (used once the cluster lands).
+// Gossip holds the cluster settings (used once the cluster lands). The zero
+// value runs the agent alone.
 type Gossip struct {
-	Bind         string        `json:"bind,omitempty"`
-	Join         []string      `json:"join,omitempty"`
+	// Bind is the host:port memberlist listens on (UDP and TCP); "" = the
+	// built-in default (0.0.0.0:7946).
+	Bind string `json:"bind,omitempty"`
+	// Join lists peers to contact at start (host, host:port or DNS names
+	// resolving to several); any one live member is enough. Empty = start a
+	// new cluster of one and wait to be joined.
+	Join []string `json:"join,omitempty"`
+	// SyncInterval is how often a node ships its changed counts to its
+	// peers (jittered); 0 = the built-in 250ms. Shorter converges faster and
+	// over-admits less (see Resource.Drift), at the cost of more packets:
+	// O(N) per node per tick.
 	SyncInterval time.Duration `json:"sync_interval,omitempty"`
-	SecretFile   string        `json:"secret_file,omitempty"`
+	// SecretFile is the path of the 32-byte key that encrypts and
+	// authenticates gossip; "" = unencrypted (only on a trusted network).
+	SecretFile string `json:"secret_file,omitempty"`
 }
 
 // Namespace is the per-namespace mode (the part of a resource name before '/').
+// The zero value enforces configured resources and refuses unknown ones.
 type Namespace struct {
 	// IgnoreConfigured grants every request of the namespace (still recorded).
+	// It is a kill switch: false (the default) enforces the configured limits.
 	IgnoreConfigured bool `json:"ignore_configured,omitempty"`
 	// AllowUnconfigured makes an unknown resource of the namespace behave as
 	// the most permissive config instead of being unknown_resource.
+	// false (the default) surfaces typos in resource names at once; true
+	// suits sandboxes where resources come and go.
 	AllowUnconfigured bool `json:"allow_unconfigured,omitempty"`
 }
 
-// Tier is one burst tier (SEMANTICS.md, kind tiers).
+// Tier is one burst tier (SEMANTICS.md, kind tiers). A domain climbs to the
+// next tier when the current one is full; the tier then stays active for
+// Active, during which at most Limit hits fall in any Window, and cools down
+// for Cooldown before it can be entered again. Normalization removes tiers
+// with Active 0, shortens a Window longer than Active to Active, and cuts
+// Active down to a multiple of Window.
 type Tier struct {
-	Limit     int           `json:"limit"`
-	Window    time.Duration `json:"window"`
-	Active    time.Duration `json:"active"`
-	Cooldown  time.Duration `json:"cooldown"`
-	Skippable bool          `json:"skippable"`
+	// Limit is the most hits in any Window while the tier is active; ≥ 1,
+	// at most MaxLimit.
+	Limit int `json:"limit"`
+	// Window is the length of the sliding window Limit applies to; > 0.
+	// With Window = Active the tier grants Limit hits in all; shorter
+	// windows spread them out.
+	Window time.Duration `json:"window"`
+	// Active is how long the tier lasts once entered; ≥ 0, and a tier with
+	// Active 0 is removed by normalization (it could never be used).
+	Active time.Duration `json:"active"`
+	// Cooldown is how long after Active ends the tier cannot be entered
+	// again; ≥ 0, 0 = at once. Longer cooldowns make bursts rarer.
+	Cooldown time.Duration `json:"cooldown"`
+	// Skippable lets a burst climb past this tier while it cools down;
+	// false (the default) blocks the climb there.
+	Skippable bool `json:"skippable"`
 }
 
-// Group is a named pool of copies shared by some domains (kind copies).
+// Group is a named pool of copies shared by some domains (kind copies). A
+// domain in several groups takes one copy from each group's pool.
 type Group struct {
-	Name    string   `json:"name"`
-	Limit   int      `json:"limit"`
+	// Name identifies the group in reservations (it must be non-empty and
+	// unique within the resource); releases name it.
+	Name string `json:"name"`
+	// Limit is the most copies the group's domains hold together; ≥ 0,
+	// 0 = no limit of the group's own. Above a nonzero global_limit it is
+	// lowered to global_limit by normalization.
+	Limit int `json:"limit"`
+	// Domains are the group's members: at least one, no duplicates.
 	Domains []string `json:"domains"`
 }
 
 // Resource is one resource's configuration. Which fields apply depends on Kind.
 // A per-domain override (Domains) replaces the default for that domain, whole:
 // it holds only the kind-specific limit fields.
+//
+// Fields of another kind must be zero (in a file: absent). Count fields are
+// at most MaxLimit and durations at most MaxDuration. The zero value is not
+// valid (it has no kind). Plain data: safe for concurrent reads only.
 type Resource struct {
-	Kind   Kind    `json:"kind"`
-	Shadow bool    `json:"shadow,omitempty"`
-	Drift  float64 `json:"drift,omitempty"`
-	// MaxKeys bounds the keys tracked; 0 means DefaultMaxKeys.
+	// Kind is the algorithm: tiers, gcra, copies or adaptive. Required.
+	Kind Kind `json:"kind"`
+	// Shadow computes, records and reports decisions but grants what would
+	// be rejected (marked shadow): a way to try a limit on real traffic.
+	Shadow bool `json:"shadow,omitempty"`
+	// Drift is the drift tolerance, a fraction in [0, 1] of the limit: a
+	// node ships a key's unshipped hits at once when they reach
+	// max(1, drift·limit/N) for N live nodes. 0 means DefaultDrift (filled in
+	// by normalization). Smaller keeps the cluster's over-admission tighter
+	// and costs more gossip packets under load.
+	Drift float64 `json:"drift,omitempty"`
+	// MaxKeys bounds the keys (domains) tracked at once; 0 means
+	// DefaultMaxKeys (filled in by normalization). It caps the memory one
+	// resource can take; what happens at the cap is the key store's rule
+	// (package local).
 	MaxKeys int `json:"max_keys,omitempty"`
 
 	// tiers
-	HardLimit   int    `json:"hard_limit,omitempty"`
-	GlobalLimit int    `json:"global_limit,omitempty"` // tiers and copies
-	Tiers       []Tier `json:"tiers,omitempty"`
+
+	// HardLimit (tiers) is the most hits one domain gets in any 1 s
+	// window, whatever its tiers allow; 0 = none. A safety net under
+	// generous tiers.
+	HardLimit int `json:"hard_limit,omitempty"`
+	// GlobalLimit (tiers and copies) bounds all domains together; 0 = none.
+	// For tiers: hits per 1 s window across domains, which makes domains
+	// compete. For copies: copies held in total; a domain_limit or group
+	// limit above it is lowered to it by normalization.
+	GlobalLimit int `json:"global_limit,omitempty"` // tiers and copies
+	// Tiers (tiers) are the burst tiers, lowest first. In a file, a list
+	// of {limit, window, active, cooldown, skippable} or the compact string
+	// "limit,window,active,cooldown,..." in seconds (ParseTiers). Required
+	// for kind tiers in a file; an empty list rejects every request.
+	Tiers []Tier `json:"tiers,omitempty"`
 
 	// gcra
-	Burst  int           `json:"burst,omitempty"`
-	Count  int           `json:"count,omitempty"`
+
+	// Burst (gcra) is the bucket's capacity in tokens: how many requests
+	// may arrive at once after a quiet spell; ≥ 1.
+	Burst int `json:"burst,omitempty"`
+	// Count (gcra) is how many tokens refill per Period; ≥ 1. The rate is
+	// Count/Period, so one token every Period/Count (whole nanoseconds,
+	// which must be ≥ 1ns).
+	Count int `json:"count,omitempty"`
+	// Period (gcra) is the refill period Count applies to; > 0.
 	Period time.Duration `json:"period,omitempty"`
 
 	// copies
-	DomainLimit int     `json:"domain_limit,omitempty"`
-	Groups      []Group `json:"groups,omitempty"`
+
+	// DomainLimit (copies) is the most copies one domain holds at once;
+	// 0 = none. Lowered to a nonzero GlobalLimit by normalization.
+	DomainLimit int `json:"domain_limit,omitempty"`
+	// Groups (copies) are pools shared by named sets of domains, each with
+	// its own limit. Empty = none.
+	Groups []Group `json:"groups,omitempty"`
 
 	// adaptive
-	MinWindow int           `json:"min_window,omitempty"`
-	MaxWindow int           `json:"max_window,omitempty"`
-	GrowEvery int           `json:"grow_every,omitempty"`
-	Margin    int           `json:"margin,omitempty"`
-	Timeout   time.Duration `json:"timeout,omitempty"`
 
-	// Domains maps a domain to its override.
+	// MinWindow (adaptive) is the floor of the window, the fewest calls
+	// admitted at once however many fail; ≥ 1.
+	MinWindow int `json:"min_window,omitempty"`
+	// MaxWindow (adaptive) is the ceiling and the starting window;
+	// ≥ MinWindow.
+	MaxWindow int `json:"max_window,omitempty"`
+	// GrowEvery (adaptive) is how many successes grow the window by one;
+	// 0 means DefaultGrowEvery (10). Smaller recovers faster after a
+	// backoff but probes the backend harder.
+	GrowEvery int `json:"grow_every,omitempty"`
+	// Margin (adaptive) is how far below a failing position the window
+	// drops, and how far past the window queued work may sit before it is
+	// rejected; 0 means DefaultMargin (10).
+	Margin int `json:"margin,omitempty"`
+	// Timeout (adaptive) is how long an admitted call may stay outstanding
+	// before it counts as a backoff; 0 means DefaultTimeout (30s).
+	Timeout time.Duration `json:"timeout,omitempty"`
+
+	// Domains maps a domain to its override. Not allowed for kind adaptive.
 	Domains map[string]*Override `json:"domains,omitempty"`
 }
 
 // Override is a per-domain replacement of a resource's limit fields.
-// Only the fields of the resource's kind may be set.
+// Only the fields of the resource's kind may be set: tiers sets Tiers (required
+// in a file) and HardLimit; gcra sets Burst, Count and Period (all three
+// required); copies sets DomainLimit (required). The same rules and the same
+// normalization apply as to the resource's own fields. An override does not
+// inherit anything from the default: a tiers override without hard_limit has
+// no hard limit.
 type Override struct {
-	HardLimit   int           `json:"hard_limit,omitempty"`
-	Tiers       []Tier        `json:"tiers,omitempty"`
-	Burst       int           `json:"burst,omitempty"`
-	Count       int           `json:"count,omitempty"`
-	Period      time.Duration `json:"period,omitempty"`
-	DomainLimit int           `json:"domain_limit,omitempty"`
+	// HardLimit (tiers) is the domain's own hard limit per 1 s; 0 = none.
+	HardLimit int `json:"hard_limit,omitempty"`
+	// Tiers (tiers) are the domain's tiers, normalized like the resource's;
+	// an empty list rejects every request of the domain.
+	Tiers []Tier `json:"tiers,omitempty"`
+	// Burst (gcra) is the domain's bucket capacity; ≥ 1.
+	Burst int `json:"burst,omitempty"`
+	// Count (gcra) is the domain's refill per Period; ≥ 1.
+	Count int `json:"count,omitempty"`
+	// Period (gcra) is the domain's refill period; > 0, and Period/Count
+	// ≥ 1ns.
+	Period time.Duration `json:"period,omitempty"`
+	// DomainLimit (copies) is the copies the domain may hold at once;
+	// 0 = none. Lowered to the resource's nonzero global_limit by
+	// normalization.
+	DomainLimit int `json:"domain_limit,omitempty"`
 }

@@ -1,0 +1,126 @@
+package config
+
+// Normalize rewrites c in place into the canonical form the agent runs on
+// and GET /v1/config shows (SEMANTICS.md, "Normalization"): every resource
+// and override is normalized as Resource.Normalize describes; Namespaces and
+// Resources become non-nil maps (so that callers may add entries) and a nil
+// namespace becomes the zero Namespace. Parse and Load already return
+// normalized configs. Normalize is idempotent, never fails and never panics,
+// but only a config that passes Validate is meaningful afterwards. Not safe
+// for concurrent use with any other access to c.
+func (c *Config) Normalize() {
+	if c == nil {
+		return
+	}
+	if len(c.Gossip.Join) == 0 {
+		c.Gossip.Join = nil
+	}
+	if c.Namespaces == nil {
+		c.Namespaces = map[string]*Namespace{}
+	}
+	for name, ns := range c.Namespaces {
+		if ns == nil {
+			c.Namespaces[name] = &Namespace{}
+		}
+	}
+	if c.Resources == nil {
+		c.Resources = map[string]*Resource{}
+	}
+	for _, r := range c.Resources {
+		r.Normalize()
+	}
+}
+
+// Normalize rewrites r in place into its canonical form:
+//
+//   - tiers (the default list and every override's): tiers with active = 0
+//     are removed; a window longer than active is shortened to active; an
+//     active that is not a multiple of window is cut down to the largest
+//     multiple (NormalizeTiers);
+//   - drift 0 becomes DefaultDrift; max_keys 0 becomes DefaultMaxKeys;
+//   - kind adaptive: grow_every 0 becomes DefaultGrowEvery, margin 0
+//     DefaultMargin, timeout 0 DefaultTimeout;
+//   - kind copies: with a nonzero global_limit G, a domain_limit (default or
+//     override) or group limit above G is lowered to G, the effective limit;
+//   - empty lists and maps become nil.
+//
+// It is idempotent and never panics; r may be nil. Not safe for concurrent
+// use with any other access to r.
+func (r *Resource) Normalize() {
+	if r == nil {
+		return
+	}
+	if r.Drift == 0 {
+		r.Drift = DefaultDrift
+	}
+	if r.MaxKeys == 0 {
+		r.MaxKeys = DefaultMaxKeys
+	}
+	r.Tiers = NormalizeTiers(r.Tiers)
+	if len(r.Groups) == 0 {
+		r.Groups = nil
+	}
+	switch r.Kind {
+	case KindAdaptive:
+		if r.GrowEvery == 0 {
+			r.GrowEvery = DefaultGrowEvery
+		}
+		if r.Margin == 0 {
+			r.Margin = DefaultMargin
+		}
+		if r.Timeout == 0 {
+			r.Timeout = DefaultTimeout
+		}
+	case KindCopies:
+		r.DomainLimit = capLimit(r.DomainLimit, r.GlobalLimit)
+		for i := range r.Groups {
+			r.Groups[i].Limit = capLimit(r.Groups[i].Limit, r.GlobalLimit)
+		}
+	}
+	if len(r.Domains) == 0 {
+		r.Domains = nil
+	}
+	for _, o := range r.Domains {
+		if o == nil {
+			continue
+		}
+		o.Tiers = NormalizeTiers(o.Tiers)
+		if r.Kind == KindCopies {
+			o.DomainLimit = capLimit(o.DomainLimit, r.GlobalLimit)
+		}
+	}
+}
+
+// capLimit returns limit lowered to global when global is set (nonzero).
+func capLimit(limit, global int) int {
+	if global > 0 && limit > global {
+		return global
+	}
+	return limit
+}
+
+// NormalizeTiers returns ts normalized by the three rules of SEMANTICS.md:
+// (1) tiers with active = 0 are removed; (2) window > active → window =
+// active; (3) active not a multiple of window → active is cut down to the
+// largest multiple. It reuses ts's backing array and returns nil for an
+// empty result. It is idempotent. Tiers with a window ≤ 0 (invalid) are left
+// as they are.
+func NormalizeTiers(ts []Tier) []Tier {
+	out := ts[:0]
+	for _, t := range ts {
+		if t.Active == 0 {
+			continue // rule 1
+		}
+		if t.Window > t.Active && t.Active > 0 {
+			t.Window = t.Active // rule 2
+		}
+		if t.Window > 0 && t.Active > 0 {
+			t.Active -= t.Active % t.Window // rule 3
+		}
+		out = append(out, t)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}

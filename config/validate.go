@@ -1,0 +1,530 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Bounds on configured values. They are far above any sensible setting; they
+// exist so that arithmetic on them (t + burst·period/count, a tier's entry
+// time plus active plus cooldown, sums of limits) can never overflow.
+const (
+	// MaxLimit is the largest count a limit-like field may hold (limits,
+	// windows of the adaptive kind, max_keys…).
+	MaxLimit = 1_000_000_000
+	// MaxDuration is the longest duration a field may hold: 100 years of
+	// 365 days.
+	MaxDuration = 100 * 365 * 24 * time.Hour
+	// MaxNameLen is the longest resource name, namespace name or domain, in
+	// bytes. (The API refuses longer names, so a longer override key could
+	// never match.)
+	MaxNameLen = 256
+)
+
+// Defaults filled in by normalization for kind adaptive.
+const (
+	// DefaultGrowEvery is the adaptive grow_every used when it is 0.
+	DefaultGrowEvery = 10
+	// DefaultMargin is the adaptive margin used when it is 0.
+	DefaultMargin = 10
+	// DefaultTimeout is the adaptive timeout used when it is 0.
+	DefaultTimeout = 30 * time.Second
+)
+
+// Valid reports whether k is one of the four kinds.
+func (k Kind) Valid() bool {
+	switch k {
+	case KindTiers, KindGCRA, KindCopies, KindAdaptive:
+		return true
+	}
+	return false
+}
+
+// kindFields lists, for each kind-specific field of Resource, the kinds it
+// belongs to. Fields not listed (kind, shadow, drift, max_keys) are common.
+var kindFields = map[string][]Kind{
+	"hard_limit":   {KindTiers},
+	"global_limit": {KindTiers, KindCopies},
+	"tiers":        {KindTiers},
+	"burst":        {KindGCRA},
+	"count":        {KindGCRA},
+	"period":       {KindGCRA},
+	"domain_limit": {KindCopies},
+	"groups":       {KindCopies},
+	"min_window":   {KindAdaptive},
+	"max_window":   {KindAdaptive},
+	"grow_every":   {KindAdaptive},
+	"margin":       {KindAdaptive},
+	"timeout":      {KindAdaptive},
+	"domains":      {KindTiers, KindGCRA, KindCopies},
+}
+
+// overrideFields lists the fields a per-domain override of each kind may set.
+var overrideFields = map[Kind][]string{
+	KindTiers:  {"tiers", "hard_limit"},
+	KindGCRA:   {"burst", "count", "period"},
+	KindCopies: {"domain_limit"},
+}
+
+func belongs(name string, k Kind) bool {
+	for _, x := range kindFields[name] {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+func overrideBelongs(name string, k Kind) bool {
+	for _, x := range overrideFields[k] {
+		if x == name {
+			return true
+		}
+	}
+	return false
+}
+
+func kindList(ks []Kind) string {
+	s := make([]string, len(ks))
+	for i, k := range ks {
+		s[i] = string(k)
+	}
+	return joinAnd(s)
+}
+
+func joinAnd(s []string) string {
+	switch len(s) {
+	case 0:
+		return ""
+	case 1:
+		return s[0]
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+}
+
+func wrongKindMsg(name string, k Kind) string {
+	return fmt.Sprintf("not a field of kind %s (%s is for kind %s)", k, name, kindList(kindFields[name]))
+}
+
+func wrongOverrideMsg(name string, k Kind) string {
+	if k == KindAdaptive {
+		return "kind adaptive takes no per-domain overrides"
+	}
+	return fmt.Sprintf("not a field of a %s override (a %s override sets %s)", k, k, joinAnd(overrideFields[k]))
+}
+
+func badKindMsg(k Kind) string {
+	s := fmt.Sprintf("must be one of tiers, gcra, copies or adaptive, got %q", string(k))
+	if sug := suggest(string(k), []string{"tiers", "gcra", "copies", "adaptive"}); sug != "" {
+		s += fmt.Sprintf(" (did you mean %q?)", sug)
+	}
+	return s
+}
+
+// Validate checks c and returns nil or a *Problems listing every problem, each
+// with its path (`resources["api/search"].tiers[1].limit: must be ≥ 1, got 0`).
+// It accepts both a configuration as written and one normalized by Normalize;
+// it does not change c. Parse calls it; call it yourself on a Config built in
+// Go. A nil or zero Config is valid. Safe for concurrent use if c is not being
+// modified.
+func (c *Config) Validate() error {
+	if c == nil {
+		return nil
+	}
+	var l problemList
+	c.check(&l)
+	return asError(l.list)
+}
+
+// Validate checks one resource's configuration like Config.Validate does,
+// with paths starting "resource" (`resource.tiers[0].limit`). The name of the
+// resource is not checked (a Resource does not know it).
+func (r *Resource) Validate() error {
+	var l problemList
+	checkResource(&l, "resource", r)
+	return asError(l.list)
+}
+
+func (c *Config) check(l *problemList) {
+	checkAddr(l, "agent.http", c.Agent.HTTP)
+	checkString(l, "agent.socket", c.Agent.Socket)
+	checkAddr(l, "gossip.bind", c.Gossip.Bind)
+	for i, j := range c.Gossip.Join {
+		p := index("gossip.join", i)
+		if j == "" {
+			l.add(p, "must not be empty")
+		}
+		checkString(l, p, j)
+	}
+	checkDuration(l, "gossip.sync_interval", c.Gossip.SyncInterval, false)
+	checkString(l, "gossip.secret_file", c.Gossip.SecretFile)
+	for name := range c.Namespaces {
+		checkNamespaceName(l, entry("namespaces", name), name)
+	}
+	for name, r := range c.Resources {
+		p := entry("resources", name)
+		checkResourceName(l, p, name)
+		checkResource(l, p, r)
+	}
+}
+
+func checkString(l *problemList, path, s string) {
+	if !utf8.ValidString(s) {
+		l.add(path, "must be valid UTF-8")
+	}
+}
+
+func checkAddr(l *problemList, path, addr string) {
+	if addr == "" {
+		return
+	}
+	checkString(l, path, addr)
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		l.add(path, "must be host:port (e.g. \"127.0.0.1:7070\"), got %q", addr)
+	}
+}
+
+func checkNamespaceName(l *problemList, path, name string) {
+	switch {
+	case name == "":
+		l.add(path, "namespace name must not be empty")
+	case !utf8.ValidString(name):
+		l.add(path, "namespace name must be valid UTF-8")
+	case strings.Contains(name, "/"):
+		l.add(path, "namespace name must not contain '/' (it is the part of a resource name before '/')")
+	case len(name) > MaxNameLen:
+		l.add(path, "namespace name must be at most %d bytes, got %d", MaxNameLen, len(name))
+	}
+}
+
+// SplitName splits a resource name "NAMESPACE/NAME" at its first '/'. ok is
+// false when there is no '/' or either part is empty. NAME may itself contain
+// '/'.
+func SplitName(resource string) (namespace, name string, ok bool) {
+	ns, n, found := strings.Cut(resource, "/")
+	if !found || ns == "" || n == "" {
+		return "", "", false
+	}
+	return ns, n, true
+}
+
+func checkResourceName(l *problemList, path, name string) {
+	ns, n, found := strings.Cut(name, "/")
+	switch {
+	case !utf8.ValidString(name):
+		l.add(path, "resource name must be valid UTF-8")
+	case !found:
+		l.add(path, "resource name must be NAMESPACE/NAME (e.g. \"api/search\"), got %q", name)
+	case ns == "":
+		l.add(path, "resource name must be NAMESPACE/NAME: the namespace before '/' is empty")
+	case n == "":
+		l.add(path, "resource name must be NAMESPACE/NAME: the name after '/' is empty")
+	case len(name) > MaxNameLen:
+		l.add(path, "resource name must be at most %d bytes, got %d", MaxNameLen, len(name))
+	}
+}
+
+// checkInt checks min ≤ v ≤ MaxLimit.
+func checkInt(l *problemList, path string, v, min int) {
+	if v < min {
+		l.add(path, "must be ≥ %d, got %d", min, v)
+	} else if v > MaxLimit {
+		l.add(path, "must be ≤ %d, got %d", MaxLimit, v)
+	}
+}
+
+// checkDuration checks 0 ≤ d ≤ MaxDuration, and d > 0 when positive is set.
+func checkDuration(l *problemList, path string, d time.Duration, positive bool) {
+	switch {
+	case positive && d <= 0:
+		l.add(path, "must be > 0, got %s", d)
+	case d < 0:
+		l.add(path, "must be ≥ 0, got %s", d)
+	case d > MaxDuration:
+		l.add(path, "must be ≤ %s (100 years), got %s", MaxDuration, d)
+	}
+}
+
+// checkTier checks one tier: limit ≥ 1, window > 0, active ≥ 0, cooldown ≥ 0,
+// each duration a whole number of milliseconds (the tiers engine keeps time in
+// milliseconds, the API's unit; a finer duration would be silently rounded).
+func checkTier(l *problemList, path string, t Tier) {
+	checkInt(l, field(path, "limit"), t.Limit, 1)
+	checkDuration(l, field(path, "window"), t.Window, true)
+	checkDuration(l, field(path, "active"), t.Active, false)
+	checkDuration(l, field(path, "cooldown"), t.Cooldown, false)
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"window", t.Window}, {"active", t.Active}, {"cooldown", t.Cooldown}} {
+		if d.v > 0 && d.v%time.Millisecond != 0 {
+			l.add(field(path, d.name), "must be a whole number of milliseconds, got %s", d.v)
+		}
+	}
+}
+
+func checkTiers(l *problemList, path string, ts []Tier) {
+	for i, t := range ts {
+		checkTier(l, index(path, i), t)
+	}
+}
+
+// checkGCRA checks burst ≥ 1, count ≥ 1, period > 0, an emission interval
+// period/count of at least 1ns and a burst offset within MaxDuration.
+func checkGCRA(l *problemList, path string, burst, count int, period time.Duration) {
+	checkInt(l, field(path, "burst"), burst, 1)
+	checkInt(l, field(path, "count"), count, 1)
+	checkDuration(l, field(path, "period"), period, true)
+	if count < 1 || count > MaxLimit || period <= 0 || period > MaxDuration {
+		return
+	}
+	ei := period / time.Duration(count)
+	if ei < 1 {
+		l.add(field(path, "period"), "period/count must be at least 1ns, got %s/%d (count at most %d for this period)", period, count, int64(period))
+		return
+	}
+	if burst >= 1 && burst <= MaxLimit && ei > MaxDuration/time.Duration(burst) {
+		l.add(field(path, "burst"), "burst·period/count must be ≤ %s (100 years), got %d·%s", MaxDuration, burst, ei)
+	}
+}
+
+func checkResource(l *problemList, path string, r *Resource) {
+	if r == nil {
+		l.add(path, "must be a mapping, got null")
+		return
+	}
+	k := r.Kind
+	known := k.Valid()
+	switch {
+	case k == "":
+		l.add(field(path, "kind"), "required (one of tiers, gcra, copies or adaptive)")
+	case !known:
+		l.add(field(path, "kind"), "%s", badKindMsg(k))
+	}
+	if math.IsNaN(r.Drift) || r.Drift < 0 || r.Drift > 1 {
+		l.add(field(path, "drift"), "must be in [0, 1] (0 means %v), got %v", DefaultDrift, r.Drift)
+	}
+	checkInt(l, field(path, "max_keys"), r.MaxKeys, 0)
+
+	// Fields of another kind.
+	if known {
+		for _, f := range r.setFields() {
+			if !belongs(f, k) {
+				if f == "domains" {
+					l.add(field(path, f), "%s", wrongOverrideMsg(f, k))
+				} else {
+					l.add(field(path, f), "%s", wrongKindMsg(f, k))
+				}
+			}
+		}
+	}
+	// With an unknown kind, check the fields that are set, each on its own
+	// terms; with a known one, every field of the kind.
+	set := map[string]bool{}
+	for _, f := range r.setFields() {
+		set[f] = true
+	}
+	want := func(f string) bool {
+		if known {
+			return belongs(f, k)
+		}
+		return set[f]
+	}
+	if want("hard_limit") {
+		checkInt(l, field(path, "hard_limit"), r.HardLimit, 0)
+	}
+	if want("global_limit") {
+		checkInt(l, field(path, "global_limit"), r.GlobalLimit, 0)
+	}
+	if want("tiers") {
+		checkTiers(l, field(path, "tiers"), r.Tiers)
+	}
+	if known && k == KindGCRA {
+		checkGCRA(l, path, r.Burst, r.Count, r.Period)
+	} else if !known {
+		checkSetGCRA(l, path, set, r.Burst, r.Count, r.Period)
+	}
+	if want("domain_limit") {
+		checkInt(l, field(path, "domain_limit"), r.DomainLimit, 0)
+	}
+	if want("groups") {
+		checkGroups(l, field(path, "groups"), r.Groups)
+	}
+	if want("min_window") {
+		checkInt(l, field(path, "min_window"), r.MinWindow, 1)
+	}
+	if want("max_window") {
+		min := max(r.MinWindow, 1)
+		if r.MaxWindow < min {
+			l.add(field(path, "max_window"), "must be ≥ min_window (%d), got %d", min, r.MaxWindow)
+		} else {
+			checkInt(l, field(path, "max_window"), r.MaxWindow, min)
+		}
+	}
+	if want("grow_every") {
+		checkInt(l, field(path, "grow_every"), r.GrowEvery, 0)
+	}
+	if want("margin") {
+		checkInt(l, field(path, "margin"), r.Margin, 0)
+	}
+	if want("timeout") {
+		checkDuration(l, field(path, "timeout"), r.Timeout, false)
+	}
+	if k != KindAdaptive {
+		for d, o := range r.Domains {
+			p := entry(field(path, "domains"), d)
+			checkDomain(l, p, d)
+			checkOverride(l, p, k, o)
+		}
+	}
+}
+
+// setFields returns the kind-specific fields of r that are not zero.
+func (r *Resource) setFields() []string {
+	var s []string
+	add := func(name string, set bool) {
+		if set {
+			s = append(s, name)
+		}
+	}
+	add("hard_limit", r.HardLimit != 0)
+	add("global_limit", r.GlobalLimit != 0)
+	add("tiers", len(r.Tiers) != 0)
+	add("burst", r.Burst != 0)
+	add("count", r.Count != 0)
+	add("period", r.Period != 0)
+	add("domain_limit", r.DomainLimit != 0)
+	add("groups", len(r.Groups) != 0)
+	add("min_window", r.MinWindow != 0)
+	add("max_window", r.MaxWindow != 0)
+	add("grow_every", r.GrowEvery != 0)
+	add("margin", r.Margin != 0)
+	add("timeout", r.Timeout != 0)
+	add("domains", len(r.Domains) != 0)
+	return s
+}
+
+// setFields returns the fields of o that are not zero.
+func (o *Override) setFields() []string {
+	var s []string
+	add := func(name string, set bool) {
+		if set {
+			s = append(s, name)
+		}
+	}
+	add("hard_limit", o.HardLimit != 0)
+	add("tiers", len(o.Tiers) != 0)
+	add("burst", o.Burst != 0)
+	add("count", o.Count != 0)
+	add("period", o.Period != 0)
+	add("domain_limit", o.DomainLimit != 0)
+	return s
+}
+
+func checkOverride(l *problemList, path string, k Kind, o *Override) {
+	if o == nil {
+		l.add(path, "must be a mapping, got null")
+		return
+	}
+	known := k.Valid()
+	if known {
+		for _, f := range o.setFields() {
+			if !overrideBelongs(f, k) {
+				l.add(field(path, f), "%s", wrongOverrideMsg(f, k))
+			}
+		}
+	}
+	set := map[string]bool{}
+	for _, f := range o.setFields() {
+		set[f] = true
+	}
+	want := func(f string) bool {
+		if known {
+			return overrideBelongs(f, k)
+		}
+		return set[f]
+	}
+	if want("hard_limit") {
+		checkInt(l, field(path, "hard_limit"), o.HardLimit, 0)
+	}
+	if want("tiers") {
+		checkTiers(l, field(path, "tiers"), o.Tiers)
+	}
+	if known && k == KindGCRA {
+		checkGCRA(l, path, o.Burst, o.Count, o.Period)
+	} else if !known {
+		checkSetGCRA(l, path, set, o.Burst, o.Count, o.Period)
+	}
+	if want("domain_limit") {
+		checkInt(l, field(path, "domain_limit"), o.DomainLimit, 0)
+	}
+}
+
+// checkSetGCRA checks the gcra fields that are set, for a resource whose kind
+// is unknown.
+func checkSetGCRA(l *problemList, path string, set map[string]bool, burst, count int, period time.Duration) {
+	if set["burst"] && set["count"] && set["period"] {
+		checkGCRA(l, path, burst, count, period)
+		return
+	}
+	if set["burst"] {
+		checkInt(l, field(path, "burst"), burst, 1)
+	}
+	if set["count"] {
+		checkInt(l, field(path, "count"), count, 1)
+	}
+	if set["period"] {
+		checkDuration(l, field(path, "period"), period, true)
+	}
+}
+
+// checkDomain checks a domain named in an override or a group: non-empty,
+// valid UTF-8, at most MaxNameLen bytes.
+func checkDomain(l *problemList, path, d string) {
+	switch {
+	case d == "":
+		l.add(path, "domain must not be empty")
+	case !utf8.ValidString(d):
+		l.add(path, "domain must be valid UTF-8")
+	case len(d) > MaxNameLen:
+		l.add(path, "domain must be at most %d bytes, got %d", MaxNameLen, len(d))
+	}
+}
+
+func checkGroups(l *problemList, path string, gs []Group) {
+	names := make(map[string]int, len(gs))
+	for i, g := range gs {
+		p := index(path, i)
+		switch {
+		case g.Name == "":
+			l.add(field(p, "name"), "must not be empty")
+		case names[g.Name] > 0:
+			l.add(field(p, "name"), "duplicate group name %q (also %s)", g.Name, index(path, names[g.Name]-1))
+		default:
+			names[g.Name] = i + 1
+		}
+		if !utf8.ValidString(g.Name) {
+			l.add(field(p, "name"), "must be valid UTF-8")
+		} else if len(g.Name) > MaxNameLen {
+			l.add(field(p, "name"), "must be at most %d bytes, got %d", MaxNameLen, len(g.Name))
+		}
+		checkInt(l, field(p, "limit"), g.Limit, 0)
+		if len(g.Domains) == 0 {
+			l.add(field(p, "domains"), "must list at least one domain")
+		}
+		seen := make(map[string]int, len(g.Domains))
+		for j, d := range g.Domains {
+			dp := index(field(p, "domains"), j)
+			checkDomain(l, dp, d)
+			if d != "" && seen[d] > 0 {
+				l.add(dp, "duplicate domain %q in group (also domains[%d])", d, seen[d]-1)
+			} else {
+				seen[d] = j + 1
+			}
+		}
+	}
+}
