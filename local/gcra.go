@@ -47,7 +47,11 @@ func gcraDecide(p *gcraParams, tat, t, q, m int64) gcraOutcome {
 		o.granted = granted
 		o.changed = true
 	}
-	gcraReport(p, &o, t, m)
+	// After the decision, max(tat, t) = base + granted·EI, so remaining =
+	// floor((t + B − base − granted·EI)/EI) = fit − granted: no second division.
+	o.remaining = max(0, fit-o.granted)
+	o.retryAfter = max(0, base+(o.granted+max(m, 1))*p.ei-p.b-t)
+	o.resetAfter = max(0, o.tat-t)
 	return o
 }
 

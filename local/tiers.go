@@ -75,6 +75,11 @@ type tiersState struct {
 	recent deque
 	// resetAt is when every tier is inactive and no hit is within 1 s.
 	resetAt int64
+	// retryAt caches the instant a request of retryM hits is next admitted.
+	// Without a global limit it depends only on this key's state, so it holds
+	// until the key commits a hit (which clears it): a domain hammering its
+	// limit gets its answer without a new search.
+	retryAt, retryM int64
 }
 
 func newTiersState(n int) *tiersState { return &tiersState{inst: make([]tierInst, n)} }
@@ -238,6 +243,7 @@ func tiersDecide(p *tiersParams, s *tiersState, t, q, m int64, ring *secondRing)
 			}
 		}
 		s.recent.push(t, granted)
+		s.retryM = 0 // the state changed: the cached retry no longer holds
 		if ring != nil {
 			ring.add(t, granted)
 			glob += granted
@@ -277,8 +283,13 @@ func (s *tiersState) report(p *tiersParams, o *tiersOutcome, t, m, glob int64, r
 		o.retryAfter = 0
 	case m > p.freshCap:
 		o.retryAfter = -1
+	case p.global == 0 && s.retryM == m && t < s.retryAt:
+		o.retryAfter = s.retryAt - t
 	default:
 		o.retryAfter = s.retryAfter(p, t, m, ring)
+		if p.global == 0 {
+			s.retryAt, s.retryM = t+o.retryAfter, m
+		}
 	}
 }
 
