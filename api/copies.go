@@ -1,0 +1,154 @@
+package api
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// pathID checks the {id} of a session path.
+func pathID(p params) ([]byte, error) { return p.id, checkName("session", p.id) }
+
+// POST /v1/sessions {"ttl_ms"} → {"session", "ttl_ms"}. ttl_ms is optional
+// (default 30000); an empty body is {}.
+func (s *Server) openSession(ctx *fasthttp.RequestCtx, _ params) {
+	c := getCall()
+	defer putCall(c)
+	if !s.decodeCall(ctx, c, sessionFields, 0) {
+		return
+	}
+	ttl := c.body.ttl()
+	id, err := s.Engine().OpenSession(s.now(), time.Duration(ttl)*time.Millisecond)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	c.out = appendSession(c.out[:0], id, ttl)
+	writeJSON(ctx, c.out)
+}
+
+// POST /v1/sessions/{id}/keepalive → {"session", "ttl_ms"}. The body must be
+// empty or {}.
+func (s *Server) keepAlive(ctx *fasthttp.RequestCtx, p params) {
+	c := getCall()
+	defer putCall(c)
+	if !s.decodeCall(ctx, c, 0, 0) {
+		return
+	}
+	id, err := pathID(p)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	sid := string(id)
+	ttl, err := s.Engine().KeepAlive(s.now(), sid)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	c.out = appendSession(c.out[:0], sid, ceilMs(ttl))
+	writeJSON(ctx, c.out)
+}
+
+// DELETE /v1/sessions/{id} → {"released": N}, the copies its holds freed.
+func (s *Server) endSession(ctx *fasthttp.RequestCtx, p params) {
+	c := getCall()
+	defer putCall(c)
+	if !s.decodeCall(ctx, c, 0, 0) {
+		return
+	}
+	id, err := pathID(p)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	n, err := s.Engine().EndSession(s.now(), string(id))
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	c.out = append(c.out[:0], `{"released":`...)
+	c.out = strconv.AppendInt(c.out, int64(n), 10)
+	c.out = append(c.out, '}')
+	writeJSON(ctx, c.out)
+}
+
+// POST /v1/reserve {"resource", "domain", "copies", "min_copies", "session"}
+// → the reservation; a rejection is {"granted": 0, ...} with no "hold".
+func (s *Server) reserve(ctx *fasthttp.RequestCtx, _ params) {
+	c := getCall()
+	defer putCall(c)
+	if !s.decodeCall(ctx, c, reserveFields, fResource|fDomain|fSession) {
+		return
+	}
+	copies, minCopies := c.body.counts()
+	g := s.gen.Load()
+	r, err := g.engine.Reserve(s.now(), g.name(c.body.resource), string(c.body.domain),
+		copies, minCopies, string(c.body.session))
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	c.out = appendReservation(c.out[:0], &r)
+	writeJSON(ctx, c.out)
+}
+
+// POST /v1/release {"hold", "copies"} → {"released": N, "held": M}. copies
+// defaults to 1.
+func (s *Server) release(ctx *fasthttp.RequestCtx, _ params) {
+	c := getCall()
+	defer putCall(c)
+	if !s.decodeCall(ctx, c, releaseFields, fHold) {
+		return
+	}
+	copies, _ := c.body.counts()
+	released, held, err := s.Engine().Release(s.now(), string(c.body.hold), copies)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	c.out = append(c.out[:0], '{')
+	c.out = appendIntField(c.out, "released", int64(released))
+	c.out = appendIntField(c.out, "held", int64(held))
+	c.out = append(c.out, '}')
+	writeJSON(ctx, c.out)
+}
+
+// POST /v1/transfer {"hold", "copies", "ttl_ms"} → {"transfer": id}. copies
+// defaults to 1, ttl_ms to 30000.
+func (s *Server) transfer(ctx *fasthttp.RequestCtx, _ params) {
+	c := getCall()
+	defer putCall(c)
+	if !s.decodeCall(ctx, c, transferFields, fHold) {
+		return
+	}
+	copies, _ := c.body.counts()
+	id, err := s.Engine().Transfer(s.now(), string(c.body.hold), copies,
+		time.Duration(c.body.ttl())*time.Millisecond)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	c.out = append(c.out[:0], '{')
+	c.out = appendStringField(c.out, "transfer", id)
+	c.out = append(c.out, '}')
+	writeJSON(ctx, c.out)
+}
+
+// POST /v1/seize {"transfer", "session"} → {"hold", "resource", "domain",
+// "groups", "copies"}.
+func (s *Server) seize(ctx *fasthttp.RequestCtx, _ params) {
+	c := getCall()
+	defer putCall(c)
+	if !s.decodeCall(ctx, c, seizeFields, fTransfer|fSession) {
+		return
+	}
+	r, err := s.Engine().Seize(s.now(), string(c.body.transfer), string(c.body.session))
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	c.out = appendSeized(c.out[:0], &r)
+	writeJSON(ctx, c.out)
+}

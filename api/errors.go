@@ -1,0 +1,157 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/local"
+)
+
+// Error codes of the wire contract (API.md). codeNotFound is not in API.md's
+// table: it is the code of a path no endpoint serves (404).
+const (
+	codeBadRequest      = "bad_request"
+	codeCostOverBurst   = "cost_over_burst"
+	codeUnknownResource = "unknown_resource"
+	codeUnknownHold     = "unknown_hold"
+	codeUnknownSession  = "unknown_session"
+	codeUnknownTransfer = "unknown_transfer"
+	codeWrongKind       = "wrong_kind"
+	codeOverRelease     = "over_release"
+	codeTooLarge        = "too_large"
+	codeNotReady        = "not_ready"
+	codeInternal        = "internal"
+	codeNotFound        = "not_found"
+)
+
+// fieldError is a client error about one field of a request (400
+// bad_request). Its message reads "field: what is wrong".
+type fieldError struct {
+	field string
+	msg   string
+}
+
+func (e *fieldError) Error() string { return e.field + ": " + e.msg }
+
+// apiError is a client error with its own status and code.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.msg }
+
+func tooLarge(format string, args ...any) error {
+	return &apiError{status: fasthttp.StatusRequestEntityTooLarge, code: codeTooLarge, msg: fmt.Sprintf(format, args...)}
+}
+
+// sentinels maps the engine's sentinel errors to their status and code, in
+// the order they are tested.
+var sentinels = [...]struct {
+	err    error
+	status int
+	code   string
+}{
+	{local.ErrCostOverBurst, fasthttp.StatusBadRequest, codeCostOverBurst},
+	{local.ErrBadRequest, fasthttp.StatusBadRequest, codeBadRequest},
+	{local.ErrUnknownResource, fasthttp.StatusNotFound, codeUnknownResource},
+	{local.ErrUnknownHold, fasthttp.StatusNotFound, codeUnknownHold},
+	{local.ErrUnknownSession, fasthttp.StatusNotFound, codeUnknownSession},
+	{local.ErrUnknownTransfer, fasthttp.StatusNotFound, codeUnknownTransfer},
+	{local.ErrWrongKind, fasthttp.StatusConflict, codeWrongKind},
+	{local.ErrOverRelease, fasthttp.StatusConflict, codeOverRelease},
+}
+
+// classify returns the status, code and message of a client error; ok is
+// false for anything else, which is a bug (500 internal).
+func classify(err error) (status int, code, msg string, ok bool) {
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		return fasthttp.StatusBadRequest, codeBadRequest, fe.Error(), true
+	}
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.status, ae.code, ae.msg, true
+	}
+	for _, s := range sentinels {
+		if errors.Is(err, s.err) {
+			return s.status, s.code, strings.TrimPrefix(err.Error(), "local: "), true
+		}
+	}
+	return fasthttp.StatusInternalServerError, codeInternal, "", false
+}
+
+// fail writes the error reply for err. An error that is not a client error is
+// logged with a fresh request id, which the reply carries.
+func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
+	status, code, msg, ok := classify(err)
+	if !ok {
+		msg = s.internal(ctx, err)
+	}
+	writeError(ctx, status, code, msg)
+}
+
+// internal logs err as a bug and returns the message for the client.
+func (s *Server) internal(ctx *fasthttp.RequestCtx, err error) string {
+	id := s.requestID()
+	s.log.Error("internal error", "request_id", id,
+		"method", string(ctx.Method()), "path", string(ctx.Path()), "err", err)
+	return "internal error; request id " + id
+}
+
+// requestID returns a process-unique id: a random prefix chosen at start and
+// a counter.
+func (s *Server) requestID() string {
+	return fmt.Sprintf("%s-%d", s.idPrefix, s.reqSeq.Add(1))
+}
+
+// appendError appends the error object {"error":{"code","message"}}.
+func appendError(b []byte, code, msg string) []byte {
+	b = append(b, `{"error":{"code":`...)
+	b = appendString(b, code)
+	b = append(b, `,"message":`...)
+	b = appendString(b, msg)
+	return append(b, "}}"...)
+}
+
+// writeError writes a JSON error reply.
+func writeError(ctx *fasthttp.RequestCtx, status int, code, msg string) {
+	ctx.Response.ResetBody()
+	ctx.SetStatusCode(status)
+	ctx.SetContentType(contentTypeJSON)
+	ctx.Response.SetBodyRaw(appendError(nil, code, msg))
+}
+
+// errorHandler is the fasthttp ErrorHandler: a request that could not be
+// read (malformed HTTP, a body over its limit) still gets a JSON error.
+func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, codeTooLarge,
+			fmt.Sprintf("body: larger than the limit of %s (%d bytes)", string(ctx.Path()), bodyLimit(ctx.Path())))
+		return
+	}
+	var small *fasthttp.ErrSmallBuffer
+	if errors.As(err, &small) {
+		writeError(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, codeTooLarge, "request headers too large")
+		return
+	}
+	writeError(ctx, fasthttp.StatusBadRequest, codeBadRequest, "malformed HTTP request: "+err.Error())
+}
+
+// recoverPanic turns a panic in a handler into a 500 internal reply; the server
+// keeps serving.
+func (s *Server) recoverPanic(ctx *fasthttp.RequestCtx) {
+	if v := recover(); v != nil {
+		id := s.requestID()
+		s.log.Error("panic in handler", "request_id", id,
+			"method", string(ctx.Method()), "path", string(ctx.Path()), "panic", fmt.Sprint(v),
+			slog.String("stack", string(debug.Stack())))
+		writeError(ctx, fasthttp.StatusInternalServerError, codeInternal, "internal error; request id "+id)
+	}
+}

@@ -1,0 +1,234 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"syscall"
+	"time"
+)
+
+// ListenConfig says where a Server listens. An empty Socket or HTTP means no
+// listener of that kind; at least one is needed, so the zero value is
+// refused by Listen.
+type ListenConfig struct {
+	// Socket is the Unix socket path. The socket is created with mode 0660; a
+	// socket file left by a dead process is removed first, but one another
+	// process answers on is refused.
+	Socket string
+	// HTTP is the TCP address, host:port; port 0 picks a free port. It must
+	// be a loopback address unless AllowPublic is set.
+	HTTP string
+	// AllowPublic lets HTTP be any address (the agent's --http-public).
+	AllowPublic bool
+}
+
+// ShutdownTimeout bounds how long Serve waits, once its context is done, for
+// the requests in flight to finish.
+const ShutdownTimeout = 10 * time.Second
+
+// Listeners are the bound listeners of a ListenConfig, made by Listen (the
+// zero value holds none). Serve closes them; Close does too, for a caller
+// that does not serve them. The methods are safe for concurrent use except
+// Close, which must not race with itself.
+type Listeners struct {
+	socket     string
+	socketInfo os.FileInfo // the socket file we created, to remove only ours
+	unix       *net.UnixListener
+	tcp        net.Listener
+}
+
+// Listen binds the listeners of lc: the TCP address first (refused, naming
+// it, when it is not loopback and AllowPublic is not set), then the Unix
+// socket. On error nothing stays bound.
+func Listen(lc ListenConfig) (*Listeners, error) {
+	if lc.Socket == "" && lc.HTTP == "" {
+		return nil, errors.New("api: nothing to listen on: no socket and no HTTP address")
+	}
+	l := &Listeners{}
+	if lc.HTTP != "" {
+		if !lc.AllowPublic {
+			if err := checkLoopback(lc.HTTP); err != nil {
+				return nil, err
+			}
+		}
+		ln, err := net.Listen("tcp", lc.HTTP)
+		if err != nil {
+			return nil, fmt.Errorf("api: listening on http address %q: %w", lc.HTTP, err)
+		}
+		if a, ok := ln.Addr().(*net.TCPAddr); ok && !lc.AllowPublic && !a.IP.IsLoopback() {
+			ln.Close()
+			return nil, notLoopback(lc.HTTP)
+		}
+		l.tcp = ln
+	}
+	if lc.Socket != "" {
+		if err := l.listenUnix(lc.Socket); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func notLoopback(addr string) error {
+	return fmt.Errorf("api: http address %q is not a loopback address; serving on it needs --http-public (AllowPublic)", addr)
+}
+
+// checkLoopback refuses an address whose host is not loopback: an empty host
+// (every interface), a non-loopback IP, or a name that resolves to one.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("api: http address %q: %w", addr, err)
+	}
+	if host == "" {
+		return notLoopback(addr)
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		if !ip.IsLoopback() {
+			return notLoopback(addr)
+		}
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return fmt.Errorf("api: http address %q: %w", addr, err)
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return notLoopback(addr)
+		}
+	}
+	return nil
+}
+
+// listenUnix binds the socket at path, removing a stale socket file first.
+func (l *Listeners) listenUnix(path string) error {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&fs.ModeSocket == 0 {
+			return fmt.Errorf("api: socket %s: the file exists and is not a socket; not removing it", path)
+		}
+		conn, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
+			conn.Close()
+			return fmt.Errorf("api: socket %s: another process (an agent already running?) serves on it", path)
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("api: socket %s: cannot tell whether it is in use: %w", path, err)
+		}
+		// Nobody answers: a socket left by a dead process.
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("api: removing stale socket: %w", err)
+		}
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("api: listening on socket: %w", err)
+	}
+	ln.SetUnlinkOnClose(false) // Close removes the file, only if it is still ours
+	l.unix, l.socket = ln, path
+	if err := os.Chmod(path, 0o660); err != nil {
+		l.Close()
+		return fmt.Errorf("api: socket %s: %w", path, err)
+	}
+	l.socketInfo, _ = os.Lstat(path)
+	return nil
+}
+
+// SocketPath returns the Unix socket's path, or "" when there is none.
+func (l *Listeners) SocketPath() string { return l.socket }
+
+// HTTPAddr returns the TCP listener's address (with the port picked when
+// port 0 was asked), or "" when there is none.
+func (l *Listeners) HTTPAddr() string {
+	if l.tcp == nil {
+		return ""
+	}
+	return l.tcp.Addr().String()
+}
+
+func (l *Listeners) list() []net.Listener {
+	var lns []net.Listener
+	if l.tcp != nil {
+		lns = append(lns, l.tcp)
+	}
+	if l.unix != nil {
+		lns = append(lns, l.unix)
+	}
+	return lns
+}
+
+// Close closes the listeners and removes the socket file, if it is still the
+// one Listen created. It may be called more than once.
+func (l *Listeners) Close() error {
+	var first error
+	for _, ln := range l.list() {
+		if err := ln.Close(); err != nil && first == nil && !errors.Is(err, net.ErrClosed) {
+			first = err
+		}
+	}
+	if l.socketInfo != nil {
+		if fi, err := os.Lstat(l.socket); err == nil && os.SameFile(fi, l.socketInfo) {
+			if err := os.Remove(l.socket); err != nil && first == nil {
+				first = err
+			}
+		}
+		l.socketInfo = nil
+	}
+	return first
+}
+
+// Serve serves the API on l until ctx is done, then shuts down gracefully:
+// it stops accepting, waits up to ShutdownTimeout for the requests in flight,
+// closes l (removing the socket file) and returns nil. It returns early with
+// an error if a listener fails. It marks s ready once serving and not ready
+// once stopping.
+func (s *Server) Serve(ctx context.Context, l *Listeners) error {
+	addr := l.HTTPAddr()
+	if addr == "" {
+		addr = "unix:" + l.SocketPath()
+	}
+	s.address.Store(&addr)
+
+	hs := s.httpServer()
+	lns := l.list()
+	errc := make(chan error, len(lns))
+	for _, ln := range lns {
+		go func() { errc <- hs.Serve(ln) }()
+	}
+	s.SetReady(true)
+
+	var err error
+	pending := len(lns)
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		pending--
+		if err == nil {
+			err = errors.New("api: a listener stopped")
+		}
+	}
+	s.SetReady(false)
+
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	if serr := hs.ShutdownWithContext(sctx); serr != nil {
+		s.log.Warn("shutdown did not finish cleanly", "err", serr)
+	}
+	// A Serve goroutine that had not yet registered its listener with hs
+	// when Shutdown ran stops here, when its listener is closed.
+	if cerr := l.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	for ; pending > 0; pending-- {
+		<-errc
+	}
+	return err
+}

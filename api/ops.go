@@ -1,0 +1,141 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/config"
+)
+
+// stateReply is the reply of GET /v1/state. Instants are Unix milliseconds.
+type stateReply struct {
+	Resource string      `json:"resource"`
+	Domain   string      `json:"domain"`
+	Kind     config.Kind `json:"kind"`
+	// Tracked is false when the key has no state (it is fully reset).
+	Tracked bool `json:"tracked"`
+	// Tiers (kind tiers): every tier with its state, entry and hits.
+	Tiers []tierStateReply `json:"tiers,omitempty"`
+	// TATMs (kind gcra): the theoretical arrival time; 0 when the bucket is full.
+	TATMs *int64 `json:"tat_ms,omitempty"`
+	// Holds (kind copies): the domain's holds.
+	Holds *int `json:"holds,omitempty"`
+	// Peek (rate kinds): the reply a peek (copies 0) would get now.
+	Peek json.RawMessage `json:"peek,omitempty"`
+}
+
+type tierStateReply struct {
+	Tier        int    `json:"tier"`
+	Limit       int    `json:"limit"`
+	State       string `json:"state"`
+	EnteredAtMs int64  `json:"entered_at_ms,omitempty"` // 0 when inactive
+	Hits        int    `json:"hits"`
+}
+
+// GET /v1/state?resource=R&domain=D → the key's state, without spending.
+func (s *Server) state(ctx *fasthttp.RequestCtx, _ params) {
+	c := getCall()
+	defer putCall(c)
+	b := &c.body
+	err := b.readQuery(ctx.QueryArgs(), fResource|fDomain)
+	if err == nil {
+		err = b.check(fResource | fDomain)
+	}
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	g := s.gen.Load()
+	ks, err := g.engine.State(s.now(), g.name(b.resource), string(b.domain))
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	reply := stateReply{Resource: ks.Resource, Domain: ks.Domain, Kind: ks.Kind, Tracked: ks.Tracked}
+	switch ks.Kind {
+	case config.KindTiers:
+		reply.Tiers = make([]tierStateReply, 0, len(ks.Tiers))
+		for _, t := range ks.Tiers {
+			tr := tierStateReply{Tier: t.Index, Limit: t.Limit, State: t.State, Hits: t.Hits}
+			if !t.EnteredAt.IsZero() {
+				tr.EnteredAtMs = t.EnteredAt.UnixMilli()
+			}
+			reply.Tiers = append(reply.Tiers, tr)
+		}
+	case config.KindGCRA:
+		var tat int64
+		if !ks.TAT.IsZero() {
+			tat = ks.TAT.UnixMilli()
+		}
+		reply.TATMs = &tat
+	case config.KindCopies:
+		holds := ks.Holds
+		reply.Holds = &holds
+	}
+	if ks.Peek != nil {
+		reply.Peek = appendDecision(nil, ks.Peek)
+	}
+	s.replyJSON(ctx, reply)
+}
+
+// GET /v1/config → {"version": N, "config": <the normalized config>}; the
+// version counts the configs put in force since start (1 = the first).
+func (s *Server) showConfig(ctx *fasthttp.RequestCtx, _ params) {
+	g := s.gen.Load()
+	cfg, err := json.Marshal(g.engine.Config())
+	if err != nil {
+		s.fail(ctx, fmt.Errorf("rendering the config: %w", err))
+		return
+	}
+	out := append([]byte(`{"version":`), strconv.FormatInt(g.version, 10)...)
+	out = append(out, `,"config":`...)
+	out = append(out, cfg...)
+	out = append(out, '}')
+	writeJSON(ctx, out)
+}
+
+// peerReply is one node of GET /v1/peers.
+type peerReply struct {
+	Name          string `json:"name"`
+	Address       string `json:"address"`
+	State         string `json:"state"`
+	LastSyncAgeMs int64  `json:"last_sync_age_ms"`
+	Self          bool   `json:"self"`
+}
+
+// GET /v1/peers → {"peers": [...]}: this node alone until the cluster lands
+// (its hostname, its HTTP listen address, "alive", last sync age 0).
+func (s *Server) peers(ctx *fasthttp.RequestCtx, _ params) {
+	s.replyJSON(ctx, struct {
+		Peers []peerReply `json:"peers"`
+	}{[]peerReply{{Name: s.name, Address: *s.address.Load(), State: "alive", Self: true}}})
+}
+
+// GET /healthz → 200 {"status": "ok"} while the process serves.
+func (s *Server) healthz(ctx *fasthttp.RequestCtx, _ params) {
+	writeJSON(ctx, []byte(`{"status":"ok"}`))
+}
+
+// GET /readyz → 200 {"status": "ready"} once ready (SetReady), else 503
+// not_ready.
+func (s *Server) readyz(ctx *fasthttp.RequestCtx, _ params) {
+	if !s.Ready() {
+		writeError(ctx, fasthttp.StatusServiceUnavailable, codeNotReady, "the agent is starting or stopping")
+		return
+	}
+	writeJSON(ctx, []byte(`{"status":"ready"}`))
+}
+
+// replyJSON writes v, rendered by encoding/json, as a 200 reply (for the
+// operations endpoints, off the hot path).
+func (s *Server) replyJSON(ctx *fasthttp.RequestCtx, v any) {
+	out, err := json.Marshal(v)
+	if err != nil {
+		s.fail(ctx, fmt.Errorf("rendering the reply: %w", err))
+		return
+	}
+	writeJSON(ctx, out)
+}

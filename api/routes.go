@@ -1,0 +1,148 @@
+package api
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+)
+
+// handler serves one endpoint. p holds the path parameter of a pattern route.
+type handler func(s *Server, ctx *fasthttp.RequestCtx, p params)
+
+// params are the parameters taken from a pattern route's path.
+type params struct {
+	id []byte // the {id} segment
+}
+
+// route is one line of the route table.
+type route struct {
+	method string
+	path   string // exact, or with one {id} segment
+	h      handler
+}
+
+// routes is the route table: every endpoint the agent serves.
+var routes = []route{
+	// Rate decisions (rate.go).
+	{"POST", "/v1/request", (*Server).request},
+	{"POST", "/v1/refund", (*Server).refund},
+	{"GET", "/v1/check", (*Server).check},
+	// POST /v1/batch (API.md) lands with MessagePack in a later change: a
+	// handler in batch.go decoding {"requests": [...]} with the same wireBody
+	// and answering each item with appendDecision or appendError.
+
+	// Copy-limited resources (copies.go).
+	{"POST", "/v1/sessions", (*Server).openSession},
+	{"POST", "/v1/sessions/{id}/keepalive", (*Server).keepAlive},
+	{"DELETE", "/v1/sessions/{id}", (*Server).endSession},
+	{"POST", "/v1/reserve", (*Server).reserve},
+	{"POST", "/v1/release", (*Server).release},
+	{"POST", "/v1/transfer", (*Server).transfer},
+	{"POST", "/v1/seize", (*Server).seize},
+
+	// Simulation (simulate.go).
+	{"POST", "/v1/simulate", (*Server).simulate},
+
+	// Operations (ops.go).
+	{"GET", "/v1/state", (*Server).state},
+	{"GET", "/v1/config", (*Server).showConfig},
+	{"GET", "/v1/peers", (*Server).peers},
+	{"GET", "/healthz", (*Server).healthz},
+	{"GET", "/readyz", (*Server).readyz},
+}
+
+// endpoint is one path of the router with the methods it serves.
+type endpoint struct {
+	path     string
+	segments []string // of a pattern path, split at '/'; nil for an exact path
+	methods  []string
+	handlers []handler
+	allow    string // the Allow header: the methods, comma-separated
+}
+
+// router dispatches a request by path, then by method.
+type router struct {
+	exact    map[string]*endpoint
+	patterns []*endpoint
+}
+
+func newRouter(table []route) *router {
+	rt := &router{exact: map[string]*endpoint{}}
+	byPath := map[string]*endpoint{}
+	for _, r := range table {
+		ep := byPath[r.path]
+		if ep == nil {
+			ep = &endpoint{path: r.path}
+			byPath[r.path] = ep
+			if strings.Contains(r.path, "{") {
+				ep.segments = strings.Split(strings.TrimPrefix(r.path, "/"), "/")
+				rt.patterns = append(rt.patterns, ep)
+			} else {
+				rt.exact[r.path] = ep
+			}
+		}
+		ep.methods = append(ep.methods, r.method)
+		ep.handlers = append(ep.handlers, r.h)
+		ep.allow = strings.Join(ep.methods, ", ")
+	}
+	return rt
+}
+
+// match reports whether path matches the pattern endpoint, and its {id}.
+func (ep *endpoint) match(path []byte) (id []byte, ok bool) {
+	rest := path
+	for _, seg := range ep.segments {
+		if len(rest) == 0 || rest[0] != '/' {
+			return nil, false
+		}
+		rest = rest[1:]
+		j := bytes.IndexByte(rest, '/')
+		if j < 0 {
+			j = len(rest)
+		}
+		part := rest[:j]
+		rest = rest[j:]
+		if seg == "{id}" {
+			if len(part) == 0 {
+				return nil, false
+			}
+			id = part
+		} else if string(part) != seg {
+			return nil, false
+		}
+	}
+	return id, len(rest) == 0
+}
+
+// serve dispatches ctx. An unknown path is 404 not_found; a known path asked
+// with another method is 405 bad_request naming the allowed methods.
+func (rt *router) serve(s *Server, ctx *fasthttp.RequestCtx) {
+	path := ctx.Path()
+	var p params
+	ep := rt.exact[string(path)]
+	if ep == nil {
+		for _, cand := range rt.patterns {
+			if id, ok := cand.match(path); ok {
+				ep, p.id = cand, id
+				break
+			}
+		}
+	}
+	if ep == nil {
+		writeError(ctx, fasthttp.StatusNotFound, codeNotFound,
+			fmt.Sprintf("no endpoint %s %s", ctx.Method(), quoteSnippet(path)))
+		return
+	}
+	method := ctx.Method()
+	for i, m := range ep.methods {
+		if string(method) == m {
+			ep.handlers[i](s, ctx, p)
+			return
+		}
+	}
+	ctx.Response.Header.Set("Allow", ep.allow)
+	writeError(ctx, fasthttp.StatusMethodNotAllowed, codeBadRequest,
+		fmt.Sprintf("method %s is not allowed on %s; use %s", quoteSnippet(method), ep.path, ep.allow))
+}

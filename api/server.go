@@ -1,0 +1,198 @@
+package api
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/local"
+)
+
+// Options configure a Server. The zero value is ready to use.
+type Options struct {
+	// Now is the clock whose reading handlers pass to the engine as the
+	// decision instant; nil means time.Now.
+	Now func() time.Time
+	// Logger receives internal errors (with their request id) and listener
+	// events, never one line per request; nil means slog.Default().
+	Logger *slog.Logger
+	// NodeName is this node's name in /v1/peers; "" means the hostname.
+	NodeName string
+}
+
+// Server serves the agent's HTTP API (API.md) over an engine. The engine sits
+// behind an atomic pointer so that a config reload can swap it while requests
+// are served. Create one with New (the zero value is not usable); it is safe
+// for concurrent use.
+type Server struct {
+	gen    atomic.Pointer[generation]
+	now    func() time.Time
+	log    *slog.Logger
+	name   string
+	router *router
+
+	ready    atomic.Bool
+	address  atomic.Pointer[string] // the listen address shown in /v1/peers
+	versions atomic.Int64
+
+	idPrefix string
+	reqSeq   atomic.Uint64
+}
+
+// generation is one engine in force and what is derived from it once.
+type generation struct {
+	engine  *local.Engine
+	version int64
+	// names interns the configured resource names, so that a request for a
+	// configured resource passes the engine a string without allocating one.
+	names map[string]string
+}
+
+// name returns b as a string, interned when it names a configured resource.
+func (g *generation) name(b []byte) string {
+	if s, ok := g.names[string(b)]; ok {
+		return s
+	}
+	return string(b)
+}
+
+// New returns a Server over engine e. It is not ready (GET /readyz answers
+// 503) until SetReady(true), which Serve calls once its listeners are up.
+func New(e *local.Engine, opts Options) *Server {
+	s := &Server{
+		now:    opts.Now,
+		log:    opts.Logger,
+		name:   opts.NodeName,
+		router: newRouter(routes),
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.name == "" {
+		s.name, _ = os.Hostname()
+	}
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	s.idPrefix = hex.EncodeToString(id[:])
+	empty := ""
+	s.address.Store(&empty)
+	s.SetEngine(e)
+	return s
+}
+
+// Engine returns the engine in force.
+func (s *Server) Engine() *local.Engine { return s.gen.Load().engine }
+
+// SetEngine puts e in force for the requests that start from now on and
+// bumps the config version shown by GET /v1/config (the first engine is
+// version 1).
+func (s *Server) SetEngine(e *local.Engine) {
+	g := &generation{engine: e, version: s.versions.Add(1), names: map[string]string{}}
+	if cfg := e.Config(); cfg != nil {
+		for name := range cfg.Resources {
+			g.names[name] = name
+		}
+	}
+	s.gen.Store(g)
+}
+
+// SetReady sets what GET /readyz reports: 200 when ready, else 503 not_ready.
+func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// Ready reports what GET /readyz reports.
+func (s *Server) Ready() bool { return s.ready.Load() }
+
+// Handler serves one request: it is the fasthttp.RequestHandler of the API.
+// A panic in a handler is logged and answered 500 internal; the server keeps
+// serving.
+func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
+	defer s.recoverPanic(ctx)
+	s.router.serve(s, ctx)
+}
+
+// httpServer returns the fasthttp server for s's handler, with the body
+// limits, timeouts and JSON error replies of the API.
+func (s *Server) httpServer() *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:                      s.Handler,
+		ErrorHandler:                 s.errorHandler,
+		HeaderReceived:               headerReceived,
+		MaxRequestBodySize:           maxSimulateBody,
+		ReadTimeout:                  30 * time.Second,
+		WriteTimeout:                 30 * time.Second,
+		IdleTimeout:                  2 * time.Minute,
+		NoDefaultServerHeader:        true,
+		NoDefaultContentType:         true,
+		DisablePreParseMultipartForm: true,
+		CloseOnShutdown:              true,
+		Logger:                       fasthttpLogger{s.log},
+	}
+}
+
+// fasthttpLogger sends fasthttp's own messages (connection errors) to slog.
+type fasthttpLogger struct{ log *slog.Logger }
+
+var _ fasthttp.Logger = fasthttpLogger{}
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Warn("http server", "msg", fmt.Sprintf(format, args...))
+}
+
+// writeJSON writes a 200 JSON reply; body is copied.
+func writeJSON(ctx *fasthttp.RequestCtx, body []byte) {
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentType(contentTypeJSON)
+	ctx.SetBody(body)
+}
+
+// decodeCall reads ctx's body into c.body, with the allowed and required
+// fields. It writes the error reply and returns false when the body is bad.
+func (s *Server) decodeCall(ctx *fasthttp.RequestCtx, c *call, allowed, required fieldSet) bool {
+	body, err := requestBody(ctx)
+	if err == nil {
+		err = c.body.decode(body, allowed, required)
+	}
+	if err != nil {
+		s.fail(ctx, err)
+		return false
+	}
+	return true
+}
+
+// call is the pooled per-request state of the endpoints: the decoded body
+// and the reply buffer.
+type call struct {
+	body wireBody
+	out  []byte
+}
+
+var callPool = sync.Pool{New: func() any { return new(call) }}
+
+func getCall() *call { return callPool.Get().(*call) }
+
+func putCall(c *call) {
+	c.body.reset()
+	if cap(c.out) > 64<<10 {
+		c.out = nil // do not pin a large reply's buffer
+	}
+	for i := range c.body.scratch {
+		if cap(c.body.scratch[i]) > 4<<10 {
+			c.body.scratch[i] = nil
+		}
+	}
+	if cap(c.body.key) > 4<<10 {
+		c.body.key = nil
+	}
+	c.out = c.out[:0]
+	callPool.Put(c)
+}

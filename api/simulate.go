@@ -1,0 +1,275 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/local"
+)
+
+const (
+	// maxSimRequests bounds the requests of one simulation (413 above).
+	maxSimRequests = 100_000
+	// simResource is the name the simulated resource has in its engine.
+	simResource = "sim/resource"
+)
+
+// simBase is the virtual instant at_ms counts from: a fixed instant, so that
+// a simulation's replies depend on its body alone.
+var simBase = time.Unix(1_700_000_000, 0)
+
+// simItem is one decoded simulated request.
+type simItem struct {
+	atMs      int64
+	domain    string
+	copies    int
+	minCopies int
+	refund    bool
+}
+
+// simBody is a decoded /v1/simulate body.
+type simBody struct {
+	resource    []byte // the resource's config, raw JSON (an object)
+	requests    []simItem
+	firstRefund int // index of the first refund, -1 when none
+}
+
+// decodeSimulate decodes {"resource": {...}, "requests": [...]}: both are
+// required; requests are in non-decreasing at_ms order, at most
+// maxSimRequests of them; an item's fields are those of /v1/request with
+// "domain" required, plus "at_ms" (required) and "op" ("", "request" or
+// "refund"; a refund takes no min_copies). Errors about an item name it:
+// "requests[3].copies: ...".
+func decodeSimulate(data []byte) (*simBody, error) {
+	sb := &simBody{firstRefund: -1}
+	r := reader{b: data}
+	var seenResource, seenRequests bool
+	r.ws()
+	if !r.eof() {
+		if err := r.openObject("body"); err != nil {
+			return nil, err
+		}
+		var key []byte
+		for n := 0; ; n++ {
+			k, ok, err := r.nextKey("body", n, &key)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				break
+			}
+			switch string(k) {
+			case "resource":
+				if seenResource {
+					return nil, &fieldError{field: "resource", msg: "given twice"}
+				}
+				seenResource = true
+				r.ws()
+				if !r.eof() && r.b[r.i] != '{' && r.valueStart() {
+					return nil, &fieldError{field: "resource", msg: "must be a JSON object (one resource's config), got " + r.describe()}
+				}
+				if sb.resource, err = r.skipValue("resource", 0); err != nil {
+					return nil, err
+				}
+			case "requests":
+				if seenRequests {
+					return nil, &fieldError{field: "requests", msg: "given twice"}
+				}
+				seenRequests = true
+				if err := sb.readRequests(&r); err != nil {
+					return nil, err
+				}
+			default:
+				return nil, &fieldError{field: quoteSnippet(k), msg: "unknown field; expected one of resource, requests"}
+			}
+		}
+		if err := r.end(); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case !seenResource:
+		return nil, &fieldError{field: "resource", msg: "required field is missing"}
+	case !seenRequests:
+		return nil, &fieldError{field: "requests", msg: "required field is missing"}
+	}
+	return sb, nil
+}
+
+func (sb *simBody) readRequests(r *reader) error {
+	if err := r.openArray("requests"); err != nil {
+		return err
+	}
+	var b wireBody
+	domains := map[string]string{} // interned: simulations repeat a few domains
+	var prev int64
+	for i := 0; ; i++ {
+		more, err := r.nextElem("requests", i)
+		if err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+		if i >= maxSimRequests {
+			return tooLarge("requests: more than %d requests", maxSimRequests)
+		}
+		b.reset()
+		err = b.read(r, "", simItemFields)
+		if err == nil {
+			err = b.check(fAtMs | fDomain)
+		}
+		refund := string(b.op) == "refund"
+		if err == nil && refund && b.has(fMinCopies) {
+			err = &fieldError{field: "min_copies", msg: `not allowed with op "refund"`}
+		}
+		if err == nil && b.atMs < prev {
+			err = &fieldError{field: "at_ms", msg: fmt.Sprintf(
+				"must not be less than the previous request's at_ms %d, got %d", prev, b.atMs)}
+		}
+		if err != nil {
+			return itemError(err, i)
+		}
+		prev = b.atMs
+		domain, ok := domains[string(b.domain)]
+		if !ok {
+			domain = string(b.domain)
+			domains[domain] = domain
+		}
+		copies, minCopies := b.counts()
+		if refund && sb.firstRefund < 0 {
+			sb.firstRefund = i
+		}
+		sb.requests = append(sb.requests, simItem{
+			atMs: b.atMs, domain: domain, copies: copies, minCopies: minCopies, refund: refund,
+		})
+	}
+}
+
+// itemError prefixes a field error with the item it is about.
+func itemError(err error, i int) error {
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		if fe.field == "" {
+			fe.field = fmt.Sprintf("requests[%d]", i)
+		} else {
+			fe.field = fmt.Sprintf("requests[%d].%s", i, fe.field)
+		}
+	}
+	return err
+}
+
+// POST /v1/simulate {"resource": <config>, "requests": [...]} → {"config":
+// <normalized resource>, "decisions": [...]}: the requests are decided by a
+// fresh engine holding only that resource, at simBase + at_ms (virtual time;
+// the live state is not touched). A decision is the reply of /v1/request, or
+// {"remaining": N} for a refund, or {"error": {...}} for a request the engine
+// refuses (e.g. cost_over_burst). The body limit is 16 MiB here (64 KiB
+// elsewhere), for up to 100000 requests.
+func (s *Server) simulate(ctx *fasthttp.RequestCtx, _ params) {
+	body, err := requestBody(ctx)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	sb, err := decodeSimulate(body)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	res, err := config.ParseResource(sb.resource)
+	if err != nil {
+		s.fail(ctx, resourceProblems(err))
+		return
+	}
+	switch res.Kind {
+	case config.KindTiers, config.KindGCRA:
+	default:
+		s.fail(ctx, &apiError{status: fasthttp.StatusConflict, code: codeWrongKind, msg: fmt.Sprintf(
+			"resource: kind %q makes no rate decisions; simulate takes kinds tiers and gcra", res.Kind)})
+		return
+	}
+	if sb.firstRefund >= 0 && res.Kind != config.KindGCRA {
+		s.fail(ctx, &fieldError{field: fmt.Sprintf("requests[%d].op", sb.firstRefund),
+			msg: fmt.Sprintf(`"refund" applies to gcra resources only, this one is %s`, res.Kind)})
+		return
+	}
+	normalized, err := json.Marshal(res)
+	if err != nil {
+		s.fail(ctx, fmt.Errorf("rendering the simulated resource: %w", err))
+		return
+	}
+	eng := local.New(&config.Config{Resources: map[string]*config.Resource{simResource: res}})
+
+	out := make([]byte, 0, 64+len(normalized)+len(sb.requests)*320)
+	out = append(out, `{"config":`...)
+	out = append(out, normalized...)
+	out = append(out, `,"decisions":[`...)
+	for i, it := range sb.requests {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		t := simBase.Add(time.Duration(it.atMs) * time.Millisecond)
+		if it.refund {
+			remaining, err := eng.Refund(t, simResource, it.domain, it.copies)
+			if err != nil {
+				if out, err = s.appendItemError(out, err); err != nil {
+					s.fail(ctx, itemFailure(err, i))
+					return
+				}
+				continue
+			}
+			out = appendRefund(out, remaining)
+			continue
+		}
+		d, err := eng.Request(t, simResource, it.domain, it.copies, it.minCopies)
+		if err != nil {
+			if out, err = s.appendItemError(out, err); err != nil {
+				s.fail(ctx, itemFailure(err, i))
+				return
+			}
+			continue
+		}
+		out = appendDecision(out, &d)
+	}
+	out = append(out, "]}"...)
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentType(contentTypeJSON)
+	ctx.Response.SetBodyRaw(out)
+}
+
+// resourceProblems is the 400 reply for a resource config ParseResource
+// refuses: every problem, each named by its path ("resource.burst: ..."),
+// separated by "; ".
+func resourceProblems(err error) error {
+	msg := err.Error()
+	var ps *config.Problems
+	if errors.As(err, &ps) {
+		list := make([]string, len(*ps))
+		for i, p := range *ps {
+			list[i] = p.String()
+		}
+		msg = strings.Join(list, "; ")
+	}
+	return &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, msg: msg}
+}
+
+// appendItemError appends a client error as an item {"error": {...}}; an
+// error that is not a client error is returned instead.
+func (s *Server) appendItemError(out []byte, err error) ([]byte, error) {
+	_, code, msg, ok := classify(err)
+	if !ok {
+		return out, err
+	}
+	return appendError(out, code, msg), nil
+}
+
+func itemFailure(err error, i int) error {
+	return fmt.Errorf("simulated request %d: %w", i, err)
+}
