@@ -46,9 +46,10 @@ func benchDecide(b *testing.B, resource string, keys int, parallel bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	if !parallel {
+		var d Decision
 		for i := 0; i < b.N; i++ {
 			// 10 µs of virtual time per decision: a steady 100k decisions/s.
-			if _, err := e.Request(t0.Add(time.Duration(i)*10*time.Microsecond), resource, ds[i%keys], 1, 1); err != nil {
+			if err := e.Decide(&d, t0.Add(time.Duration(i)*10*time.Microsecond), resource, ds[i%keys], 1, 1); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -57,9 +58,10 @@ func benchDecide(b *testing.B, resource string, keys int, parallel bool) {
 	var seq atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
 		i := int(seq.Add(1)) * 7919
+		var d Decision
 		for pb.Next() {
 			i++
-			if _, err := e.Request(t0.Add(time.Duration(i)*10*time.Microsecond), resource, ds[i%keys], 1, 1); err != nil {
+			if err := e.Decide(&d, t0.Add(time.Duration(i)*10*time.Microsecond), resource, ds[i%keys], 1, 1); err != nil {
 				b.Error(err)
 				return
 			}
@@ -92,7 +94,7 @@ func name(keys int, par bool) string {
 }
 
 // BenchmarkXRateBaseline is the yardstick of the issue: x/time/rate's AllowN
-// over a map of 100k limiters behind one mutex.
+// over a map of 100k limiters behind one mutex, serial and parallel.
 func BenchmarkXRateBaseline(b *testing.B) {
 	const keys = 100_000
 	ds := domains(keys)
@@ -102,13 +104,27 @@ func BenchmarkXRateBaseline(b *testing.B) {
 		m[d] = rate.NewLimiter(1000, 100)
 	}
 	t0 := time.Unix(1_700_000_000, 0)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		mu.Lock()
-		m[ds[i%keys]].AllowN(t0.Add(time.Duration(i)*10*time.Microsecond), 1)
-		mu.Unlock()
-	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			mu.Lock()
+			m[ds[i%keys]].AllowN(t0.Add(time.Duration(i)*10*time.Microsecond), 1)
+			mu.Unlock()
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		var seq atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(seq.Add(1)) * 7919
+			for pb.Next() {
+				i++
+				mu.Lock()
+				m[ds[i%keys]].AllowN(t0.Add(time.Duration(i)*10*time.Microsecond), 1)
+				mu.Unlock()
+			}
+		})
+	})
 }
 
 // BenchmarkGCRAIdleKeyBytes reports the heap bytes one idle gcra key costs:
@@ -135,4 +151,61 @@ func BenchmarkGCRAIdleKeyBytes(b *testing.B) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/keys, "bytes/key")
 		runtime.KeepAlive(e)
 	}
+}
+
+// benchBatch is how many decisions BenchmarkVsXRate runs of each kind in a
+// row: short batches (a few ms) put the machine's drift on all three alike;
+// batches of two full passes over the keys gave less steady ratios here.
+var benchBatch = 10_000
+
+// BenchmarkVsXRate alternates, in batches of benchBatch, gcra decisions, two-tier
+// decisions and the x/time/rate yardstick over the same 100,000 keys, so that
+// the machine's drift (this machine's speed wanders by 2× between runs) falls
+// on all three alike; it reports each one's ns/decision and the ratios.
+func BenchmarkVsXRate(b *testing.B) {
+	const keys = 100_000
+	batch := benchBatch
+	e := benchEngine()
+	ds := domains(keys)
+	t0 := time.Unix(1_700_000_000, 0)
+	var mu sync.Mutex
+	lim := make(map[string]*rate.Limiter, keys)
+	for i, d := range ds {
+		lim[d] = rate.NewLimiter(1000, 100)
+		_, _ = e.Request(t0, "b/gcra", d, 1, 1)
+		_, _ = e.Request(t0.Add(time.Duration(i)), "b/tiers", d, 1, 1)
+	}
+	var gcraNS, tiersNS, xrateNS time.Duration
+	i := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := 0; n < b.N; n += batch {
+		start := time.Now()
+		var d Decision
+		for k := 0; k < batch; k++ {
+			_ = e.Decide(&d, t0.Add(time.Duration(i+k)*10*time.Microsecond), "b/gcra", ds[(i+k)%keys], 1, 1)
+		}
+		mid := time.Now()
+		for k := 0; k < batch; k++ {
+			_ = e.Decide(&d, t0.Add(time.Duration(i+k)*10*time.Microsecond), "b/tiers", ds[(i+k)%keys], 1, 1)
+		}
+		mid2 := time.Now()
+		for k := 0; k < batch; k++ {
+			mu.Lock()
+			lim[ds[(i+k)%keys]].AllowN(t0.Add(time.Duration(i+k)*10*time.Microsecond), 1)
+			mu.Unlock()
+		}
+		end := time.Now()
+		gcraNS += mid.Sub(start)
+		tiersNS += mid2.Sub(mid)
+		xrateNS += end.Sub(mid2)
+		i += batch
+	}
+	b.StopTimer()
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(i) }
+	b.ReportMetric(per(gcraNS), "gcra-ns/op")
+	b.ReportMetric(per(tiersNS), "tiers-ns/op")
+	b.ReportMetric(per(xrateNS), "xrate-ns/op")
+	b.ReportMetric(per(gcraNS)/per(xrateNS), "gcra/xrate")
+	b.ReportMetric(per(tiersNS)/per(xrateNS), "tiers/xrate")
 }

@@ -244,28 +244,36 @@ func checkCopies(copies, minCopies int) error {
 // A rejection is a Decision with Granted 0 and a nil error; errors are for
 // requests that cannot be decided (unknown resource, wrong kind, bad numbers).
 func (e *Engine) Request(t time.Time, resource, domain string, copies, minCopies int) (Decision, error) {
+	var d Decision
+	err := e.Decide(&d, t, resource, domain, copies, minCopies)
+	return d, err
+}
+
+// Decide is Request writing its decision into d, which it overwrites whole:
+// the hot path of the API, which keeps d in a pooled buffer and so copies no
+// Decision around.
+func (e *Engine) Decide(d *Decision, t time.Time, resource, domain string, copies, minCopies int) error {
 	if err := checkCopies(copies, minCopies); err != nil {
-		return Decision{}, err
+		return err
 	}
 	r, err := e.lookup(resource, config.KindTiers)
 	if err != nil {
-		return Decision{}, err
+		return err
 	}
 	if r == nil {
 		e.stats.LenientUnrecorded.Add(1)
-		return lenientDecision(config.KindTiers, copies), nil
+		*d = lenientDecision(config.KindTiers, copies)
+		return nil
 	}
-	var d Decision
 	switch r.kind {
 	case config.KindTiers:
-		d = r.tiers.decide(&e.stats, domain, t.UnixMilli(), int64(copies), int64(minCopies))
+		r.tiers.decide(d, &e.stats, domain, t.UnixMilli(), int64(copies), int64(minCopies))
 	case config.KindGCRA:
-		d, err = r.gcra.decide(&e.stats, domain, t.UnixNano(), int64(copies), int64(minCopies))
-		if err != nil {
-			return Decision{}, err
+		if err := r.gcra.decide(d, &e.stats, domain, t.UnixNano(), int64(copies), int64(minCopies)); err != nil {
+			return err
 		}
 	default:
-		return Decision{}, wrongKind(r, "request")
+		return wrongKind(r, "request")
 	}
 	if r.unlimited {
 		d.Lenient = true
@@ -273,7 +281,7 @@ func (e *Engine) Request(t time.Time, resource, domain string, copies, minCopies
 	if r.shadow && d.Granted == 0 && copies > 0 {
 		d.Granted, d.Shadow = copies, true
 	}
-	return d, nil
+	return nil
 }
 
 func lenientDecision(k config.Kind, copies int) Decision {
@@ -289,7 +297,7 @@ func (tr *tiersRes) params(domain string) *tiersParams {
 	return tr.def
 }
 
-func (tr *tiersRes) decide(stats *Stats, domain string, t, q, m int64) Decision {
+func (tr *tiersRes) decide(d *Decision, stats *Stats, domain string, t, q, m int64) {
 	p := tr.params(domain)
 	var ring *secondRing
 	if p.global > 0 {
@@ -305,7 +313,8 @@ func (tr *tiersRes) decide(stats *Stats, domain string, t, q, m int64) Decision 
 			sh.mu.Unlock()
 			stats.LenientFull.Add(1)
 			tr.recordGlobal(ring, t, q)
-			return lenientDecision(config.KindTiers, int(q))
+			*d = lenientDecision(config.KindTiers, int(q))
+			return
 		}
 	}
 	o := tiersDecide(p, st, t, q, m, ring)
@@ -321,7 +330,7 @@ func (tr *tiersRes) decide(stats *Stats, domain string, t, q, m int64) Decision 
 		o.globalHits = tr.ring.count(t)
 		tr.ring.mu.Unlock()
 	}
-	return Decision{
+	*d = Decision{
 		Kind: config.KindTiers, Granted: int(o.granted), Remaining: int(o.remaining),
 		RetryAfter: msDuration(o.retryAfter), ResetAfter: msDuration(o.resetAfter),
 		Tier: o.tier, TierLimit: int(o.tierLimit), TierHits: int(o.tierHits),
@@ -358,10 +367,10 @@ func (gr *gcraRes) params(domain string) *gcraParams {
 	return gr.def
 }
 
-func (gr *gcraRes) decide(stats *Stats, domain string, t, q, m int64) (Decision, error) {
+func (gr *gcraRes) decide(d *Decision, stats *Stats, domain string, t, q, m int64) error {
 	p := gr.params(domain)
 	if q > p.burst {
-		return Decision{}, fmt.Errorf("%w: copies: %d is over the burst of %d", ErrCostOverBurst, q, p.burst)
+		return fmt.Errorf("%w: copies: %d is over the burst of %d", ErrCostOverBurst, q, p.burst)
 	}
 	sh, h := gr.keys.lock(domain)
 	var tat int64
@@ -376,19 +385,17 @@ func (gr *gcraRes) decide(stats *Stats, domain string, t, q, m int64) (Decision,
 		} else if !gr.keys.insert(sh, domain, h, o.tat) {
 			sh.mu.Unlock()
 			stats.LenientFull.Add(1)
-			return lenientDecision(config.KindGCRA, int(q)), nil
+			*d = lenientDecision(config.KindGCRA, int(q))
+			return nil
 		}
 	}
 	sh.mu.Unlock()
-	return gcraDecision(p, &o), nil
-}
-
-func gcraDecision(p *gcraParams, o *gcraOutcome) Decision {
-	return Decision{
+	*d = Decision{
 		Kind: config.KindGCRA, Granted: int(o.granted), Remaining: int(o.remaining),
 		RetryAfter: time.Duration(o.retryAfter), ResetAfter: time.Duration(o.resetAfter),
 		GCRABurst: int(p.burst), GCRAPeriod: p.period,
 	}
+	return nil
 }
 
 // Refund returns copies tokens to a gcra bucket and reports what remains.
@@ -589,7 +596,8 @@ func (e *Engine) State(t time.Time, resource, domain string) (KeyState, error) {
 			}
 		}
 		sh.mu.Unlock()
-		d := tr.decide(&e.stats, domain, tm, 0, 0)
+		var d Decision
+		tr.decide(&d, &e.stats, domain, tm, 0, 0)
 		ks.Peek = &d
 	case config.KindGCRA:
 		gr := r.gcra
@@ -599,7 +607,8 @@ func (e *Engine) State(t time.Time, resource, domain string) (KeyState, error) {
 		if ok && tat > t.UnixNano() {
 			ks.Tracked, ks.TAT = true, time.Unix(0, tat)
 		}
-		d, _ := gr.decide(&e.stats, domain, t.UnixNano(), 0, 0)
+		var d Decision
+		_ = gr.decide(&d, &e.stats, domain, t.UnixNano(), 0, 0)
 		ks.Peek = &d
 	case config.KindCopies:
 		e.cmu.Lock()
