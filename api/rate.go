@@ -20,8 +20,8 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, _ params) {
 	}
 	copies, minCopies := c.body.counts()
 	g := s.gen.Load()
-	d, err := g.engine.Request(s.now(), g.name(c.body.resource), string(c.body.domain), copies, minCopies)
-	if err != nil {
+	var d local.Decision
+	if err := g.engine.Decide(&d, s.now(), g.name(c.body.resource), string(c.body.domain), copies, minCopies); err != nil {
 		s.fail(ctx, err)
 		return
 	}
@@ -85,8 +85,8 @@ func (s *Server) check(ctx *fasthttp.RequestCtx, _ params) {
 	copies, minCopies := b.counts()
 	g := s.gen.Load()
 	resource, domain := g.name(b.resource), string(b.domain)
-	d, err := g.engine.Request(s.now(), resource, domain, copies, minCopies)
-	if err != nil {
+	var d local.Decision
+	if err := g.engine.Decide(&d, s.now(), resource, domain, copies, minCopies); err != nil {
 		s.fail(ctx, err)
 		return
 	}
