@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"strconv"
+	"sync"
 )
 
 // copies.go is the copy-limited resource of SEMANTICS.md (Charon's counting
@@ -98,9 +99,11 @@ type transfer struct {
 	expires int64
 }
 
-// book holds every session, hold and transfer of an engine. Its methods
-// expect the caller to hold the engine's copies lock.
+// book holds every session, hold and transfer, and guards (with mu) every
+// copiesRes's counts. An engine made by Reload shares its predecessor's book,
+// so sessions and holds outlive a reload. Its methods expect mu held.
 type book struct {
+	mu        sync.Mutex
 	prefix    string
 	next      uint64
 	sessions  map[string]*session
@@ -291,4 +294,40 @@ func (h *deadlineHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// dropRes releases every hold and staged transfer of r (its resource was
+// removed or changed kind) and returns how many copies that freed.
+func (b *book) dropRes(r *copiesRes) int64 {
+	var freed int64
+	for id, h := range b.holds {
+		if h.res == r {
+			freed += h.n
+			r.add(h.domain, -h.n)
+			delete(b.holds, id)
+			delete(h.session.holds, id)
+		}
+	}
+	for id, x := range b.transfers {
+		if x.res == r {
+			freed += x.n
+			r.add(x.domain, -x.n)
+			delete(b.transfers, id)
+		}
+	}
+	return freed
+}
+
+// adopt takes the limits of n (built from a reloaded config) while keeping
+// r's counts, and recomputes the group counts from the domain counts: a
+// group's holds are the holds of its member domains.
+func (r *copiesRes) adopt(n *copiesRes) {
+	r.domainLimit, r.global, r.overrides = n.domainLimit, n.global, n.overrides
+	r.groups, r.byDomain, r.unlimited, r.shadow = n.groups, n.byDomain, n.unlimited, n.shadow
+	r.perGroup = make([]int64, len(r.groups))
+	for d, held := range r.perDom {
+		for _, g := range r.byDomain[d] {
+			r.perGroup[g] += held
+		}
+	}
 }

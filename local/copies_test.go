@@ -284,11 +284,11 @@ func TestCopiesProperty(t *testing.T) {
 			}
 		}
 		e.Step(time.Unix(0, t0.UnixNano()+now+int64(time.Hour)))
-		e.cmu.Lock()
+		e.book.mu.Lock()
 		if cr.total != 0 || len(cr.perDom) != 0 || cr.perGroup[0] != 0 || cr.perGroup[1] != 0 || len(e.book.holds) != 0 || len(e.book.transfers) != 0 {
 			t.Fatalf("seed %d: leaked: total %d, domains %v, groups %v, holds %d, transfers %d", seed, cr.total, cr.perDom, cr.perGroup, len(e.book.holds), len(e.book.transfers))
 		}
-		e.cmu.Unlock()
+		e.book.mu.Unlock()
 	}
 }
 
@@ -304,8 +304,8 @@ func checkCounts(t *testing.T, seed, stepN int, e *Engine, cr *copiesRes, m *cop
 		want[x.domain] += x.n
 		total += x.n
 	}
-	e.cmu.Lock()
-	defer e.cmu.Unlock()
+	e.book.mu.Lock()
+	defer e.book.mu.Unlock()
 	e.book.expire(now) // the counts as of now, as every call sees them
 	if int(cr.total) != total {
 		t.Fatalf("seed %d step %d: engine total %d, model %d", seed, stepN, cr.total, total)

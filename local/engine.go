@@ -35,9 +35,8 @@ type Engine struct {
 	dynMu sync.RWMutex
 	dyn   map[string]*resource
 
-	cmu   sync.Mutex // guards book and every copiesRes's counts
-	book  *book
-	stats Stats
+	book  *book // shared with the engines Reload makes from this one
+	stats *Stats
 }
 
 // Stats counts what the engine did leniently. Read with Load.
@@ -62,7 +61,7 @@ type tiersRes struct {
 	def  *tiersParams
 	over map[string]*tiersParams
 	keys *store[*tiersState]
-	ring secondRing
+	ring *secondRing
 }
 
 type gcraRes struct {
@@ -80,11 +79,17 @@ func New(cfg *config.Config) *Engine {
 	for _, c := range p {
 		prefix += strconv.FormatUint(uint64(c)%36, 36)
 	}
+	return build(cfg, newBook(prefix+"."), &Stats{})
+}
+
+// build makes an engine for cfg over the given book and counters.
+func build(cfg *config.Config, b *book, st *Stats) *Engine {
 	e := &Engine{
-		cfg:  cfg,
-		res:  make(map[string]*resource, len(cfg.Resources)),
-		dyn:  make(map[string]*resource),
-		book: newBook(prefix + "."),
+		cfg:   cfg,
+		res:   make(map[string]*resource, len(cfg.Resources)),
+		dyn:   make(map[string]*resource),
+		book:  b,
+		stats: st,
 	}
 	for name, rc := range cfg.Resources {
 		ns := cfg.Namespaces[namespaceOf(name)]
@@ -96,8 +101,9 @@ func New(cfg *config.Config) *Engine {
 // Config returns the configuration in force.
 func (e *Engine) Config() *config.Config { return e.cfg }
 
-// Stats returns the engine's counters of lenient decisions.
-func (e *Engine) Stats() *Stats { return &e.stats }
+// Stats returns the engine's counters of lenient decisions (shared with the
+// engines Reload makes from it).
+func (e *Engine) Stats() *Stats { return e.stats }
 
 func namespaceOf(name string) string {
 	if i := strings.IndexByte(name, '/'); i >= 0 {
@@ -122,7 +128,7 @@ func buildResource(name string, rc *config.Resource, ignore bool) *resource {
 	}
 	switch rc.Kind {
 	case config.KindTiers:
-		tr := &tiersRes{def: tiersFromConfig(rc.Tiers, rc.HardLimit, rc.GlobalLimit), keys: newStore[*tiersState](maxKeys)}
+		tr := &tiersRes{def: tiersFromConfig(rc.Tiers, rc.HardLimit, rc.GlobalLimit), keys: newStore[*tiersState](maxKeys), ring: &secondRing{}}
 		for d, o := range rc.Domains {
 			if tr.over == nil {
 				tr.over = make(map[string]*tiersParams)
@@ -149,7 +155,7 @@ func buildResource(name string, rc *config.Resource, ignore bool) *resource {
 
 func unlimitedTiers(maxKeys int) *tiersRes {
 	p := newTiersParams([]tierParamsInput{{limit: unconfiguredLimit, window: time.Second, active: time.Second}}, 0, 0)
-	return &tiersRes{def: p, keys: newStore[*tiersState](maxKeys)}
+	return &tiersRes{def: p, keys: newStore[*tiersState](maxKeys), ring: &secondRing{}}
 }
 
 func tiersFromConfig(ts []config.Tier, hard, global int) *tiersParams {
@@ -267,9 +273,9 @@ func (e *Engine) Decide(d *Decision, t time.Time, resource, domain string, copie
 	}
 	switch r.kind {
 	case config.KindTiers:
-		r.tiers.decide(d, &e.stats, domain, t.UnixMilli(), int64(copies), int64(minCopies))
+		r.tiers.decide(d, e.stats, domain, t.UnixMilli(), int64(copies), int64(minCopies))
 	case config.KindGCRA:
-		if err := r.gcra.decide(d, &e.stats, domain, t.UnixNano(), int64(copies), int64(minCopies)); err != nil {
+		if err := r.gcra.decide(d, e.stats, domain, t.UnixNano(), int64(copies), int64(minCopies)); err != nil {
 			return err
 		}
 	default:
@@ -301,7 +307,7 @@ func (tr *tiersRes) decide(d *Decision, stats *Stats, domain string, t, q, m int
 	p := tr.params(domain)
 	var ring *secondRing
 	if p.global > 0 {
-		ring = &tr.ring
+		ring = tr.ring
 		ring.mu.Lock()
 		defer ring.mu.Unlock()
 	}
@@ -323,12 +329,13 @@ func (tr *tiersRes) decide(d *Decision, stats *Stats, domain string, t, q, m int
 	}
 	sh.mu.Unlock()
 	if ring == nil {
-		tr.ring.mu.Lock()
+		r := tr.ring
+		r.mu.Lock()
 		if o.granted > 0 {
-			tr.ring.add(t, o.granted)
+			r.add(t, o.granted)
 		}
-		o.globalHits = tr.ring.count(t)
-		tr.ring.mu.Unlock()
+		o.globalHits = r.count(t)
+		r.mu.Unlock()
 	}
 	*d = Decision{
 		Kind: config.KindTiers, Granted: int(o.granted), Remaining: int(o.remaining),
@@ -438,16 +445,16 @@ func (e *Engine) OpenSession(t time.Time, ttl time.Duration) (string, error) {
 	if ttl <= 0 {
 		return "", fmt.Errorf("%w: ttl_ms: must be > 0, got %d", ErrBadRequest, ttl.Milliseconds())
 	}
-	e.cmu.Lock()
-	defer e.cmu.Unlock()
+	e.book.mu.Lock()
+	defer e.book.mu.Unlock()
 	e.book.expire(t.UnixNano())
 	return e.book.openSession(t.UnixNano(), int64(ttl)).id, nil
 }
 
 // KeepAlive renews a session for another ttl and returns the ttl.
 func (e *Engine) KeepAlive(t time.Time, id string) (time.Duration, error) {
-	e.cmu.Lock()
-	defer e.cmu.Unlock()
+	e.book.mu.Lock()
+	defer e.book.mu.Unlock()
 	e.book.expire(t.UnixNano())
 	s, err := e.book.session(id)
 	if err != nil {
@@ -459,8 +466,8 @@ func (e *Engine) KeepAlive(t time.Time, id string) (time.Duration, error) {
 
 // EndSession ends a session, releasing every copy it holds; it returns how many.
 func (e *Engine) EndSession(t time.Time, id string) (int, error) {
-	e.cmu.Lock()
-	defer e.cmu.Unlock()
+	e.book.mu.Lock()
+	defer e.book.mu.Unlock()
 	e.book.expire(t.UnixNano())
 	s, err := e.book.session(id)
 	if err != nil {
@@ -485,8 +492,8 @@ func (e *Engine) Reserve(t time.Time, resource, domain string, copies, minCopies
 	if r.kind != config.KindCopies {
 		return Reservation{}, wrongKind(r, "reserve")
 	}
-	e.cmu.Lock()
-	defer e.cmu.Unlock()
+	e.book.mu.Lock()
+	defer e.book.mu.Unlock()
 	e.book.expire(t.UnixNano())
 	s, err := e.book.session(session)
 	if err != nil {
@@ -507,8 +514,8 @@ func (e *Engine) Reserve(t time.Time, resource, domain string, copies, minCopies
 
 // Release returns copies copies of a hold; it reports the released and still held.
 func (e *Engine) Release(t time.Time, hold string, copies int) (released, held int, err error) {
-	e.cmu.Lock()
-	defer e.cmu.Unlock()
+	e.book.mu.Lock()
+	defer e.book.mu.Unlock()
 	e.book.expire(t.UnixNano())
 	h, err := e.book.hold(hold)
 	if err != nil {
@@ -526,8 +533,8 @@ func (e *Engine) Transfer(t time.Time, hold string, copies int, ttl time.Duratio
 	if ttl <= 0 {
 		return "", fmt.Errorf("%w: ttl_ms: must be > 0, got %d", ErrBadRequest, ttl.Milliseconds())
 	}
-	e.cmu.Lock()
-	defer e.cmu.Unlock()
+	e.book.mu.Lock()
+	defer e.book.mu.Unlock()
 	e.book.expire(t.UnixNano())
 	h, err := e.book.hold(hold)
 	if err != nil {
@@ -542,8 +549,8 @@ func (e *Engine) Transfer(t time.Time, hold string, copies int, ttl time.Duratio
 
 // Seize moves a staged transfer into a new hold of session.
 func (e *Engine) Seize(t time.Time, transfer, session string) (Seized, error) {
-	e.cmu.Lock()
-	defer e.cmu.Unlock()
+	e.book.mu.Lock()
+	defer e.book.mu.Unlock()
 	e.book.expire(t.UnixNano())
 	s, err := e.book.session(session)
 	if err != nil {
@@ -584,6 +591,7 @@ func (e *Engine) State(t time.Time, resource, domain string) (KeyState, error) {
 		sh, h := tr.keys.lock(domain)
 		if st, ok := sh.get(domain, h); ok {
 			ks.Tracked = true
+			st.fit(p)
 			st.settle(p, tm)
 			for i := range st.inst {
 				in, tp := &st.inst[i], &p.tiers[i]
@@ -597,7 +605,7 @@ func (e *Engine) State(t time.Time, resource, domain string) (KeyState, error) {
 		}
 		sh.mu.Unlock()
 		var d Decision
-		tr.decide(&d, &e.stats, domain, tm, 0, 0)
+		tr.decide(&d, e.stats, domain, tm, 0, 0)
 		ks.Peek = &d
 	case config.KindGCRA:
 		gr := r.gcra
@@ -608,14 +616,14 @@ func (e *Engine) State(t time.Time, resource, domain string) (KeyState, error) {
 			ks.Tracked, ks.TAT = true, time.Unix(0, tat)
 		}
 		var d Decision
-		_ = gr.decide(&d, &e.stats, domain, t.UnixNano(), 0, 0)
+		_ = gr.decide(&d, e.stats, domain, t.UnixNano(), 0, 0)
 		ks.Peek = &d
 	case config.KindCopies:
-		e.cmu.Lock()
+		e.book.mu.Lock()
 		e.book.expire(t.UnixNano())
 		ks.Holds = int(r.copies.perDom[domain])
 		ks.Tracked = ks.Holds > 0
-		e.cmu.Unlock()
+		e.book.mu.Unlock()
 	}
 	return ks, nil
 }
@@ -656,7 +664,7 @@ func (e *Engine) Step(t time.Time) {
 		sweep(r)
 	}
 	e.dynMu.RUnlock()
-	e.cmu.Lock()
+	e.book.mu.Lock()
 	e.book.expire(tn)
-	e.cmu.Unlock()
+	e.book.mu.Unlock()
 }

@@ -26,7 +26,7 @@ const shortLen = 23
 // store maps domains to per-key state V. Safe for concurrent use.
 type store[V any] struct {
 	seed   maphash.Seed
-	max    int64
+	max    atomic.Int64 // a reload may change it
 	n      atomic.Int64
 	shards [numShards]shard[V]
 }
@@ -47,7 +47,9 @@ type shard[V any] struct {
 }
 
 func newStore[V any](max int) *store[V] {
-	return &store[V]{seed: maphash.MakeSeed(), max: int64(max)}
+	s := &store[V]{seed: maphash.MakeSeed()}
+	s.max.Store(int64(max))
+	return s
 }
 
 // ref is a found or to-be-inserted key in a locked shard.
@@ -101,7 +103,7 @@ func (sh *shard[V]) get(key string, h uint64) (V, bool) {
 // key (it may alias a request buffer). It reports false, adding nothing, when
 // the store is full.
 func (s *store[V]) insert(sh *shard[V], key string, h uint64, v V) bool {
-	if s.n.Add(1) > s.max {
+	if s.n.Add(1) > s.max.Load() {
 		s.n.Add(-1)
 		return false
 	}

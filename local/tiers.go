@@ -80,6 +80,22 @@ type tiersState struct {
 	// until the key commits a hit (which clears it): a domain hammering its
 	// limit gets its answer without a new search.
 	retryAt, retryM int64
+	retryP          *tiersParams // the params the cache was computed under
+}
+
+// fit adapts s to p, the params it is decided under now. A reload may have
+// changed the tier list: tiers beyond the new count are forgotten, new ones
+// start inactive, and a retry instant cached under other params is dropped.
+func (s *tiersState) fit(p *tiersParams) {
+	if s.retryP != p {
+		s.retryP, s.retryM = p, 0
+	}
+	switch n := len(p.tiers); {
+	case len(s.inst) > n:
+		s.inst = s.inst[:n]
+	case len(s.inst) < n:
+		s.inst = append(s.inst, make([]tierInst, n-len(s.inst))...)
+	}
 }
 
 func newTiersState(n int) *tiersState { return &tiersState{inst: make([]tierInst, n)} }
@@ -196,6 +212,7 @@ func (p *tiersParams) capAt(domainHits, globalHits int64) int64 {
 // reads it (G) and records the grant in it. With ring nil (allowed when G is
 // 0) the caller records the grant and fills globalHits itself.
 func tiersDecide(p *tiersParams, s *tiersState, t, q, m int64, ring *secondRing) tiersOutcome {
+	s.fit(p)
 	s.settle(p, t)
 	var glob int64
 	if ring != nil {
