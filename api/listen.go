@@ -24,11 +24,13 @@ type ListenConfig struct {
 	HTTP string
 	// AllowPublic lets HTTP be any address (the agent's --http-public).
 	AllowPublic bool
+	// DrainTimeout bounds how long Serve waits, once its context is done,
+	// for the requests in flight to finish; 0 means DefaultDrainTimeout.
+	DrainTimeout time.Duration
 }
 
-// ShutdownTimeout bounds how long Serve waits, once its context is done, for
-// the requests in flight to finish.
-const ShutdownTimeout = 10 * time.Second
+// DefaultDrainTimeout is the drain timeout of a ListenConfig that sets none.
+const DefaultDrainTimeout = 5 * time.Second
 
 // Listeners are the bound listeners of a ListenConfig, made by Listen (the
 // zero value holds none). Serve closes them; Close does too, for a caller
@@ -39,6 +41,7 @@ type Listeners struct {
 	socketInfo os.FileInfo // the socket file we created, to remove only ours
 	unix       *net.UnixListener
 	tcp        net.Listener
+	drain      time.Duration
 }
 
 // Listen binds the listeners of lc: the TCP address first (refused, naming
@@ -48,7 +51,10 @@ func Listen(lc ListenConfig) (*Listeners, error) {
 	if lc.Socket == "" && lc.HTTP == "" {
 		return nil, errors.New("api: nothing to listen on: no socket and no HTTP address")
 	}
-	l := &Listeners{}
+	l := &Listeners{drain: lc.DrainTimeout}
+	if l.drain <= 0 {
+		l.drain = DefaultDrainTimeout
+	}
 	if lc.HTTP != "" {
 		if !lc.AllowPublic {
 			if err := checkLoopback(lc.HTTP); err != nil {
@@ -186,7 +192,7 @@ func (l *Listeners) Close() error {
 }
 
 // Serve serves the API on l until ctx is done, then shuts down gracefully:
-// it stops accepting, waits up to ShutdownTimeout for the requests in flight,
+// it stops accepting, waits up to the drain timeout for the requests in flight,
 // closes l (removing the socket file) and returns nil. It returns early with
 // an error if a listener fails. It marks s ready once serving and not ready
 // once stopping.
@@ -217,7 +223,7 @@ func (s *Server) Serve(ctx context.Context, l *Listeners) error {
 	}
 	s.SetReady(false)
 
-	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), l.drain)
 	defer cancel()
 	if serr := hs.ShutdownWithContext(sctx); serr != nil {
 		s.log.Warn("shutdown did not finish cleanly", "err", serr)

@@ -94,7 +94,7 @@ func TestServeOnSocketAndTCP(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Serve: %v", err)
 		}
-	case <-time.After(ShutdownTimeout + 5*time.Second):
+	case <-time.After(DefaultDrainTimeout + 5*time.Second):
 		t.Fatal("Serve did not stop")
 	}
 	if _, err := os.Lstat(sock); !errors.Is(err, fs.ErrNotExist) {

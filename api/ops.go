@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -138,4 +139,91 @@ func (s *Server) replyJSON(ctx *fasthttp.RequestCtx, v any) {
 		return
 	}
 	writeJSON(ctx, out)
+}
+
+// ReloadResult is what a reload did: the version now in force and what
+// changed, resource by resource.
+type ReloadResult struct {
+	Version     int64    `json:"version"`
+	Source      string   `json:"source"`
+	Added       []string `json:"added"`
+	Removed     []string `json:"removed"`
+	Changed     []string `json:"changed"`
+	KindChanged []string `json:"kind_changed"`
+	Unchanged   int      `json:"unchanged"`
+	Released    int      `json:"released"`
+}
+
+// errNoReload is a reload of an agent whose config cannot be re-read.
+var errNoReload = errors.New("the agent runs on its built-in config (no --config file): there is nothing to re-read")
+
+// Reload re-reads the config (Options.LoadConfig) and puts it in force with
+// the counts and holds carried over (local.Engine.Reload). A config that does
+// not load or validate is refused, and the config in force stays: the error
+// is then a *config.Problems (errors.As) or names the file. One reload runs
+// at a time. SIGHUP and POST /v1/config/reload both call it.
+func (s *Server) Reload() (ReloadResult, error) {
+	s.reload.Lock()
+	defer s.reload.Unlock()
+	if s.load == nil {
+		s.metrics.reloads.WithLabelValues("refused").Inc()
+		return ReloadResult{}, errNoReload
+	}
+	cfg, source, err := s.load()
+	if err != nil {
+		s.metrics.reloads.WithLabelValues("refused").Inc()
+		s.log.Error("config reload refused; the config in force stays", "source", source, "error", err)
+		return ReloadResult{}, err
+	}
+	n, ch := s.Engine().Reload(cfg)
+	s.SetEngine(n)
+	g := s.gen.Load()
+	res := ReloadResult{
+		Version: g.version, Source: source, Added: nonNil(ch.Added), Removed: nonNil(ch.Removed),
+		Changed: nonNil(ch.Changed), KindChanged: nonNil(ch.KindChanged), Unchanged: ch.Unchanged, Released: ch.Released,
+	}
+	s.metrics.reloads.WithLabelValues("ok").Inc()
+	s.log.Info("config reloaded", "source", source, "version", res.Version, "added", len(res.Added),
+		"removed", len(res.Removed), "changed", len(res.Changed)+len(res.KindChanged), "released", res.Released)
+	return res, nil
+}
+
+func nonNil(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}
+
+// POST /v1/config/reload → ReloadResult; a bad file is 400 bad_request with
+// every problem in the message (one per line) and in "problems".
+func (s *Server) reloadConfig(ctx *fasthttp.RequestCtx, _ params) {
+	res, err := s.Reload()
+	if err == nil {
+		s.replyJSON(ctx, res)
+		return
+	}
+	var probs *config.Problems
+	if errors.As(err, &probs) {
+		list := make([]string, 0, len(*probs))
+		for _, p := range *probs {
+			list = append(list, p.String())
+		}
+		out, _ := json.Marshal(struct {
+			Error struct {
+				Code     string   `json:"code"`
+				Message  string   `json:"message"`
+				Problems []string `json:"problems"`
+			} `json:"error"`
+		}{Error: struct {
+			Code     string   `json:"code"`
+			Message  string   `json:"message"`
+			Problems []string `json:"problems"`
+		}{codeBadRequest, "the config was refused and the one in force stays: " + err.Error(), list}})
+		ctx.SetStatusCode(fasthttp.StatusBadRequest)
+		ctx.SetContentType(contentTypeJSON)
+		ctx.SetBody(out)
+		return
+	}
+	writeError(ctx, fasthttp.StatusBadRequest, codeBadRequest, "the config was refused and the one in force stays: "+err.Error())
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -13,6 +14,7 @@ import (
 // decision. This is the hot path: the body is decoded into a pooled struct
 // and the reply appended into a pooled buffer.
 func (s *Server) request(ctx *fasthttp.RequestCtx, _ params) {
+	start := time.Now()
 	c := getCall()
 	defer putCall(c)
 	if !s.decodeCall(ctx, c, requestFields, fResource|fDomain) {
@@ -21,12 +23,14 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, _ params) {
 	copies, minCopies := c.body.counts()
 	g := s.gen.Load()
 	var d local.Decision
-	if err := g.engine.Decide(&d, s.now(), g.name(c.body.resource), string(c.body.domain), copies, minCopies); err != nil {
+	resource := g.name(c.body.resource)
+	if err := g.engine.Decide(&d, s.now(), resource, string(c.body.domain), copies, minCopies); err != nil {
 		s.fail(ctx, err)
 		return
 	}
 	c.out = appendDecision(c.out[:0], &d)
 	writeJSON(ctx, c.out)
+	g.observe(resource, &d, start)
 }
 
 // POST /v1/refund {"resource", "domain", "copies"} → {"remaining": N} (gcra).
@@ -66,6 +70,7 @@ var (
 // Both carry the IETF RateLimit-Policy and RateLimit fields (see
 // rateLimitHeaders). Errors are the usual JSON errors.
 func (s *Server) check(ctx *fasthttp.RequestCtx, _ params) {
+	start := time.Now()
 	c := getCall()
 	defer putCall(c)
 	b := &c.body
@@ -90,6 +95,7 @@ func (s *Server) check(ctx *fasthttp.RequestCtx, _ params) {
 		s.fail(ctx, err)
 		return
 	}
+	defer g.observe(resource, &d, start)
 	c.out = rateLimitHeaders(ctx, c.out[:0], g, resource, domain, &d)
 	if d.Granted > 0 || (copies == 0 && d.RetryAfter == 0) {
 		ctx.SetStatusCode(fasthttp.StatusNoContent)

@@ -48,6 +48,8 @@ var routes = []route{
 	// Operations (ops.go).
 	{"GET", "/v1/state", (*Server).state},
 	{"GET", "/v1/config", (*Server).showConfig},
+	{"POST", "/v1/config/reload", (*Server).reloadConfig},
+	{"GET", "/metrics", (*Server).metricsPage},
 	{"GET", "/v1/peers", (*Server).peers},
 	{"GET", "/healthz", (*Server).healthz},
 	{"GET", "/readyz", (*Server).readyz},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -25,6 +26,10 @@ type Options struct {
 	Logger *slog.Logger
 	// NodeName is this node's name in /v1/peers; "" means the hostname.
 	NodeName string
+	// LoadConfig re-reads the config for a reload (POST /v1/config/reload,
+	// and Reload) and names its source; nil means the agent runs on a config
+	// that cannot be re-read, and a reload answers so.
+	LoadConfig func() (cfg *config.Config, source string, err error)
 }
 
 // Server serves the agent's HTTP API (API.md) over an engine. The engine sits
@@ -44,6 +49,10 @@ type Server struct {
 
 	idPrefix string
 	reqSeq   atomic.Uint64
+
+	metrics *metrics
+	load    func() (*config.Config, string, error)
+	reload  sync.Mutex // one reload at a time
 }
 
 // generation is one engine in force and what is derived from it once.
@@ -53,6 +62,8 @@ type generation struct {
 	// names interns the configured resource names, so that a request for a
 	// configured resource passes the engine a string without allocating one.
 	names map[string]string
+	// metrics are the per-resource series of this engine's resources.
+	metrics map[string]*resMetrics
 }
 
 // name returns b as a string, interned when it names a configured resource.
@@ -71,7 +82,9 @@ func New(e *local.Engine, opts Options) *Server {
 		log:    opts.Logger,
 		name:   opts.NodeName,
 		router: newRouter(routes),
+		load:   opts.LoadConfig,
 	}
+	s.metrics = newMetrics(s)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -97,7 +110,7 @@ func (s *Server) Engine() *local.Engine { return s.gen.Load().engine }
 // bumps the config version shown by GET /v1/config (the first engine is
 // version 1).
 func (s *Server) SetEngine(e *local.Engine) {
-	g := &generation{engine: e, version: s.versions.Add(1), names: map[string]string{}}
+	g := &generation{engine: e, version: s.versions.Add(1), names: map[string]string{}, metrics: s.metrics.forEngine(e)}
 	if cfg := e.Config(); cfg != nil {
 		for name := range cfg.Resources {
 			g.names[name] = name

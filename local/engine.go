@@ -3,6 +3,7 @@ package local
 import (
 	"crypto/rand"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -667,4 +668,42 @@ func (e *Engine) Step(t time.Time) {
 	e.book.mu.Lock()
 	e.book.expire(tn)
 	e.book.mu.Unlock()
+}
+
+// Usage is a resource's load, as the metrics show it.
+type Usage struct {
+	Resource string
+	Kind     config.Kind
+	Keys     int // keys tracked (tiers, gcra)
+	Holds    int // copies held or staged (copies)
+}
+
+// Usage returns every configured resource's tracked keys and holds, sorted
+// by name. It reads counters only; safe to call at any time.
+func (e *Engine) Usage() []Usage {
+	out := make([]Usage, 0, len(e.res))
+	e.book.mu.Lock()
+	for name, r := range e.res {
+		u := Usage{Resource: name, Kind: r.kind}
+		switch {
+		case r.tiers != nil:
+			u.Keys = r.tiers.keys.len()
+		case r.gcra != nil:
+			u.Keys = r.gcra.keys.len()
+		case r.copies != nil:
+			u.Holds = int(r.copies.total)
+		}
+		out = append(out, u)
+	}
+	e.book.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Resource < out[j].Resource })
+	return out
+}
+
+// Sessions returns how many sessions are open, holds exist and transfers
+// are staged.
+func (e *Engine) Sessions() (sessions, holds, transfers int) {
+	e.book.mu.Lock()
+	defer e.book.mu.Unlock()
+	return len(e.book.sessions), len(e.book.holds), len(e.book.transfers)
 }

@@ -76,7 +76,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	e := readEnv(getenv)
 
 	cfg, source := config.Default(), "built-in default"
-	if path := configPath(f, e); path != "" {
+	path := configPath(f, e)
+	if path != "" {
 		if cfg, err = config.Load(path); err != nil {
 			reportConfig(stderr, path, err)
 			return &exitError{exitUsage, err}
@@ -90,8 +91,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	srv := api.New(local.New(cfg), api.Options{Logger: log})
-	ls, err := api.Listen(api.ListenConfig{Socket: st.socket, HTTP: st.http, AllowPublic: st.httpPublic})
+	opts := api.Options{Logger: log}
+	if path != "" {
+		opts.LoadConfig = func() (*config.Config, string, error) {
+			c, err := config.Load(path)
+			return c, path, err
+		}
+	}
+	srv := api.New(local.New(cfg), opts)
+	ls, err := api.Listen(api.ListenConfig{Socket: st.socket, HTTP: st.http, AllowPublic: st.httpPublic, DrainTimeout: st.drain})
 	if err != nil {
 		log.Error("obol agent cannot listen", "err", err)
 		return &exitError{exitFailure, err}
@@ -104,6 +112,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	wg.Go(func() {
 		stepLoop(stepCtx, stepEvery, time.Now, func(t time.Time) { srv.Engine().Step(t) })
 	})
+	// SIGHUP re-reads the config file, as POST /v1/config/reload does; the
+	// outcome (or every problem of a refused file) is logged by Reload.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	wg.Go(func() {
+		for {
+			select {
+			case <-stepCtx.Done():
+				return
+			case <-hup:
+				_, _ = srv.Reload()
+			}
+		}
+	})
 	err = srv.Serve(ctx, ls)
 	stopStep()
 	wg.Wait()
@@ -111,7 +134,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Error("obol agent stopped on an error", "err", err)
 		return &exitError{exitFailure, err}
 	}
-	log.Info("obol agent stopped")
+	log.Info("obol agent stopped", "drain_timeout", st.drain.String())
 	return nil
 }
 

@@ -228,6 +228,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{"missing config file from env", nil, map[string]string{"OBOL_CONFIG": filepath.Join(dir, "env.yaml")}, 2, "env.yaml"},
 		{"unknown flag", []string{"--colour"}, nil, 2, "colour"},
 		{"stray argument", []string{"serve"}, nil, 2, "serve"},
+		{"bad drain timeout", []string{"--socket", filepath.Join(dir, "d.sock"), "--drain-timeout", "soon"}, nil, 2, "drain-timeout"},
 		{"bad OBOL_HTTP_PUBLIC", []string{"--socket", filepath.Join(dir, "s.sock")}, map[string]string{"OBOL_HTTP_PUBLIC": "maybe"}, 2, "OBOL_HTTP_PUBLIC"},
 		{"public address", []string{"--socket", filepath.Join(dir, "p.sock"), "--http", "0.0.0.0:0"}, nil, 1, "0.0.0.0:0"},
 	}
@@ -274,8 +275,13 @@ func TestResolve(t *testing.T) {
 		{"flags over env", flags{socket: "/flag.sock", http: "127.0.0.1:1"}, env{socket: "/env.sock", http: "127.0.0.1:2"}, file, settings{socket: "/flag.sock", http: "127.0.0.1:1"}},
 		{"public from env", flags{}, env{httpPublic: "true"}, none, settings{socket: "/tmp/obol.sock", http: "127.0.0.1:7070", httpPublic: true}},
 		{"public flag over env", flags{httpPublic: false, httpPublicSet: true}, env{httpPublic: "true"}, none, settings{socket: "/tmp/obol.sock", http: "127.0.0.1:7070"}},
+		{"drain from env", flags{}, env{drain: "2s"}, none, settings{socket: "/tmp/obol.sock", http: "127.0.0.1:7070", drain: 2 * time.Second}},
+		{"drain flag over env", flags{drain: "250ms"}, env{drain: "2s"}, none, settings{socket: "/tmp/obol.sock", http: "127.0.0.1:7070", drain: 250 * time.Millisecond}},
 	}
 	for _, tc := range cases {
+		if tc.want.drain == 0 {
+			tc.want.drain = defaultDrain
+		}
 		got, err := resolve(tc.f, tc.e, tc.cfg)
 		if err != nil || got != tc.want {
 			t.Errorf("%s: resolve = %+v, %v, want %+v", tc.name, got, err, tc.want)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/obol-dev/obol/config"
 )
@@ -13,6 +14,7 @@ import (
 // Built-in listener defaults (API.md).
 const (
 	defaultHTTP       = "127.0.0.1:7070"
+	defaultDrain      = 5 * time.Second
 	defaultSocketName = "obol.sock"
 	fallbackSocketDir = "/tmp"
 )
@@ -23,6 +25,7 @@ type env struct {
 	socket     string // OBOL_SOCKET: the Unix socket path
 	http       string // OBOL_HTTP: the TCP listen address
 	httpPublic string // OBOL_HTTP_PUBLIC: "true" allows a non-loopback OBOL_HTTP
+	drain      string // OBOL_DRAIN_TIMEOUT: how long a stop waits for requests in flight
 	runtimeDir string // XDG_RUNTIME_DIR: where the default socket goes
 }
 
@@ -32,6 +35,7 @@ func readEnv(getenv func(string) string) env {
 		socket:     getenv("OBOL_SOCKET"),
 		http:       getenv("OBOL_HTTP"),
 		httpPublic: getenv("OBOL_HTTP_PUBLIC"),
+		drain:      getenv("OBOL_DRAIN_TIMEOUT"),
 		runtimeDir: getenv("XDG_RUNTIME_DIR"),
 	}
 }
@@ -43,6 +47,7 @@ type flags struct {
 	http          string
 	httpPublic    bool
 	httpPublicSet bool
+	drain         string
 }
 
 const usage = `Usage: agent [flags]
@@ -64,6 +69,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.socket, "socket", "", "Unix socket path (env OBOL_SOCKET; default $XDG_RUNTIME_DIR/obol.sock, else /tmp/obol.sock)")
 	fs.StringVar(&f.http, "http", "", "HTTP listen address, loopback; port 0 picks one (env OBOL_HTTP; default "+defaultHTTP+")")
 	fs.BoolVar(&f.httpPublic, "http-public", false, "allow a non-loopback HTTP address (env OBOL_HTTP_PUBLIC)")
+	fs.StringVar(&f.drain, "drain-timeout", "", "how long a stop waits for requests in flight, a Go duration (env OBOL_DRAIN_TIMEOUT; default "+defaultDrain.String()+")")
 	out := stderr
 	fs.Usage = func() {
 		fmt.Fprint(out, usage)
@@ -100,6 +106,7 @@ type settings struct {
 	socket     string
 	http       string
 	httpPublic bool
+	drain      time.Duration
 }
 
 // resolve merges flags, environment, the config file's agent: keys and the
@@ -115,6 +122,14 @@ func resolve(f flags, e env, cfg *config.Config) (settings, error) {
 			dir = fallbackSocketDir
 		}
 		s.socket = filepath.Join(dir, defaultSocketName)
+	}
+	s.drain = defaultDrain
+	if v := firstOf(f.drain, e.drain); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return s, fmt.Errorf("--drain-timeout / OBOL_DRAIN_TIMEOUT: must be a duration ≥ 0 such as 5s, got %q", v)
+		}
+		s.drain = d
 	}
 	switch {
 	case f.httpPublicSet:
