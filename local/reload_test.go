@@ -56,8 +56,8 @@ func TestReloadKeepsCountsAndHolds(t *testing.T) {
 		t.Fatalf("changes %+v, want %+v", ch, want)
 	}
 	// "A resource whose kind is unchanged keeps its counts and holds across a reload"
-	mustGrant(n, "r/tiers", "a", 10, 5) // 10 − the 5 hits tier 1 kept
-	mustGrant(n, "r/gcra", "a", 1, 0)   // the bucket is still empty
+	mustGrant(n, "r/tiers", "a", 10, 5)  // 10 − the 5 hits tier 1 kept
+	mustGrant(n, "r/gcra", "a", 1, 0)    // the bucket is still empty
 	mustGrant(n, "r/flipped", "a", 1, 1) // kind changed: a fresh bucket
 	if d, _ := n.Request(at(1), "open/x", "a", 0, 0); d.DomainHitsLastSecond != 3 {
 		t.Fatalf("unconfigured resource lost its hits: %d", d.DomainHitsLastSecond)
