@@ -1,12 +1,15 @@
 package api
 
 import (
+	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/local"
@@ -60,5 +63,120 @@ func BenchmarkRequestHandler(b *testing.B) {
 		if ctx.Response.StatusCode() != 200 {
 			b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
 		}
+	}
+}
+
+var benchBodyMsgpack = func() []byte {
+	b, err := msgpack.Marshal(map[string]any{"resource": "t/tiers", "domain": "user-42", "copies": 1, "min_copies": 1})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
+
+func BenchmarkDecodeRequestMsgpack(b *testing.B) {
+	var w wireBody
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchBodyMsgpack)))
+	for b.Loop() {
+		w.reset()
+		if err := w.decodeMsgpack(benchBodyMsgpack, requestFields, fResource|fDomain); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeDecisionMsgpack(b *testing.B) {
+	d := local.Decision{Kind: config.KindTiers, Granted: 1, Remaining: 54, ResetAfter: time.Second, Tier: 1, TierLimit: 5,
+		TierHits: 1, Burst: true, HardLimit: 100, DomainHitsLastSecond: 1, GlobalHitsLastSecond: 1}
+	c := newMPCodec()
+	buf := make([]byte, 0, 512)
+	b.ReportAllocs()
+	for b.Loop() {
+		c.e.begin(buf[:0])
+		c.e.decision(&d)
+		buf = c.e.end()
+	}
+}
+
+// benchServer is a Server on the test config at the fixed instant t0,
+// logging nowhere.
+func benchServer(tb testing.TB) *Server {
+	return New(testEngine(tb), Options{
+		Now:    func() time.Time { return t0 },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+}
+
+// BenchmarkRequestHandlerMsgpack is BenchmarkRequestHandler with a
+// MessagePack body and reply.
+func BenchmarkRequestHandlerMsgpack(b *testing.B) {
+	s := benchServer(b)
+	var ctx fasthttp.RequestCtx
+	ctx.Request.Header.SetMethod("POST")
+	ctx.Request.SetRequestURI("/v1/request")
+	ctx.Request.Header.SetContentType(contentTypeMsgpack)
+	ctx.Request.Header.Set("Accept", contentTypeMsgpack)
+	ctx.Request.SetBody(benchBodyMsgpack)
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx.Response.Reset()
+		s.Handler(&ctx)
+		if ctx.Response.StatusCode() != 200 {
+			b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
+		}
+	}
+}
+
+// batchBench returns a server and a POST /v1/batch of n requests (tiers
+// and gcra, over 10 domains), in JSON or MessagePack both ways.
+func batchBench(tb testing.TB, n int, asMsgpack bool) (*Server, *fasthttp.RequestCtx) {
+	s := benchServer(tb)
+	items := make([]any, n)
+	js := make([]string, n)
+	for i := range n {
+		res := []string{"t/tiers", "t/gcra"}[i%2]
+		dom := fmt.Sprintf("user-%d", i%10)
+		items[i] = map[string]any{"resource": res, "domain": dom, "copies": 1}
+		js[i] = fmt.Sprintf(`{"resource":%q,"domain":%q,"copies":1}`, res, dom)
+	}
+	ctx := new(fasthttp.RequestCtx)
+	ctx.Request.Header.SetMethod("POST")
+	ctx.Request.SetRequestURI("/v1/batch")
+	if asMsgpack {
+		body, err := msgpack.Marshal(map[string]any{"requests": items})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ctx.Request.Header.SetContentType(contentTypeMsgpack)
+		ctx.Request.Header.Set("Accept", contentTypeMsgpack)
+		ctx.Request.SetBody(body)
+	} else {
+		ctx.Request.SetBody([]byte(batchJSON(js...)))
+	}
+	return s, ctx
+}
+
+// BenchmarkBatchHandler runs POST /v1/batch of 100 requests through the
+// route table and handler: decode, 100 decisions, encode, and the copy of
+// the reply to a buffer standing for the connection.
+func BenchmarkBatchHandler(b *testing.B) {
+	const n = 100
+	for _, asMsgpack := range []bool{false, true} {
+		b.Run(map[bool]string{false: "json", true: "msgpack"}[asMsgpack], func(b *testing.B) {
+			s, ctx := batchBench(b, n, asMsgpack)
+			var conn bytes.Buffer
+			b.SetBytes(int64(len(ctx.Request.Body())))
+			b.ReportAllocs()
+			for b.Loop() {
+				ctx.Response.Reset()
+				s.Handler(ctx)
+				conn.Reset()
+				if err := ctx.Response.BodyWriteTo(&conn); err != nil || ctx.Response.StatusCode() != 200 {
+					b.Fatalf("status %d (%v): %s", ctx.Response.StatusCode(), err, conn.Bytes())
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
 	}
 }

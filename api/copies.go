@@ -15,7 +15,7 @@ func pathID(p params) ([]byte, error) { return p.id, checkName("session", p.id) 
 func (s *Server) openSession(ctx *fasthttp.RequestCtx, _ params) {
 	c := getCall()
 	defer putCall(c)
-	if !s.decodeCall(ctx, c, sessionFields, 0) {
+	if !s.decodeBody(ctx, c, sessionFields, 0) {
 		return
 	}
 	ttl := c.body.ttl()
@@ -24,8 +24,7 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx, _ params) {
 		s.fail(ctx, err)
 		return
 	}
-	c.out = appendSession(c.out[:0], id, ttl)
-	writeJSON(ctx, c.out)
+	s.writeSession(ctx, c, id, ttl)
 }
 
 // POST /v1/sessions/{id}/keepalive → {"session", "ttl_ms"}. The body must be
@@ -33,7 +32,7 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx, _ params) {
 func (s *Server) keepAlive(ctx *fasthttp.RequestCtx, p params) {
 	c := getCall()
 	defer putCall(c)
-	if !s.decodeCall(ctx, c, 0, 0) {
+	if !s.decodeBody(ctx, c, 0, 0) {
 		return
 	}
 	id, err := pathID(p)
@@ -47,15 +46,14 @@ func (s *Server) keepAlive(ctx *fasthttp.RequestCtx, p params) {
 		s.fail(ctx, err)
 		return
 	}
-	c.out = appendSession(c.out[:0], sid, ceilMs(ttl))
-	writeJSON(ctx, c.out)
+	s.writeSession(ctx, c, sid, ceilMs(ttl))
 }
 
 // DELETE /v1/sessions/{id} → {"released": N}, the copies its holds freed.
 func (s *Server) endSession(ctx *fasthttp.RequestCtx, p params) {
 	c := getCall()
 	defer putCall(c)
-	if !s.decodeCall(ctx, c, 0, 0) {
+	if !s.decodeBody(ctx, c, 0, 0) {
 		return
 	}
 	id, err := pathID(p)
@@ -68,10 +66,19 @@ func (s *Server) endSession(ctx *fasthttp.RequestCtx, p params) {
 		s.fail(ctx, err)
 		return
 	}
-	c.out = append(c.out[:0], `{"released":`...)
-	c.out = strconv.AppendInt(c.out, int64(n), 10)
-	c.out = append(c.out, '}')
-	writeJSON(ctx, c.out)
+	f := replyFormat(ctx)
+	if f == formatMsgpack {
+		e := &c.body.codec().e
+		e.begin(c.out[:0])
+		e.mapLen(1)
+		e.intField("released", int64(n))
+		c.out = e.end()
+	} else {
+		c.out = append(c.out[:0], `{"released":`...)
+		c.out = strconv.AppendInt(c.out, int64(n), 10)
+		c.out = append(c.out, '}')
+	}
+	writeReply(ctx, f, c.out)
 }
 
 // POST /v1/reserve {"resource", "domain", "copies", "min_copies", "session"}
@@ -79,7 +86,7 @@ func (s *Server) endSession(ctx *fasthttp.RequestCtx, p params) {
 func (s *Server) reserve(ctx *fasthttp.RequestCtx, _ params) {
 	c := getCall()
 	defer putCall(c)
-	if !s.decodeCall(ctx, c, reserveFields, fResource|fDomain|fSession) {
+	if !s.decodeBody(ctx, c, reserveFields, fResource|fDomain|fSession) {
 		return
 	}
 	copies, minCopies := c.body.counts()
@@ -90,8 +97,16 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, _ params) {
 		s.fail(ctx, err)
 		return
 	}
-	c.out = appendReservation(c.out[:0], &r)
-	writeJSON(ctx, c.out)
+	f := replyFormat(ctx)
+	if f == formatMsgpack {
+		e := &c.body.codec().e
+		e.begin(c.out[:0])
+		e.reservation(&r)
+		c.out = e.end()
+	} else {
+		c.out = appendReservation(c.out[:0], &r)
+	}
+	writeReply(ctx, f, c.out)
 }
 
 // POST /v1/release {"hold", "copies"} → {"released": N, "held": M}. copies
@@ -99,7 +114,7 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, _ params) {
 func (s *Server) release(ctx *fasthttp.RequestCtx, _ params) {
 	c := getCall()
 	defer putCall(c)
-	if !s.decodeCall(ctx, c, releaseFields, fHold) {
+	if !s.decodeBody(ctx, c, releaseFields, fHold) {
 		return
 	}
 	copies, _ := c.body.counts()
@@ -108,11 +123,21 @@ func (s *Server) release(ctx *fasthttp.RequestCtx, _ params) {
 		s.fail(ctx, err)
 		return
 	}
-	c.out = append(c.out[:0], '{')
-	c.out = appendIntField(c.out, "released", int64(released))
-	c.out = appendIntField(c.out, "held", int64(held))
-	c.out = append(c.out, '}')
-	writeJSON(ctx, c.out)
+	f := replyFormat(ctx)
+	if f == formatMsgpack {
+		e := &c.body.codec().e
+		e.begin(c.out[:0])
+		e.mapLen(2)
+		e.intField("released", int64(released))
+		e.intField("held", int64(held))
+		c.out = e.end()
+	} else {
+		c.out = append(c.out[:0], '{')
+		c.out = appendIntField(c.out, "released", int64(released))
+		c.out = appendIntField(c.out, "held", int64(held))
+		c.out = append(c.out, '}')
+	}
+	writeReply(ctx, f, c.out)
 }
 
 // POST /v1/transfer {"hold", "copies", "ttl_ms"} → {"transfer": id}. copies
@@ -120,7 +145,7 @@ func (s *Server) release(ctx *fasthttp.RequestCtx, _ params) {
 func (s *Server) transfer(ctx *fasthttp.RequestCtx, _ params) {
 	c := getCall()
 	defer putCall(c)
-	if !s.decodeCall(ctx, c, transferFields, fHold) {
+	if !s.decodeBody(ctx, c, transferFields, fHold) {
 		return
 	}
 	copies, _ := c.body.counts()
@@ -130,10 +155,19 @@ func (s *Server) transfer(ctx *fasthttp.RequestCtx, _ params) {
 		s.fail(ctx, err)
 		return
 	}
-	c.out = append(c.out[:0], '{')
-	c.out = appendStringField(c.out, "transfer", id)
-	c.out = append(c.out, '}')
-	writeJSON(ctx, c.out)
+	f := replyFormat(ctx)
+	if f == formatMsgpack {
+		e := &c.body.codec().e
+		e.begin(c.out[:0])
+		e.mapLen(1)
+		e.strField("transfer", id)
+		c.out = e.end()
+	} else {
+		c.out = append(c.out[:0], '{')
+		c.out = appendStringField(c.out, "transfer", id)
+		c.out = append(c.out, '}')
+	}
+	writeReply(ctx, f, c.out)
 }
 
 // POST /v1/seize {"transfer", "session"} → {"hold", "resource", "domain",
@@ -141,7 +175,7 @@ func (s *Server) transfer(ctx *fasthttp.RequestCtx, _ params) {
 func (s *Server) seize(ctx *fasthttp.RequestCtx, _ params) {
 	c := getCall()
 	defer putCall(c)
-	if !s.decodeCall(ctx, c, seizeFields, fTransfer|fSession) {
+	if !s.decodeBody(ctx, c, seizeFields, fTransfer|fSession) {
 		return
 	}
 	r, err := s.Engine().Seize(s.now(), string(c.body.transfer), string(c.body.session))
@@ -149,6 +183,30 @@ func (s *Server) seize(ctx *fasthttp.RequestCtx, _ params) {
 		s.fail(ctx, err)
 		return
 	}
-	c.out = appendSeized(c.out[:0], &r)
-	writeJSON(ctx, c.out)
+	f := replyFormat(ctx)
+	if f == formatMsgpack {
+		e := &c.body.codec().e
+		e.begin(c.out[:0])
+		e.seized(&r)
+		c.out = e.end()
+	} else {
+		c.out = appendSeized(c.out[:0], &r)
+	}
+	writeReply(ctx, f, c.out)
+}
+
+// writeSession writes the reply of opening or renewing a session.
+func (s *Server) writeSession(ctx *fasthttp.RequestCtx, c *call, id string, ttlMs int64) {
+	f := replyFormat(ctx)
+	if f == formatMsgpack {
+		e := &c.body.codec().e
+		e.begin(c.out[:0])
+		e.mapLen(2)
+		e.strField("session", id)
+		e.intField("ttl_ms", ttlMs)
+		c.out = e.end()
+	} else {
+		c.out = appendSession(c.out[:0], id, ttlMs)
+	}
+	writeReply(ctx, f, c.out)
 }

@@ -4,12 +4,39 @@
 // A Server holds the engine behind an atomic pointer (a reload swaps it) and
 // an injected clock whose reading every handler passes to the engine. One
 // route table (routes.go) maps method and path to a handler; there is one
-// handler file per feature: rate.go, copies.go, simulate.go, ops.go.
-// Bodies are JSON, read strictly by a small reader (jsonread.go): unknown
-// fields, wrong types, fractions, out-of-range numbers and oversized names
-// are 400 bad_request with a message naming the field. A body may be at most
-// 64 KiB (16 MiB on /v1/simulate); over that it is 413 too_large. Replies of
-// the hot endpoints are appended by hand into pooled buffers.
+// handler file per feature: rate.go, batch.go, copies.go, simulate.go,
+// ops.go.
+//
+// Bodies are JSON, or MessagePack when the Content-Type is
+// application/msgpack (application/x-msgpack too): a map with the JSON
+// field names. Both are read strictly into the same body structs, through
+// the same field table (wire.go): unknown or duplicate fields, wrong types,
+// fractions, out-of-range numbers, invalid UTF-8 and oversized names are
+// 400 bad_request with a message naming the field. The JSON reader
+// (jsonread.go) is hand-written; the MessagePack reader (msgpackread.go) is
+// the streaming Decoder of github.com/vmihailenco/msgpack/v5, each value's
+// type checked before it is read (in MessagePack, a float of whole value
+// counts as an integer, as 2.0 does in JSON; binary data is not a string).
+// An empty body reads as an empty object. A body may be at most 64 KiB
+// (16 MiB on /v1/simulate); over that it is 413 too_large, in either
+// encoding.
+//
+// A reply is MessagePack when the Accept header lists application/msgpack
+// (with a q not below application/json's), else JSON, whatever the body
+// was: the same fields in the same order, integers as MessagePack integers,
+// booleans as booleans. The hot replies are appended by hand (JSON) or with
+// the library's streaming Encoder and keys encoded once (MessagePack) into
+// pooled buffers; the operations endpoints render JSON, which the router
+// transcodes when MessagePack is asked for.
+//
+// POST /v1/batch takes {"requests": [...]}, at most 1000 requests with the
+// fields of /v1/request, and answers {"responses": [...]} in order, each
+// request decided alone as if sent alone, each response a decision or an
+// {"error"} of its own. Only a malformed envelope fails the whole batch
+// (400), and the body is read whole before the first decision, so such a
+// batch spends nothing. More than 1000 requests, or a body over 64 KiB, is
+// 413 too_large: a client splits its batch. A batch allocates nothing per
+// item (pooled items, arena and reply buffer; one reused Decision).
 //
 // Every error is {"error": {"code", "message"}}. Besides API.md's codes, an
 // unknown path is 404 with code "not_found", and a known path asked with
@@ -19,6 +46,4 @@
 //
 // Listen binds a Unix socket (mode 0660) and a loopback TCP address; Serve
 // serves both until its context is done, then stops gracefully.
-// POST /v1/batch and MessagePack bodies are not served yet (see routes.go and
-// requestBody).
 package api

@@ -120,16 +120,23 @@ func appendError(b []byte, code, msg string) []byte {
 	return append(b, "}}"...)
 }
 
-// writeError writes a JSON error reply.
+// writeError writes an error reply: JSON, or MessagePack when the request
+// asks for it (Accept), with the same fields.
 func writeError(ctx *fasthttp.RequestCtx, status int, code, msg string) {
 	ctx.Response.ResetBody()
 	ctx.SetStatusCode(status)
+	if replyFormat(ctx) == formatMsgpack {
+		ctx.SetContentType(contentTypeMsgpack)
+		ctx.Response.SetBodyRaw(appendErrorMsgpack(nil, code, msg))
+		return
+	}
 	ctx.SetContentType(contentTypeJSON)
 	ctx.Response.SetBodyRaw(appendError(nil, code, msg))
 }
 
 // errorHandler is the fasthttp ErrorHandler: a request that could not be
-// read (malformed HTTP, a body over its limit) still gets a JSON error.
+// read (malformed HTTP, a body over its limit) still gets an error reply
+// (MessagePack when its headers, which were read, ask for it).
 func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, codeTooLarge,

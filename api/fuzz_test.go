@@ -3,11 +3,14 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math/bits"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // The seed corpora are in testdata/fuzz/<FuzzName>/.
@@ -159,6 +162,204 @@ func FuzzAppendString(f *testing.F) {
 		}
 		if !utf8.ValidString(s) && got != strings.ToValidUTF8(s, "\ufffd") && !strings.Contains(got, "\ufffd") {
 			t.Fatalf("appendString(%q) decodes to %q", s, got)
+		}
+	})
+}
+
+// FuzzDecodeRequestMsgpack checks the MessagePack reader of /v1/request
+// bodies: it never panics, refuses with a 400 naming something, and what it
+// accepts the library's own decoder reads to the same values.
+func FuzzDecodeRequestMsgpack(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var b wireBody
+		err := b.decodeMsgpack(data, requestFields, fResource|fDomain)
+		if err != nil {
+			status, code, msg, ok := classify(err)
+			if !ok || status != 400 || code != codeBadRequest || msg == "" {
+				t.Fatalf("decode error %v classifies as %d %s %v", err, status, code, ok)
+			}
+			return
+		}
+		checkMsgpackItem(t, data, &b)
+	})
+}
+
+// checkMsgpackItem checks a /v1/request body the MessagePack reader
+// accepted into b against msgpack.Unmarshal's reading of data.
+func checkMsgpackItem(t *testing.T, data []byte, b *wireBody) {
+	t.Helper()
+	if !b.has(fResource) || !b.has(fDomain) {
+		t.Fatalf("accepted without resource or domain: %q", data)
+	}
+	var m map[string]any
+	if err := msgpack.Unmarshal(data, &m); err != nil {
+		t.Fatalf("accepted a body msgpack.Unmarshal refuses (%v): %q", err, data)
+	}
+	for k, v := range map[string][]byte{"resource": b.resource, "domain": b.domain} {
+		if len(v) == 0 || len(v) > maxName || !utf8.Valid(v) {
+			t.Fatalf("%s accepted as %q", k, v)
+		}
+		if m[k] != string(v) {
+			t.Fatalf("%s decoded as %q, msgpack.Unmarshal reads %v", k, v, m[k])
+		}
+	}
+	for k, f := range map[string]fieldSet{"copies": fCopies, "min_copies": fMinCopies} {
+		if !b.has(f) {
+			if _, ok := m[k]; ok {
+				t.Fatalf("%s given but not decoded", k)
+			}
+			continue
+		}
+		v := b.copies
+		if f == fMinCopies {
+			v = b.minCopies
+		}
+		if v < 0 || v > maxCopies {
+			t.Fatalf("%s accepted out of range: %d", k, v)
+		}
+		if got, ok := normalize(m[k]).(int64); ok && got != v {
+			t.Fatalf("%s decoded as %d, msgpack.Unmarshal reads %v", k, v, m[k])
+		} else if fl, isFloat := normalize(m[k]).(float64); !ok && (!isFloat || fl != float64(v)) {
+			t.Fatalf("%s decoded as %d from %v (%T)", k, v, m[k], m[k])
+		}
+	}
+	if len(m) != bits.OnesCount16(uint16(b.seen)) {
+		t.Fatalf("decoded fields %s, msgpack.Unmarshal reads %v", b.seen.list(), m)
+	}
+	if c, mc := b.counts(); mc > c {
+		t.Fatalf("accepted min_copies %d > copies %d", mc, c)
+	}
+}
+
+// checkBatch checks what a batch decoder made of data: an error is a client
+// error; a batch has at most maxBatch items, each a checked request or a
+// client error naming its index; n, when known, is the number of items.
+func checkBatch(t *testing.T, st *batchState, err error, n int) {
+	t.Helper()
+	if err != nil {
+		status, _, msg, ok := classify(err)
+		if !ok || (status != 400 && status != 413) || msg == "" {
+			t.Fatalf("batch error %v is not a client error (%d)", err, status)
+		}
+		return
+	}
+	if len(st.items) > maxBatch || (n >= 0 && len(st.items) != n) {
+		t.Fatalf("%d items, want %d (at most %d)", len(st.items), n, maxBatch)
+	}
+	for i, it := range st.items {
+		if it.err != nil {
+			status, code, msg, ok := classify(it.err)
+			if !ok || status != 400 || code != codeBadRequest || !strings.Contains(msg, fmt.Sprintf("requests[%d]", i)) {
+				t.Fatalf("item %d error %v (%d %s)", i, it.err, status, code)
+			}
+			continue
+		}
+		for _, v := range [][]byte{it.resource, it.domain} {
+			if len(v) == 0 || len(v) > maxName || !utf8.Valid(v) {
+				t.Fatalf("item %d: name %q accepted", i, v)
+			}
+		}
+		if it.copies < 0 || it.copies > maxCopies || it.minCopies < 0 || it.minCopies > it.copies {
+			t.Fatalf("item %d: copies %d, min_copies %d accepted", i, it.copies, it.minCopies)
+		}
+	}
+}
+
+// FuzzDecodeBatch checks the JSON reader of /v1/batch: no panic, client
+// errors only, and a batch it accepts is JSON whose requests array has as
+// many elements as it made items, each item decoded as /v1/request would.
+func FuzzDecodeBatch(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		st := getBatch()
+		defer putBatch(st)
+		err := st.decode(data, formatJSON)
+		n := -1
+		if err == nil {
+			var env struct {
+				Requests []json.RawMessage `json:"requests"`
+			}
+			if uerr := json.Unmarshal(data, &env); uerr != nil || !json.Valid(data) {
+				t.Fatalf("accepted a body encoding/json refuses (%v): %q", uerr, data)
+			}
+			n = len(env.Requests)
+			for i, raw := range env.Requests {
+				var b wireBody
+				ierr := b.decode(raw, requestFields, fResource|fDomain)
+				if (ierr == nil) != (st.items[i].err == nil) {
+					t.Fatalf("item %d %s: alone %v, in the batch %v", i, raw, ierr, st.items[i].err)
+				}
+				if ierr == nil && (string(b.resource) != string(st.items[i].resource) || string(b.domain) != string(st.items[i].domain)) {
+					t.Fatalf("item %d %s: alone %q %q, in the batch %q %q", i, raw, b.resource, b.domain, st.items[i].resource, st.items[i].domain)
+				}
+			}
+		}
+		checkBatch(t, st, err, n)
+	})
+}
+
+// FuzzDecodeBatchMsgpack is FuzzDecodeBatch for MessagePack bodies.
+func FuzzDecodeBatchMsgpack(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		st := getBatch()
+		defer putBatch(st)
+		err := st.decode(data, formatMsgpack)
+		n := -1
+		if err == nil && len(data) > 0 {
+			var env struct {
+				Requests []msgpack.RawMessage `msgpack:"requests"`
+			}
+			if uerr := msgpack.Unmarshal(data, &env); uerr != nil {
+				t.Fatalf("accepted a body msgpack.Unmarshal refuses (%v): %q", uerr, data)
+			}
+			n = len(env.Requests)
+			for i, raw := range env.Requests {
+				var b wireBody
+				ierr := b.decodeMsgpack(raw, requestFields, fResource|fDomain)
+				if (ierr == nil) != (st.items[i].err == nil) {
+					t.Fatalf("item %d %q: alone %v, in the batch %v", i, raw, ierr, st.items[i].err)
+				}
+				if ierr == nil {
+					checkMsgpackItem(t, raw, &b)
+				}
+			}
+		}
+		checkBatch(t, st, err, n)
+	})
+}
+
+// FuzzDecodeSimulateMsgpack checks the MessagePack reader of /v1/simulate:
+// no panic, client errors only, and an accepted resource config is a JSON
+// object (what the config parser is given).
+func FuzzDecodeSimulateMsgpack(f *testing.F) {
+	for _, v := range []any{
+		map[string]any{"resource": map[string]any{"kind": "gcra", "burst": 20, "count": 20, "period": "1s"},
+			"requests": []any{map[string]any{"at_ms": 0, "domain": "d"}, map[string]any{"at_ms": 5, "domain": "d", "op": "refund"}}},
+		map[string]any{"resource": map[string]any{"kind": "tiers", "tiers": []any{map[string]any{"limit": 5, "window": "1s"}}, "x": []any{1.5, nil, true, -3}},
+			"requests": []any{}},
+		map[string]any{"resource": map[string]any{"kind": []byte("gcra")}, "requests": []any{}},
+		map[string]any{"resource": "gcra", "requests": []any{7}},
+	} {
+		b, err := msgpack.Marshal(v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sb, err := decodeSimulateMsgpack(data)
+		if err != nil {
+			if _, _, msg, ok := classify(err); !ok || msg == "" {
+				t.Fatalf("decode error %v is not a client error", err)
+			}
+			return
+		}
+		if !json.Valid(sb.resource) || sb.resource[0] != '{' {
+			t.Fatalf("resource is not a JSON object: %q", sb.resource)
+		}
+		for i, it := range sb.requests {
+			if (i > 0 && it.atMs < sb.requests[i-1].atMs) || it.domain == "" || it.minCopies > it.copies {
+				t.Fatalf("request %d accepted: %+v", i, it)
+			}
 		}
 	})
 }

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -14,6 +16,9 @@ import (
 type reader struct {
 	b []byte
 	i int
+	// ascii is true when the last string readString returned was all
+	// ASCII, without escapes: its UTF-8 needs no check.
+	ascii bool
 }
 
 // maxDepth bounds the nesting skipValue accepts (a raw resource config is a
@@ -21,6 +26,9 @@ type reader struct {
 const maxDepth = 32
 
 func (r *reader) ws() {
+	if r.i < len(r.b) && r.b[r.i] > ' ' {
+		return // the common case, compact JSON
+	}
 	for r.i < len(r.b) {
 		switch r.b[r.i] {
 		case ' ', '\t', '\n', '\r':
@@ -128,6 +136,12 @@ func (r *reader) integer(field string, lo, hi int64) (int64, error) {
 		}
 		return 0, rangeError(field, lo, hi, r.describe())
 	}
+	if v, end, ok := smallInt(r.b, r.i); ok {
+		if v >= lo && v <= hi {
+			r.i = end
+			return v, nil
+		}
+	}
 	start := r.i
 	end, ok := scanNumber(r.b, r.i)
 	if !ok {
@@ -144,6 +158,29 @@ func (r *reader) integer(field string, lo, hi int64) (int64, error) {
 
 func rangeError(field string, lo, hi int64, got string) error {
 	return &fieldError{field: field, msg: fmt.Sprintf("must be an integer in [%d, %d], got %s", lo, hi, got)}
+}
+
+// smallInt is the fast path of integer: a plain non-negative decimal of at
+// most 18 digits without a leading zero, ended by a delimiter. ok is false
+// for anything else (the caller then takes the general path).
+func smallInt(b []byte, i int) (v int64, end int, ok bool) {
+	start := i
+	for i < len(b) && i-start < 18 {
+		d := b[i] - '0'
+		if d > 9 {
+			break
+		}
+		v = v*10 + int64(d)
+		i++
+	}
+	if i == start || i >= len(b) || (b[start] == '0' && i-start > 1) {
+		return 0, i, false
+	}
+	switch b[i] {
+	case ',', '}', ']', ' ', '\t', '\n', '\r':
+		return v, i, true
+	}
+	return 0, i, false
 }
 
 // valueStart reports whether the byte at r.i can start a JSON value.
@@ -351,25 +388,71 @@ func exactInt(tok []byte) (int64, bool) {
 // returns a sub-slice of the body; with escapes it unescapes into *scratch.
 // Raw control characters and malformed escapes are refused; a \u escape that
 // is half of a surrogate pair without its other half is refused too. The
-// bytes are not checked for valid UTF-8: callers that need it check.
+// bytes are not checked for valid UTF-8: callers that need it check, unless
+// r.ascii says the string is all ASCII.
+//
+// The scan looks at eight bytes at a time for a quote, a backslash or a
+// control character, and notes the bytes of multi-byte sequences.
 func (r *reader) readString(field string, scratch *[]byte) ([]byte, error) {
 	r.i++ // opening quote
 	start := r.i
-	for r.i < len(r.b) {
-		c := r.b[r.i]
+	b := r.b
+	var high uint64 // the bytes >= 0x80 seen, in the top bit of each lane
+	i := r.i
+	for i+8 <= len(b) {
+		w := binary.LittleEndian.Uint64(b[i:])
+		if m := special(w); m != 0 {
+			// The lowest lane flagged is the first special byte (the
+			// trick's false positives are only above a true one): step to
+			// it, and let the loop below handle it.
+			n := bits.TrailingZeros64(m) >> 3
+			high |= w & (1<<(8*n) - 1)
+			i += n
+			break
+		}
+		high |= w
+		i += 8
+	}
+	for i < len(b) {
+		c := b[i]
 		switch {
 		case c == '"':
-			s := r.b[start:r.i]
-			r.i++
-			return s, nil
+			r.i = i + 1
+			r.ascii = high&lanesHigh == 0
+			return b[start:i], nil
 		case c == '\\':
+			r.i = i
+			r.ascii = false
 			return r.readEscaped(field, start, scratch)
 		case c < 0x20:
+			r.i = i
 			return nil, r.syntax(field, "control character in a string")
 		}
-		r.i++
+		high |= uint64(c)
+		i++
 	}
+	r.i = i
 	return nil, r.syntax(field, "unterminated string")
+}
+
+const (
+	lanesLow  = 0x0101010101010101
+	lanesHigh = 0x8080808080808080
+)
+
+// special returns a non-zero value when one of the eight bytes of w (one
+// per lane, the first byte in the lowest) is a quote, a backslash or a
+// control character (< 0x20): the top bit of the lane of each such byte is
+// set. (The "has a zero byte" trick: a borrow can also flag a lane above a
+// flagged one, so only the lowest flag is exact, which is all readString
+// uses.)
+func special(w uint64) uint64 {
+	q := w ^ (lanesLow * '"')
+	bs := w ^ (lanesLow * '\\')
+	zq := (q - lanesLow) &^ q
+	zb := (bs - lanesLow) &^ bs
+	ctl := (w - lanesLow*0x20) &^ w
+	return (zq | zb | ctl) & lanesHigh
 }
 
 func (r *reader) readEscaped(field string, start int, scratch *[]byte) ([]byte, error) {

@@ -86,7 +86,7 @@ func TestMalformedRequests(t *testing.T) {
 		{name: "ttl_ms zero", path: "/v1/sessions", body: `{"ttl_ms":0}`, status: 400, code: "bad_request", names: []string{"ttl_ms", "[1, 86400000]", "got 0"}},
 		{name: "ttl_ms over a day", path: "/v1/transfer", body: `{"hold":"{hold}","ttl_ms":86400001}`, status: 400, code: "bad_request", names: []string{"ttl_ms", "86400001"}},
 		{name: "body over 64 KiB", path: "/v1/reserve", body: `{"resource":"t/copies","domain":"d","session":"s","pad":"` + huge + `"}`, status: 413, code: "too_large", names: []string{"body"}},
-		{name: "msgpack body", path: "/v1/request", body: "\x82", headers: []string{"Content-Type: application/msgpack"}, status: 400, code: "bad_request", names: []string{"msgpack"}},
+		{name: "truncated msgpack body", path: "/v1/request", body: "\x82", headers: []string{"Content-Type: application/msgpack"}, status: 400, code: "bad_request", names: []string{"body", "MessagePack", "end of body"}},
 		{name: "wrong method", method: "GET", path: "/v1/request", status: 405, code: "bad_request", names: []string{"GET", "POST"}},
 		{name: "wrong method on a pattern", method: "POST", path: "/v1/sessions/{session}", status: 405, code: "bad_request", names: []string{"DELETE"}},
 		{name: "unknown path", method: "GET", path: "/v1/nope", status: 404, code: "not_found", names: []string{"/v1/nope"}},

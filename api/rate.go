@@ -11,13 +11,14 @@ import (
 )
 
 // POST /v1/request {"resource", "domain", "copies", "min_copies"} → a rate
-// decision. This is the hot path: the body is decoded into a pooled struct
-// and the reply appended into a pooled buffer.
+// decision. This is the hot path: the body (JSON or MessagePack) is decoded
+// into a pooled struct and the reply (JSON or MessagePack, as Accept asks)
+// appended into a pooled buffer.
 func (s *Server) request(ctx *fasthttp.RequestCtx, _ params) {
 	start := time.Now()
 	c := getCall()
 	defer putCall(c)
-	if !s.decodeCall(ctx, c, requestFields, fResource|fDomain) {
+	if !s.decodeBody(ctx, c, requestFields, fResource|fDomain) {
 		return
 	}
 	copies, minCopies := c.body.counts()
@@ -28,8 +29,16 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, _ params) {
 		s.fail(ctx, err)
 		return
 	}
-	c.out = appendDecision(c.out[:0], &d)
-	writeJSON(ctx, c.out)
+	f := replyFormat(ctx)
+	if f == formatMsgpack {
+		e := &c.body.codec().e
+		e.begin(c.out[:0])
+		e.decision(&d)
+		c.out = e.end()
+	} else {
+		c.out = appendDecision(c.out[:0], &d)
+	}
+	writeReply(ctx, f, c.out)
 	g.observe(resource, &d, start)
 }
 
@@ -37,7 +46,7 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, _ params) {
 func (s *Server) refund(ctx *fasthttp.RequestCtx, _ params) {
 	c := getCall()
 	defer putCall(c)
-	if !s.decodeCall(ctx, c, refundFields, fResource|fDomain) {
+	if !s.decodeBody(ctx, c, refundFields, fResource|fDomain) {
 		return
 	}
 	copies, _ := c.body.counts()
@@ -47,8 +56,17 @@ func (s *Server) refund(ctx *fasthttp.RequestCtx, _ params) {
 		s.fail(ctx, err)
 		return
 	}
-	c.out = appendRefund(c.out[:0], remaining)
-	writeJSON(ctx, c.out)
+	f := replyFormat(ctx)
+	if f == formatMsgpack {
+		e := &c.body.codec().e
+		e.begin(c.out[:0])
+		e.mapLen(1)
+		e.intField("remaining", int64(remaining))
+		c.out = e.end()
+	} else {
+		c.out = appendRefund(c.out[:0], remaining)
+	}
+	writeReply(ctx, f, c.out)
 }
 
 // Header names of /v1/check, set as given (fasthttp would otherwise
@@ -66,9 +84,10 @@ var (
 // and Obol-Domain instead (a query parameter wins over its header). Reply:
 // 204 when granted (a peek, copies=0, when a request of one would be
 // granted now), else 429 with Retry-After in whole seconds, rounded up, at
-// least 1 (none when no wait would do) and the decision's JSON as body.
+// least 1 (none when no wait would do) and the decision as body (JSON, or
+// MessagePack when Accept asks for it).
 // Both carry the IETF RateLimit-Policy and RateLimit fields (see
-// rateLimitHeaders). Errors are the usual JSON errors.
+// rateLimitHeaders). Errors are the usual error replies.
 func (s *Server) check(ctx *fasthttp.RequestCtx, _ params) {
 	start := time.Now()
 	c := getCall()
@@ -107,9 +126,17 @@ func (s *Server) check(ctx *fasthttp.RequestCtx, _ params) {
 		ctx.Response.Header.SetCanonical(hdrRetryAfter, c.out[n:])
 	}
 	n := len(c.out)
-	c.out = appendDecision(c.out, &d)
+	f := replyFormat(ctx)
+	if f == formatMsgpack {
+		e := &c.body.codec().e
+		e.begin(c.out)
+		e.decision(&d)
+		c.out = e.end()
+	} else {
+		c.out = appendDecision(c.out, &d)
+	}
 	ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
-	ctx.SetContentType(contentTypeJSON)
+	ctx.SetContentType(contentTypes[f])
 	ctx.SetBody(c.out[n:])
 }
 

@@ -23,15 +23,16 @@ type route struct {
 	h      handler
 }
 
-// routes is the route table: every endpoint the agent serves.
+// routes is the route table: every endpoint the agent serves. Handlers read
+// bodies in JSON or MessagePack (by Content-Type, through decodeBody or
+// readBody) and reply in the format Accept asks for; serve transcodes the
+// replies of handlers that write JSON only (the operations endpoints).
 var routes = []route{
 	// Rate decisions (rate.go).
 	{"POST", "/v1/request", (*Server).request},
 	{"POST", "/v1/refund", (*Server).refund},
 	{"GET", "/v1/check", (*Server).check},
-	// POST /v1/batch (API.md) lands with MessagePack in a later change: a
-	// handler in batch.go decoding {"requests": [...]} with the same wireBody
-	// and answering each item with appendDecision or appendError.
+	{"POST", "/v1/batch", (*Server).batch}, // batch.go: up to 1000 requests, each decided alone
 
 	// Copy-limited resources (copies.go).
 	{"POST", "/v1/sessions", (*Server).openSession},
@@ -141,6 +142,7 @@ func (rt *router) serve(s *Server, ctx *fasthttp.RequestCtx) {
 	for i, m := range ep.methods {
 		if string(method) == m {
 			ep.handlers[i](s, ctx, p)
+			s.transcodeReply(ctx) // a JSON-only handler's reply, when Accept asks for MessagePack
 			return
 		}
 	}

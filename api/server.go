@@ -168,20 +168,6 @@ func writeJSON(ctx *fasthttp.RequestCtx, body []byte) {
 	ctx.SetBody(body)
 }
 
-// decodeCall reads ctx's body into c.body, with the allowed and required
-// fields. It writes the error reply and returns false when the body is bad.
-func (s *Server) decodeCall(ctx *fasthttp.RequestCtx, c *call, allowed, required fieldSet) bool {
-	body, err := requestBody(ctx)
-	if err == nil {
-		err = c.body.decode(body, allowed, required)
-	}
-	if err != nil {
-		s.fail(ctx, err)
-		return false
-	}
-	return true
-}
-
 // call is the pooled per-request state of the endpoints: the decoded body
 // and the reply buffer.
 type call struct {

@@ -107,8 +107,7 @@ func (sb *simBody) readRequests(r *reader) error {
 		return err
 	}
 	var b wireBody
-	domains := map[string]string{} // interned: simulations repeat a few domains
-	var prev int64
+	st := simState{domains: map[string]string{}}
 	for i := 0; ; i++ {
 		more, err := r.nextElem("requests", i)
 		if err != nil {
@@ -120,36 +119,129 @@ func (sb *simBody) readRequests(r *reader) error {
 		if i >= maxSimRequests {
 			return tooLarge("requests: more than %d requests", maxSimRequests)
 		}
-		b.reset()
-		err = b.read(r, "", simItemFields)
-		if err == nil {
-			err = b.check(fAtMs | fDomain)
-		}
-		refund := string(b.op) == "refund"
-		if err == nil && refund && b.has(fMinCopies) {
-			err = &fieldError{field: "min_copies", msg: `not allowed with op "refund"`}
-		}
-		if err == nil && b.atMs < prev {
-			err = &fieldError{field: "at_ms", msg: fmt.Sprintf(
-				"must not be less than the previous request's at_ms %d, got %d", prev, b.atMs)}
-		}
-		if err != nil {
+		b.clear()
+		if err := b.read(r, "", simItemFields); err != nil {
 			return itemError(err, i)
 		}
-		prev = b.atMs
-		domain, ok := domains[string(b.domain)]
-		if !ok {
-			domain = string(b.domain)
-			domains[domain] = domain
+		if err := sb.add(&b, i, &st); err != nil {
+			return err
 		}
-		copies, minCopies := b.counts()
-		if refund && sb.firstRefund < 0 {
-			sb.firstRefund = i
-		}
-		sb.requests = append(sb.requests, simItem{
-			atMs: b.atMs, domain: domain, copies: copies, minCopies: minCopies, refund: refund,
-		})
 	}
+}
+
+// simState is what reading the requests of a simulation carries from one to
+// the next.
+type simState struct {
+	domains map[string]string // interned: simulations repeat a few domains
+	prev    int64             // the previous request's at_ms
+}
+
+// add checks the decoded request i and appends it: the checks after the
+// fields, the same for a JSON and a MessagePack body.
+func (sb *simBody) add(b *wireBody, i int, st *simState) error {
+	err := b.check(fAtMs | fDomain)
+	refund := string(b.op) == "refund"
+	if err == nil && refund && b.has(fMinCopies) {
+		err = &fieldError{field: "min_copies", msg: `not allowed with op "refund"`}
+	}
+	if err == nil && b.atMs < st.prev {
+		err = &fieldError{field: "at_ms", msg: fmt.Sprintf(
+			"must not be less than the previous request's at_ms %d, got %d", st.prev, b.atMs)}
+	}
+	if err != nil {
+		return itemError(err, i)
+	}
+	st.prev = b.atMs
+	domain, ok := st.domains[string(b.domain)]
+	if !ok {
+		domain = string(b.domain)
+		st.domains[domain] = domain
+	}
+	copies, minCopies := b.counts()
+	if refund && sb.firstRefund < 0 {
+		sb.firstRefund = i
+	}
+	sb.requests = append(sb.requests, simItem{
+		atMs: b.atMs, domain: domain, copies: copies, minCopies: minCopies, refund: refund,
+	})
+	return nil
+}
+
+// decodeSimulateMsgpack is decodeSimulate for a MessagePack body: the same
+// fields, checks and messages. The resource config, a map, is turned into
+// JSON for the config parser.
+func decodeSimulateMsgpack(data []byte) (*simBody, error) {
+	sb := &simBody{firstRefund: -1}
+	var seenResource, seenRequests bool
+	if len(data) > 0 {
+		var b wireBody
+		m := &b.codec().r
+		m.reset(data)
+		n, err := m.openMap("body")
+		if err != nil {
+			return nil, err
+		}
+		for range n {
+			k, err := m.key("body")
+			if err != nil {
+				return nil, err
+			}
+			switch string(k) {
+			case "resource":
+				if seenResource {
+					return nil, &fieldError{field: "resource", msg: "given twice"}
+				}
+				seenResource = true
+				if c, err := m.peek("resource"); err == nil && !isMapCode(c) {
+					return nil, &fieldError{field: "resource", msg: "must be a map (one resource's config), got " + m.describe()}
+				}
+				if sb.resource, err = m.appendJSONOf(nil, "resource", 0); err != nil {
+					return nil, err
+				}
+			case "requests":
+				if seenRequests {
+					return nil, &fieldError{field: "requests", msg: "given twice"}
+				}
+				seenRequests = true
+				if err := sb.readRequestsMsgpack(m, &b); err != nil {
+					return nil, err
+				}
+			default:
+				return nil, &fieldError{field: quoteSnippet(k), msg: "unknown field; expected one of resource, requests"}
+			}
+		}
+		if err := m.end(); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case !seenResource:
+		return nil, &fieldError{field: "resource", msg: "required field is missing"}
+	case !seenRequests:
+		return nil, &fieldError{field: "requests", msg: "required field is missing"}
+	}
+	return sb, nil
+}
+
+func (sb *simBody) readRequestsMsgpack(m *mpReader, b *wireBody) error {
+	n, err := m.openArray("requests")
+	if err != nil {
+		return err
+	}
+	if n > maxSimRequests {
+		return tooLarge("requests: more than %d requests", maxSimRequests)
+	}
+	st := simState{domains: map[string]string{}}
+	for i := range n {
+		b.clear()
+		if err := b.readMsgpack(m, "", simItemFields); err != nil {
+			return itemError(err, i)
+		}
+		if err := sb.add(b, i, &st); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // itemError prefixes a field error with the item it is about.
@@ -165,7 +257,8 @@ func itemError(err error, i int) error {
 	return err
 }
 
-// POST /v1/simulate {"resource": <config>, "requests": [...]} → {"config":
+// POST /v1/simulate {"resource": <config>, "requests": [...]} (JSON or
+// MessagePack; in MessagePack the config is a map) → {"config":
 // <normalized resource>, "decisions": [...]}: the requests are decided by a
 // fresh engine holding only that resource, at simBase + at_ms (virtual time;
 // the live state is not touched). A decision is the reply of /v1/request, or
@@ -173,12 +266,17 @@ func itemError(err error, i int) error {
 // refuses (e.g. cost_over_burst). The body limit is 16 MiB here (64 KiB
 // elsewhere), for up to 100000 requests.
 func (s *Server) simulate(ctx *fasthttp.RequestCtx, _ params) {
-	body, err := requestBody(ctx)
+	body, bf, err := readBody(ctx)
 	if err != nil {
 		s.fail(ctx, err)
 		return
 	}
-	sb, err := decodeSimulate(body)
+	var sb *simBody
+	if bf == formatMsgpack {
+		sb, err = decodeSimulateMsgpack(body)
+	} else {
+		sb, err = decodeSimulate(body)
+	}
 	if err != nil {
 		s.fail(ctx, err)
 		return
@@ -207,40 +305,72 @@ func (s *Server) simulate(ctx *fasthttp.RequestCtx, _ params) {
 	}
 	eng := local.New(&config.Config{Resources: map[string]*config.Resource{simResource: res}})
 
-	out := make([]byte, 0, 64+len(normalized)+len(sb.requests)*320)
-	out = append(out, `{"config":`...)
-	out = append(out, normalized...)
-	out = append(out, `,"decisions":[`...)
+	f := replyFormat(ctx)
+	var out []byte
+	var e *mpEncoder
+	if f == formatMsgpack {
+		c := newMPCodec()
+		e = &c.e
+		e.begin(make([]byte, 0, 64+len(normalized)+len(sb.requests)*200))
+		e.mapLen(2)
+		e.str("config")
+		if err := e.json(normalized); err != nil {
+			s.fail(ctx, err)
+			return
+		}
+		e.str("decisions")
+		e.arrayLen(len(sb.requests))
+	} else {
+		out = make([]byte, 0, 64+len(normalized)+len(sb.requests)*320)
+		out = append(out, `{"config":`...)
+		out = append(out, normalized...)
+		out = append(out, `,"decisions":[`...)
+	}
+	var d local.Decision
 	for i, it := range sb.requests {
-		if i > 0 {
+		if i > 0 && e == nil {
 			out = append(out, ',')
 		}
 		t := simBase.Add(time.Duration(it.atMs) * time.Millisecond)
+		var err error
+		remaining := 0
 		if it.refund {
-			remaining, err := eng.Refund(t, simResource, it.domain, it.copies)
-			if err != nil {
-				if out, err = s.appendItemError(out, err); err != nil {
-					s.fail(ctx, itemFailure(err, i))
-					return
-				}
-				continue
-			}
-			out = appendRefund(out, remaining)
-			continue
+			remaining, err = eng.Refund(t, simResource, it.domain, it.copies)
+		} else {
+			err = eng.Decide(&d, t, simResource, it.domain, it.copies, it.minCopies)
 		}
-		d, err := eng.Request(t, simResource, it.domain, it.copies, it.minCopies)
 		if err != nil {
-			if out, err = s.appendItemError(out, err); err != nil {
+			_, code, msg, ok := classify(err)
+			if !ok {
 				s.fail(ctx, itemFailure(err, i))
 				return
 			}
+			if e != nil {
+				e.errorObject(code, msg)
+			} else {
+				out = appendError(out, code, msg)
+			}
 			continue
 		}
-		out = appendDecision(out, &d)
+		switch {
+		case it.refund && e != nil:
+			e.mapLen(1)
+			e.intField("remaining", int64(remaining))
+		case it.refund:
+			out = appendRefund(out, remaining)
+		case e != nil:
+			e.decision(&d)
+		default:
+			out = appendDecision(out, &d)
+		}
 	}
-	out = append(out, "]}"...)
+	if e != nil {
+		out = e.end()
+	} else {
+		out = append(out, "]}"...)
+	}
 	ctx.SetStatusCode(fasthttp.StatusOK)
-	ctx.SetContentType(contentTypeJSON)
+	ctx.SetContentType(contentTypes[f])
 	ctx.Response.SetBodyRaw(out)
 }
 
@@ -258,16 +388,6 @@ func resourceProblems(err error) error {
 		msg = strings.Join(list, "; ")
 	}
 	return &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, msg: msg}
-}
-
-// appendItemError appends a client error as an item {"error": {...}}; an
-// error that is not a client error is returned instead.
-func (s *Server) appendItemError(out []byte, err error) ([]byte, error) {
-	_, code, msg, ok := classify(err)
-	if !ok {
-		return out, err
-	}
-	return appendError(out, code, msg), nil
 }
 
 func itemFailure(err error, i int) error {

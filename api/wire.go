@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -64,21 +65,148 @@ func headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	return fasthttp.RequestConfig{MaxRequestBodySize: bodyLimit(uri)}
 }
 
-// requestBody returns the body of ctx, checked against its endpoint's limit.
-//
-// It is the one place that chooses a decoder by Content-Type: MessagePack
-// (Content-Type: application/msgpack, API.md) will be decoded here into the
-// same wire types; until then such a body is refused with a clear message.
-func requestBody(ctx *fasthttp.RequestCtx) ([]byte, error) {
+// format is the encoding of a body or a reply.
+type format uint8
+
+const (
+	formatJSON    format = iota // application/json, the default
+	formatMsgpack               // application/msgpack (or application/x-msgpack)
+)
+
+// contentTypes are the Content-Type of a reply in each format.
+var contentTypes = [...]string{formatJSON: contentTypeJSON, formatMsgpack: contentTypeMsgpack}
+
+// bodyFormat returns the format of ctx's body: MessagePack when its
+// Content-Type is application/msgpack (or application/x-msgpack), with any
+// parameters, else JSON (whatever else the Content-Type says, or none).
+func bodyFormat(ctx *fasthttp.RequestCtx) format {
+	if isMsgpackType(ctx.Request.Header.ContentType()) {
+		return formatMsgpack
+	}
+	return formatJSON
+}
+
+// isMsgpackType reports whether the media type mt (parameters allowed) is
+// application/msgpack or application/x-msgpack, in any case.
+func isMsgpackType(mt []byte) bool {
+	if len(mt) < len("application/msgpack") {
+		return false
+	}
+	if i := bytes.IndexByte(mt, ';'); i >= 0 {
+		mt = mt[:i]
+	}
+	mt = bytes.TrimSpace(mt)
+	return bytes.EqualFold(mt, []byte(contentTypeMsgpack)) || bytes.EqualFold(mt, []byte("application/x-msgpack"))
+}
+
+// replyFormat returns the format ctx's reply is written in: MessagePack when
+// the Accept header lists application/msgpack (or application/x-msgpack)
+// with a q above 0 and not below application/json's (on a tie, the one
+// listed first wins), else JSON. Wildcards choose nothing: JSON.
+func replyFormat(ctx *fasthttp.RequestCtx) format {
+	accept := ctx.Request.Header.PeekCanonical(hdrAccept)
+	if len(accept) == 0 || bytes.Index(accept, []byte("msgpack")) < 0 {
+		return formatJSON
+	}
+	return acceptFormat(accept)
+}
+
+// hdrAccept is the Accept header's name as fasthttp stores it (normalized),
+// so that looking it up costs no normalization.
+var hdrAccept = []byte(fasthttp.HeaderAccept)
+
+// acceptFormat chooses a reply format from an Accept header that mentions
+// msgpack (see replyFormat).
+func acceptFormat(accept []byte) format {
+	mpQ, jsonQ := -1, -1 // q in thousandths; -1 when not listed
+	mpFirst := false
+	for len(accept) > 0 {
+		var part []byte
+		part, accept, _ = bytes.Cut(accept, []byte(","))
+		mt, params, _ := bytes.Cut(part, []byte(";"))
+		q := 1000
+		for len(params) > 0 {
+			var p []byte
+			p, params, _ = bytes.Cut(params, []byte(";"))
+			k, v, ok := bytes.Cut(bytes.TrimSpace(p), []byte("="))
+			if ok && bytes.EqualFold(bytes.TrimSpace(k), []byte("q")) {
+				q = parseQ(bytes.TrimSpace(v))
+			}
+		}
+		switch {
+		case isMsgpackType(mt):
+			if mpQ < 0 {
+				mpFirst = jsonQ < 0
+			}
+			mpQ = max(mpQ, q)
+		case bytes.EqualFold(bytes.TrimSpace(mt), []byte(contentTypeJSON)):
+			jsonQ = max(jsonQ, q)
+		}
+	}
+	if mpQ > 0 && (mpQ > jsonQ || (mpQ == jsonQ && mpFirst)) {
+		return formatMsgpack
+	}
+	return formatJSON
+}
+
+// parseQ parses a q value ("0", "0.5", "1.000") into thousandths; a
+// malformed one counts as 0.
+func parseQ(v []byte) int {
+	if len(v) == 0 || len(v) > 5 || (v[0] != '0' && v[0] != '1') {
+		return 0
+	}
+	q := int(v[0]-'0') * 1000
+	if len(v) > 1 {
+		if v[1] != '.' {
+			return 0
+		}
+		scale := 100
+		for _, c := range v[2:] {
+			if c < '0' || c > '9' {
+				return 0
+			}
+			q += int(c-'0') * scale
+			scale /= 10
+		}
+	}
+	return min(q, 1000)
+}
+
+// readBody returns the body of ctx, checked against its endpoint's limit,
+// and its format. It is the one place that chooses a decoder by
+// Content-Type.
+func readBody(ctx *fasthttp.RequestCtx) ([]byte, format, error) {
 	body := ctx.PostBody()
 	if limit := bodyLimit(ctx.Path()); len(body) > limit {
-		return nil, tooLarge("body: %d bytes is over the limit of %d bytes", len(body), limit)
+		return nil, 0, tooLarge("body: %d bytes is over the limit of %d bytes", len(body), limit)
 	}
-	if ct := ctx.Request.Header.ContentType(); bytes.HasPrefix(ct, []byte(contentTypeMsgpack)) {
-		return nil, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest,
-			msg: "Content-Type: application/msgpack is not supported yet; send JSON"}
+	return body, bodyFormat(ctx), nil
+}
+
+// decodeBody reads ctx's body, JSON or MessagePack by its Content-Type, into
+// c.body, with the allowed and required fields. It writes the error reply
+// and returns false when the body is bad.
+func (s *Server) decodeBody(ctx *fasthttp.RequestCtx, c *call, allowed, required fieldSet) bool {
+	body, f, err := readBody(ctx)
+	if err == nil {
+		if f == formatMsgpack {
+			err = c.body.decodeMsgpack(body, allowed, required)
+		} else {
+			err = c.body.decode(body, allowed, required)
+		}
 	}
-	return body, nil
+	if err != nil {
+		s.fail(ctx, err)
+		return false
+	}
+	return true
+}
+
+// writeReply writes a 200 reply, out, in format f; out is copied.
+func writeReply(ctx *fasthttp.RequestCtx, f format, out []byte) {
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentType(contentTypes[f])
+	ctx.SetBody(out)
 }
 
 // fieldSet is a set of the request fields the wire format knows.
@@ -100,6 +228,27 @@ const (
 
 var fieldNames = [numFields]string{
 	"resource", "domain", "copies", "min_copies", "session", "hold", "transfer", "ttl_ms", "at_ms", "op",
+}
+
+// intFields are the integer fields; the others are strings.
+const intFields = fCopies | fMinCopies | fTTL | fAtMs
+
+// intRanges are the bounds of each integer field, by bit index: the same
+// in JSON, in MessagePack and in a query.
+var intRanges = [numFields]struct{ lo, hi int64 }{
+	2: {0, maxCopies}, // copies
+	3: {0, maxCopies}, // min_copies
+	7: {1, maxTTLms},  // ttl_ms
+	8: {0, maxAtMs},   // at_ms
+}
+
+// name returns the name of the single field f.
+func (f fieldSet) name() string { return fieldNames[bits.TrailingZeros16(uint16(f))] }
+
+// bounds returns the range of the single integer field f.
+func (f fieldSet) bounds() (lo, hi int64) {
+	r := intRanges[bits.TrailingZeros16(uint16(f))]
+	return r.lo, r.hi
 }
 
 // The fields each body accepts.
@@ -162,9 +311,12 @@ func (s fieldSet) list() string {
 }
 
 // wireBody is a decoded request body (or query), for every endpoint: the
-// fields an endpoint does not accept stay unset. Strings alias the request
-// body or the scratch buffers and are valid only while the request is served;
-// a wireBody is pooled and reused (reset) between requests.
+// fields an endpoint does not accept stay unset. Both decoders, JSON
+// (decode) and MessagePack (decodeMsgpack), fill it through the same field
+// table (field, setString, setInt), so a field is checked the same way in
+// either. Strings alias the request body or the scratch buffers and are valid
+// only while the request is served; a wireBody is pooled and reused (reset)
+// between requests.
 type wireBody struct {
 	seen                                          fieldSet
 	resource, domain, session, hold, transfer, op []byte
@@ -172,12 +324,33 @@ type wireBody struct {
 
 	scratch [6][]byte // unescape buffers, one per string field
 	key     []byte    // unescape buffer for keys
+
+	mp *mpCodec // the MessagePack reader and encoder, made on first use
 }
 
+// reset readies b for another request: clear, and the codec's references to
+// the last request's buffers dropped.
 func (b *wireBody) reset() {
+	b.clear()
+	if b.mp != nil {
+		b.mp.release()
+	}
+}
+
+// clear unsets every field, for the next object of the same body (an item
+// of a batch).
+func (b *wireBody) clear() {
 	b.seen = 0
 	b.resource, b.domain, b.session, b.hold, b.transfer, b.op = nil, nil, nil, nil, nil, nil
 	b.copies, b.minCopies, b.ttlMs, b.atMs = 0, 0, 0, 0
+}
+
+// codec returns b's MessagePack reader and encoder, making them on first use.
+func (b *wireBody) codec() *mpCodec {
+	if b.mp == nil {
+		b.mp = newMPCodec()
+	}
+	return b.mp
 }
 
 // has reports whether the body gave field f.
@@ -235,42 +408,93 @@ func (b *wireBody) read(r *reader, where string, allowed fieldSet) error {
 		if !ok {
 			return nil
 		}
-		f := fieldOf(key)
-		if f&allowed == 0 {
-			return &fieldError{field: quoteSnippet(key), msg: unknownField(allowed)}
+		f, err := b.field(key, allowed)
+		if err != nil {
+			return err
 		}
-		if b.seen&f != 0 {
-			return &fieldError{field: f.first(), msg: "given twice"}
-		}
-		b.seen |= f
-		switch f {
-		case fResource:
-			b.resource, err = readName(r, "resource", &b.scratch[0])
-		case fDomain:
-			b.domain, err = readName(r, "domain", &b.scratch[1])
-		case fSession:
-			b.session, err = readName(r, "session", &b.scratch[2])
-		case fHold:
-			b.hold, err = readName(r, "hold", &b.scratch[3])
-		case fTransfer:
-			b.transfer, err = readName(r, "transfer", &b.scratch[4])
-		case fOp:
-			b.op, err = r.str("op", &b.scratch[5])
-			if err == nil {
-				err = checkOp(b.op)
+		if f&intFields != 0 {
+			lo, hi := f.bounds()
+			var v int64
+			if v, err = r.integer(f.name(), lo, hi); err == nil {
+				b.setInt(f, v)
 			}
-		case fCopies:
-			b.copies, err = r.integer("copies", 0, maxCopies)
-		case fMinCopies:
-			b.minCopies, err = r.integer("min_copies", 0, maxCopies)
-		case fTTL:
-			b.ttlMs, err = r.integer("ttl_ms", 1, maxTTLms)
-		case fAtMs:
-			b.atMs, err = r.integer("at_ms", 0, maxAtMs)
+		} else {
+			var s []byte
+			if s, err = r.str(f.name(), b.scratchOf(f)); err == nil {
+				err = b.setString(f, s, r.ascii)
+			}
 		}
 		if err != nil {
 			return err
 		}
+	}
+}
+
+// field returns the field a key names, marking it seen: an error when the
+// key is not one of the allowed fields or was given before.
+func (b *wireBody) field(key []byte, allowed fieldSet) (fieldSet, error) {
+	f := fieldOf(key)
+	if f&allowed == 0 {
+		return 0, &fieldError{field: quoteSnippet(key), msg: unknownField(allowed)}
+	}
+	if b.seen&f != 0 {
+		return 0, &fieldError{field: f.name(), msg: "given twice"}
+	}
+	b.seen |= f
+	return f, nil
+}
+
+// scratchOf returns the unescape buffer of the string field f.
+func (b *wireBody) scratchOf(f fieldSet) *[]byte {
+	switch f {
+	case fResource:
+		return &b.scratch[0]
+	case fDomain:
+		return &b.scratch[1]
+	case fSession:
+		return &b.scratch[2]
+	case fHold:
+		return &b.scratch[3]
+	case fTransfer:
+		return &b.scratch[4]
+	}
+	return &b.scratch[5]
+}
+
+// setString checks the value of the string field f and sets it: a name or
+// id (resource, domain, session, hold, transfer) is non-empty valid UTF-8 of
+// at most maxName bytes; op is "", "request" or "refund". ascii says s is
+// known to be ASCII, which spares the UTF-8 check.
+func (b *wireBody) setString(f fieldSet, s []byte, ascii bool) error {
+	switch f {
+	case fResource:
+		b.resource = s
+	case fDomain:
+		b.domain = s
+	case fSession:
+		b.session = s
+	case fHold:
+		b.hold = s
+	case fTransfer:
+		b.transfer = s
+	case fOp:
+		b.op = s
+		return checkOp(s)
+	}
+	return checkNameFast(f.name(), s, ascii)
+}
+
+// setInt sets the integer field f, whose range the reader checked.
+func (b *wireBody) setInt(f fieldSet, v int64) {
+	switch f {
+	case fCopies:
+		b.copies = v
+	case fMinCopies:
+		b.minCopies = v
+	case fTTL:
+		b.ttlMs = v
+	case fAtMs:
+		b.atMs = v
 	}
 }
 
@@ -295,23 +519,16 @@ func unknownField(allowed fieldSet) string {
 	return "unknown field; expected one of " + allowed.list()
 }
 
-// readName reads a resource or domain name, or an id: a non-empty string of
-// valid UTF-8 of at most maxName bytes.
-func readName(r *reader, field string, scratch *[]byte) ([]byte, error) {
-	s, err := r.str(field, scratch)
-	if err != nil {
-		return nil, err
-	}
-	return s, checkName(field, s)
-}
+func checkName(field string, s []byte) error { return checkNameFast(field, s, false) }
 
-func checkName(field string, s []byte) error {
+// checkNameFast is checkName for s known to be ASCII when ascii is true.
+func checkNameFast(field string, s []byte, ascii bool) error {
 	switch {
 	case len(s) == 0:
 		return &fieldError{field: field, msg: "must not be empty"}
 	case len(s) > maxName:
 		return &fieldError{field: field, msg: fmt.Sprintf("must be at most %d bytes, got %d bytes", maxName, len(s))}
-	case !utf8.Valid(s):
+	case !ascii && !utf8.Valid(s):
 		return &fieldError{field: field, msg: fmt.Sprintf("must be valid UTF-8, got %d bytes that are not", len(s))}
 	}
 	return nil
@@ -344,7 +561,8 @@ func (b *wireBody) readQuery(args *fasthttp.Args, allowed fieldSet) error {
 		case fDomain:
 			b.domain, err = v, checkName("domain", v)
 		case fCopies:
-			b.copies, err = queryInt("copies", v, 0, maxCopies)
+			lo, hi := fCopies.bounds()
+			b.copies, err = queryInt("copies", v, lo, hi)
 		}
 		if err != nil {
 			return err

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -156,6 +157,76 @@ func TestHeaderReceivedLimits(t *testing.T) {
 		h.SetRequestURI(uri)
 		if got := headerReceived(&h).MaxRequestBodySize; got != want {
 			t.Errorf("limit for %s = %d, want %d", uri, got, want)
+		}
+	}
+}
+
+// TestReadStringWordAtATime checks the eight-bytes-at-a-time scan of
+// readString against a byte-at-a-time reading, for every position of every
+// kind of byte that matters in strings of up to 24 bytes.
+func TestReadStringWordAtATime(t *testing.T) {
+	// reference reads a string without escapes byte by byte: its end, and
+	// whether it is ASCII; ok false on a backslash or a control character.
+	reference := func(b []byte) (end int, ascii, ok bool) {
+		ascii = true
+		for i, c := range b {
+			switch {
+			case c == '"':
+				return i, ascii, true
+			case c == '\\' || c < 0x20:
+				return i, ascii, false
+			case c >= 0x80:
+				ascii = false
+			}
+		}
+		return len(b), ascii, false
+	}
+	for n := range 25 {
+		for pos := range n {
+			for _, c := range []byte{'"', '\\', 0x00, 0x1f, 0x20, 0x7f, 0x80, 0xc3, 0xff, '!', '#', '[', ']'} {
+				s := bytes.Repeat([]byte{'a'}, n)
+				s[pos] = c
+				body := append(append([]byte{'"'}, s...), '"', ',', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ')
+				r := reader{b: body}
+				var scratch []byte
+				got, err := r.readString("f", &scratch)
+				end, ascii, ok := reference(body[1:])
+				if c == '\\' {
+					// An escape: the slow path, which refuses "\a".
+					if err == nil {
+						t.Errorf("%q: no error for an invalid escape", body)
+					}
+					continue
+				}
+				if ok != (err == nil) {
+					t.Errorf("%q: error %v, reference ok %v", body, err, ok)
+					continue
+				}
+				if err != nil {
+					continue
+				}
+				if string(got) != string(body[1:1+end]) || r.i != end+2 || r.ascii != ascii {
+					t.Errorf("%q: got %q, i %d, ascii %v; want %q, i %d, ascii %v", body, got, r.i, r.ascii, body[1:1+end], end+2, ascii)
+				}
+			}
+		}
+	}
+}
+
+func TestSmallInt(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		v    int64
+		ok   bool
+		rest string
+	}{
+		{"0,", 0, true, ","}, {"7}", 7, true, "}"}, {"123 ", 123, true, " "}, {"999999999999999999]", 999999999999999999, true, "]"},
+		{"01,", 0, false, ""}, {"1e3,", 0, false, ""}, {"1.0,", 0, false, ""}, {"-1,", 0, false, ""},
+		{"12", 0, false, ""}, {"1000000000000000000,", 0, false, ""}, {"12x", 0, false, ""}, {",", 0, false, ""},
+	} {
+		v, end, ok := smallInt([]byte(tc.in), 0)
+		if ok != tc.ok || (ok && (v != tc.v || tc.in[end:] != tc.rest)) {
+			t.Errorf("smallInt(%q) = %d, %d, %v; want %d, %v, rest %q", tc.in, v, end, ok, tc.v, tc.ok, tc.rest)
 		}
 	}
 }

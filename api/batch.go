@@ -1,0 +1,353 @@
+package api
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/local"
+)
+
+// maxBatch is the most requests one /v1/batch carries (413 above). The body
+// limit stays 64 KiB: 1000 small requests (about 60 bytes each) fit; a
+// client with longer names splits its batch.
+const maxBatch = 1000
+
+// batchItem is one decoded request of a batch: its fields, or the error
+// that refuses it alone. resource and domain alias the request body (or the
+// batch's arena) and are valid while the request is served.
+type batchItem struct {
+	resource, domain  []byte
+	copies, minCopies int
+	err               error
+	series            *resMetrics // the series its decision was counted in
+}
+
+// batchState is the pooled state of one /v1/batch: the decoded items, the
+// arena that holds their unescaped JSON strings, the item decoder (with its
+// MessagePack codec) and the reply buffer. Reused, it makes a batch allocate
+// nothing per item.
+type batchState struct {
+	items []batchItem
+	arena []byte
+	body  wireBody
+	out   []byte
+	rd    bytes.Reader // reads out, as the reply's body stream
+}
+
+var batchPool = sync.Pool{New: func() any { return new(batchState) }}
+
+func getBatch() *batchState { return batchPool.Get().(*batchState) }
+
+// putBatch returns st to the pool, without its references to the request
+// and without buffers grown past what a full batch of small items needs.
+func putBatch(st *batchState) {
+	clear(st.items)
+	st.items = st.items[:0]
+	st.body.reset()
+	if cap(st.out) > 1<<20 {
+		st.out = nil
+	}
+	if cap(st.arena) > maxBody {
+		st.arena = nil
+	}
+	st.out, st.arena = st.out[:0], st.arena[:0]
+	batchPool.Put(st)
+}
+
+// A batchState is also the body stream of its reply (Read, WriteTo,
+// Close): fasthttp copies the reply straight from the pooled buffer to the
+// connection and closes the stream once it is written (or dropped), which
+// puts the state back in the pool. A reply set with SetBody would be copied
+// into fasthttp's own pooled buffer, which drops buffers past the sizes it
+// usually sees: a batch's reply, next to the small replies of /v1/request,
+// would then cost a new buffer every time.
+var _ interface {
+	io.Reader
+	io.WriterTo
+	io.Closer
+} = (*batchState)(nil)
+
+func (st *batchState) Read(p []byte) (int, error)         { return st.rd.Read(p) }
+func (st *batchState) WriteTo(w io.Writer) (int64, error) { return st.rd.WriteTo(w) }
+
+// Close puts st back in the pool; fasthttp calls it once.
+func (st *batchState) Close() error {
+	st.rd.Reset(nil)
+	putBatch(st)
+	return nil
+}
+
+// keep copies s into the arena and returns the copy. The arena is grown to
+// the body's size before the items are read, and the strings kept are parts
+// of the body no longer than they are in it, so it is never reallocated
+// while a batch is read (and were it, the copies already made would stay
+// valid: they keep the old array).
+func (st *batchState) keep(s []byte) []byte {
+	n := len(st.arena)
+	st.arena = append(st.arena, s...)
+	return st.arena[n:len(st.arena):len(st.arena)]
+}
+
+// decodeBatch reads a /v1/batch body, {"requests": [<request>, ...]}, in
+// format f into st.items. An item is read with the fields, defaults and
+// checks of /v1/request; an item that breaks them is kept as its error
+// ("requests[3].copies: ...") and the others are still read. The error
+// returned is the batch's own: a body that is not well-formed JSON or
+// MessagePack, not a map of "requests" (required, an array), or more than
+// maxBatch items (413 too_large).
+func (st *batchState) decode(data []byte, f format) error {
+	if f == formatMsgpack {
+		return st.decodeMsgpack(data)
+	}
+	return st.decodeJSON(data)
+}
+
+func (st *batchState) decodeJSON(data []byte) error {
+	if cap(st.arena) < len(data) {
+		st.arena = make([]byte, 0, len(data))
+	}
+	r := reader{b: data}
+	seen := false
+	r.ws()
+	if !r.eof() {
+		if err := r.openObject("body"); err != nil {
+			return err
+		}
+		for n := 0; ; n++ {
+			k, ok, err := r.nextKey("body", n, &st.body.key)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				break
+			}
+			if string(k) != "requests" {
+				return &fieldError{field: quoteSnippet(k), msg: "unknown field; expected requests"}
+			}
+			if seen {
+				return &fieldError{field: "requests", msg: "given twice"}
+			}
+			seen = true
+			if err := st.readItemsJSON(&r); err != nil {
+				return err
+			}
+		}
+		if err := r.end(); err != nil {
+			return err
+		}
+	}
+	if !seen {
+		return &fieldError{field: "requests", msg: "required field is missing"}
+	}
+	return nil
+}
+
+func (st *batchState) readItemsJSON(r *reader) error {
+	if err := r.openArray("requests"); err != nil {
+		return err
+	}
+	b := &st.body
+	for i := 0; ; i++ {
+		more, err := r.nextElem("requests", i)
+		if err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+		if i >= maxBatch {
+			return tooLarge("requests: more than %d requests; split the batch", maxBatch)
+		}
+		start := r.i
+		b.clear()
+		err = b.read(r, "", requestFields)
+		if err == nil {
+			err = b.check(fResource | fDomain)
+		}
+		if err != nil {
+			// The item is refused alone, but the body must still be JSON:
+			// step over the item again, checking it.
+			r.i = start
+			if _, serr := r.skipValue("requests", 1); serr != nil {
+				return serr
+			}
+			st.items = append(st.items, batchItem{err: itemError(err, i)})
+			continue
+		}
+		st.items = append(st.items, st.item(b, st.keep(b.resource), st.keep(b.domain)))
+	}
+}
+
+// item returns the batch item of the request decoded into b.
+func (st *batchState) item(b *wireBody, resource, domain []byte) batchItem {
+	copies, minCopies := b.counts()
+	return batchItem{resource: resource, domain: domain, copies: copies, minCopies: minCopies}
+}
+
+func (st *batchState) decodeMsgpack(data []byte) error {
+	seen := false
+	if len(data) > 0 {
+		m := &st.body.codec().r
+		m.reset(data)
+		n, err := m.openMap("body")
+		if err != nil {
+			return err
+		}
+		for range n {
+			k, err := m.key("body")
+			if err != nil {
+				return err
+			}
+			if string(k) != "requests" {
+				return &fieldError{field: quoteSnippet(k), msg: "unknown field; expected requests"}
+			}
+			if seen {
+				return &fieldError{field: "requests", msg: "given twice"}
+			}
+			seen = true
+			if err := st.readItemsMsgpack(m); err != nil {
+				return err
+			}
+		}
+		if err := m.end(); err != nil {
+			return err
+		}
+	}
+	if !seen {
+		return &fieldError{field: "requests", msg: "required field is missing"}
+	}
+	return nil
+}
+
+func (st *batchState) readItemsMsgpack(m *mpReader) error {
+	n, err := m.openArray("requests")
+	if err != nil {
+		return err
+	}
+	if n > maxBatch {
+		return tooLarge("requests: %d requests is more than %d; split the batch", n, maxBatch)
+	}
+	b := &st.body
+	for i := range n {
+		start := m.pos()
+		b.clear()
+		err := b.readMsgpack(m, "", requestFields)
+		if err == nil {
+			err = b.check(fResource | fDomain)
+		}
+		if err != nil {
+			m.seek(start)
+			if serr := m.skip("requests", 1); serr != nil {
+				return serr
+			}
+			st.items = append(st.items, batchItem{err: itemError(err, i)})
+			continue
+		}
+		// MessagePack strings are sub-slices of the body: nothing to keep.
+		st.items = append(st.items, st.item(b, b.resource, b.domain))
+	}
+	return nil
+}
+
+// POST /v1/batch {"requests": [<request>, ...]} → {"responses": [<reply>,
+// ...]}: each request, with the fields of /v1/request, decided alone and in
+// order as if sent alone (each at the clock's reading when its turn comes),
+// its reply the reply of /v1/request or {"error": {"code", "message"}}.
+// An item's error does not fail the batch; the batch fails (400) only when
+// its body is malformed, and is 413 too_large over maxBatch items or over
+// the 64 KiB body limit. Zero items get an empty list. JSON or MessagePack,
+// both ways.
+//
+// The whole body is read before the first decision, so that a body found
+// malformed halfway spends nothing. The items, the Decision and the reply
+// buffer are pooled, and the reply is streamed from that buffer: a batch
+// allocates nothing, per item or at all. Each decision is
+// counted in the metrics like one of /v1/request, its duration the batch's
+// time shared among its items.
+func (s *Server) batch(ctx *fasthttp.RequestCtx, _ params) {
+	start := time.Now()
+	st := getBatch()
+	body, bf, err := readBody(ctx)
+	if err == nil {
+		err = st.decode(body, bf)
+	}
+	if err != nil {
+		putBatch(st)
+		s.fail(ctx, err)
+		return
+	}
+	f := replyFormat(ctx)
+	var e *mpEncoder
+	if f == formatMsgpack {
+		e = &st.body.codec().e
+		e.begin(st.out[:0])
+		e.mapLen(1)
+		e.str("responses")
+		e.arrayLen(len(st.items))
+	} else {
+		st.out = append(st.out[:0], `{"responses":[`...)
+	}
+	g := s.gen.Load()
+	var d local.Decision
+	for i := range st.items {
+		it := &st.items[i]
+		if it.err == nil {
+			resource := g.name(it.resource)
+			it.err = g.engine.Decide(&d, s.now(), resource, string(it.domain), it.copies, it.minCopies)
+			if it.err == nil {
+				it.series = g.count(resource, &d)
+			}
+		}
+		if e == nil && i > 0 {
+			st.out = append(st.out, ',')
+		}
+		if it.err != nil {
+			code, msg := s.itemError(ctx, it.err, i)
+			if e != nil {
+				e.errorObject(code, msg)
+			} else {
+				st.out = appendError(st.out, code, msg)
+			}
+			continue
+		}
+		if e != nil {
+			e.decision(&d)
+		} else {
+			st.out = appendDecision(st.out, &d)
+		}
+	}
+	if e != nil {
+		st.out = e.end()
+	} else {
+		st.out = append(st.out, "]}"...)
+	}
+	if len(st.items) > 0 {
+		// Each decision takes its share of the batch's time.
+		took := (time.Since(start) / time.Duration(len(st.items))).Seconds()
+		for i := range st.items {
+			if rm := st.items[i].series; rm != nil {
+				rm.latency.Observe(took)
+			}
+		}
+	}
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentType(contentTypes[f])
+	st.rd.Reset(st.out)
+	ctx.Response.SetBodyStream(st, len(st.out)) // st is fasthttp's to close now
+}
+
+// itemError returns the code and message of a batch item's error. An error
+// that is not a client error (a bug) is logged with a request id, which the
+// item's message carries; the other items are still decided.
+func (s *Server) itemError(ctx *fasthttp.RequestCtx, err error, i int) (code, msg string) {
+	_, code, msg, ok := classify(err)
+	if !ok {
+		msg = s.internal(ctx, fmt.Errorf("batch item %d: %w", i, err))
+	}
+	return code, msg
+}
