@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// agent.go builds the agent, writes its config, starts it and stops it; or
+// attaches to one already running.
+
+// agentPackage is the agent's main package, built with `go build`.
+const agentPackage = "github.com/obol-dev/obol/cmd/agent"
+
+// Resource names of the config the generator writes.
+const (
+	defaultResources   = "bench/gcra,bench/tiers"
+	defaultRSSResource = "bench/keys"
+)
+
+// agentConfig is the config the generator runs its own agent on:
+//
+//   - bench/gcra, a gcra bucket with a large burst (1000, refilled at 1000
+//     per second): a domain is asked far less often than that, so it grants
+//     everything, in every phase alike;
+//   - bench/tiers, tiers of 1 per second with a burst to 10 per 5 s every
+//     20 s: a domain asked more than about once a second is often refused,
+//     so that decisions are a mix of grants and rejections;
+//   - bench/keys, for the RSS measurement: a gcra bucket refilled at one
+//     token an hour, so that every key driven into it stays tracked (a key
+//     is dropped once its bucket is full again), with room for rssKeys keys.
+func agentConfig(rssKeys int) string {
+	maxKeys := max(2*rssKeys, 1000)
+	return fmt.Sprintf(`# Written by bench/load: the agent's config under load.
+namespaces:
+  bench:
+    allow_unconfigured: false
+resources:
+  bench/gcra:
+    kind: gcra
+    burst: 1000
+    count: 1000
+    period: 1s
+  bench/tiers:
+    kind: tiers
+    tiers: "1,1,1,0,10,5,5,15"
+    hard_limit: 100
+  bench/keys:
+    kind: gcra
+    burst: 10
+    count: 1
+    period: 1h
+    max_keys: %d
+`, maxKeys)
+}
+
+// buildError is a failure of `go build` of the agent (for instance while
+// someone is editing it).
+type buildError struct {
+	err    error
+	output []byte
+}
+
+func (e *buildError) Error() string {
+	return fmt.Sprintf("go build %s: %v\n%s", agentPackage, e.err, bytes.TrimSpace(e.output))
+}
+
+func (e *buildError) Unwrap() error { return e.err }
+
+// goTool returns the path of the go command.
+func goTool() (string, error) {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p, nil
+	}
+	if root := os.Getenv("GOROOT"); root != "" {
+		p := filepath.Join(root, "bin", "go")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("the go command is not on PATH (it builds the agent; or attach with -agent-socket and -agent-pid)")
+}
+
+// buildAgent builds the agent into dir and returns the binary's path. It must
+// run inside the module.
+func buildAgent(ctx context.Context, dir string) (string, error) {
+	gobin, err := goTool()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "obol-agent")
+	cmd := exec.CommandContext(ctx, gobin, "build", "-o", bin, agentPackage)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", &buildError{err: err, output: out}
+	}
+	return bin, nil
+}
+
+// child is a process the generator started: the agent or the floor.
+type child struct {
+	server
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when the process has exited
+	stdin  io.Closer     // the floor stops when it is closed
+	logs   *tailBuffer   // the last lines of its stderr
+}
+
+// stop ends the process: SIGTERM, then SIGKILL if it has not exited within
+// 5 s.
+func (c *child) stop() {
+	if c == nil || c.cmd == nil || c.cmd.Process == nil {
+		return
+	}
+	if c.stdin != nil {
+		c.stdin.Close()
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(5 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+	}
+}
+
+// startAgent starts the agent binary on cfgFile, its socket in dir and its
+// TCP listener on a free loopback port, and waits until it is ready.
+func startAgent(ctx context.Context, bin, dir, cfgFile string) (*child, error) {
+	sock := filepath.Join(dir, "agent.sock")
+	cmd := exec.Command(bin, "--config", cfgFile, "--socket", sock, "--http", "127.0.0.1:0")
+	setParentDeathSignal(cmd)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start agent: %w", err)
+	}
+	c := &child{
+		server: server{name: "agent", socket: sock, pid: cmd.Process.Pid},
+		cmd:    cmd, exited: make(chan struct{}), logs: newTailBuffer(20),
+	}
+	addr := make(chan string, 1)
+	var scanned sync.WaitGroup
+	scanned.Go(func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			c.logs.add(line)
+			if a, ok := startedAddr(line); ok {
+				select {
+				case addr <- a:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr) // a line too long for the scanner
+	})
+	go func() {
+		scanned.Wait() // read all of stderr before Wait closes the pipe
+		_ = cmd.Wait()
+		close(c.exited)
+	}()
+
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	select {
+	case c.http = <-addr:
+	case <-c.exited:
+		return nil, fmt.Errorf("the agent exited at start (%s):\n%s", cmd.ProcessState, c.logs)
+	case <-deadline.C:
+		c.stop()
+		return nil, fmt.Errorf("the agent did not report its listeners within 20 s:\n%s", c.logs)
+	case <-ctx.Done():
+		c.stop()
+		return nil, ctx.Err()
+	}
+	if err := waitReady(ctx, &c.server, 10*time.Second); err != nil {
+		c.stop()
+		return nil, fmt.Errorf("%w\n%s", err, c.logs)
+	}
+	return c, nil
+}
+
+// startedAddr returns the TCP address the agent logs when it has started
+// (a JSON log line with "msg": "obol agent started" and "http").
+func startedAddr(line string) (string, bool) {
+	if !strings.Contains(line, "obol agent started") {
+		return "", false
+	}
+	var m struct {
+		Msg  string `json:"msg"`
+		HTTP string `json:"http"`
+	}
+	if json.Unmarshal([]byte(line), &m) != nil || m.Msg != "obol agent started" {
+		return "", false
+	}
+	return m.HTTP, true
+}
+
+// get sends GET path to srv over its Unix socket and returns the status and
+// body.
+func get(srv *server, path string) (int, []byte, error) {
+	hc, err := srv.client(false)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer hc.CloseIdleConnections()
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI("http://localhost" + path)
+	if err := hc.DoTimeout(req, resp, clientTimeout); err != nil {
+		return 0, nil, err
+	}
+	return resp.StatusCode(), bytes.Clone(resp.Body()), nil
+}
+
+// waitReady polls GET /readyz until it answers 200, for at most limit.
+func waitReady(ctx context.Context, srv *server, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	var last string
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		status, body, err := get(srv, "/readyz")
+		if err == nil && status == fasthttp.StatusOK {
+			return nil
+		}
+		if err != nil {
+			last = err.Error()
+		} else {
+			last = fmt.Sprintf("status %d: %s", status, snippet(body))
+		}
+		sleepUntil(ctx, time.Now().Add(50*time.Millisecond))
+	}
+	return fmt.Errorf("%s at %s not ready within %s: %s", srv.name, srv.socket, limit, last)
+}
+
+// goroutines returns the agent's goroutine count from the go_goroutines line
+// of GET /metrics, when it serves one.
+func goroutines(srv *server) (int64, bool) {
+	status, body, err := get(srv, "/metrics")
+	if err != nil || status != fasthttp.StatusOK {
+		return 0, false
+	}
+	return metricValue(body, "go_goroutines")
+}
+
+// metricValue returns the value of an unlabelled metric in Prometheus text.
+func metricValue(text []byte, name string) (int64, bool) {
+	for line := range bytes.SplitSeq(text, []byte("\n")) {
+		f := bytes.Fields(line)
+		if len(f) >= 2 && string(f[0]) == name {
+			v, err := strconv.ParseFloat(string(f[1]), 64)
+			if err != nil {
+				return 0, false
+			}
+			return int64(v), true
+		}
+	}
+	return 0, false
+}
+
+// tailBuffer keeps the last lines written to it.
+type tailBuffer struct {
+	mu    sync.Mutex
+	n     int
+	lines []string
+}
+
+func newTailBuffer(n int) *tailBuffer { return &tailBuffer{n: n} }
+
+func (t *tailBuffer) add(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lines = append(t.lines, line)
+	if len(t.lines) > t.n {
+		t.lines = t.lines[len(t.lines)-t.n:]
+	}
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(t.lines, "\n")
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// serveInProcess serves h on a Unix socket in a temporary directory for the
+// length of the test.
+func serveInProcess(t *testing.T, h fasthttp.RequestHandler) *server {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "obol-load-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown() })
+	return &server{name: "test", socket: sock, pid: os.Getpid()}
+}
+
+func granted(ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("application/json")
+	ctx.SetBodyString(`{"granted":1,"remaining":3}`)
+}
+
+func TestClosedLoop(t *testing.T) {
+	srv := serveInProcess(t, granted)
+	bodies, _ := buildBodies(requestJSON, testResources, 100, 1)
+	spec := loadSpec{srv: srv, sc: requestJSON, bodies: bodies, conns: 3, seed: 1}
+	res, err := runPhase(context.Background(), spec, phaseTiming{warmup: 50 * time.Millisecond, dur: 300 * time.Millisecond, hz: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.requests == 0 || res.errors != 0 || res.hist.TotalCount() != res.requests {
+		t.Fatalf("requests %d, errors %d (%s), latencies %d", res.requests, res.errors, res.firstErr, res.hist.TotalCount())
+	}
+	if res.sampled == 0 || res.grantShare() != 1 {
+		t.Errorf("sampled %d decisions, grant share %g", res.sampled, res.grantShare())
+	}
+	if !res.cpuOK || !res.genOK {
+		t.Errorf("CPU not read: %+v", res)
+	}
+	if res.elapsed < 250*time.Millisecond || res.elapsed > time.Second {
+		t.Errorf("measured for %s, want about 300ms", res.elapsed)
+	}
+}
+
+func TestOpenLoopRate(t *testing.T) {
+	srv := serveInProcess(t, granted)
+	bodies, _ := buildBodies(requestJSON, testResources, 100, 1)
+	spec := loadSpec{srv: srv, sc: requestJSON, bodies: bodies, conns: 4, rate: 2000, seed: 1}
+	res, err := runPhase(context.Background(), spec, phaseTiming{warmup: 100 * time.Millisecond, dur: 500 * time.Millisecond, hz: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rps := res.rps(); rps < 1500 || rps > 2300 {
+		t.Errorf("open loop at 2000/s answered %.0f/s", rps)
+	}
+}
+
+// TestCoordinatedOmission checks that in open loop a stall is charged to
+// every request scheduled during it, not only to the one that met it.
+func TestCoordinatedOmission(t *testing.T) {
+	var n atomic.Int64
+	srv := serveInProcess(t, func(ctx *fasthttp.RequestCtx) {
+		if n.Add(1) == 100 {
+			time.Sleep(300 * time.Millisecond)
+		}
+		granted(ctx)
+	})
+	bodies, _ := buildBodies(requestJSON, testResources, 10, 1)
+	// One connection at 1000/s for 1 s: the stall delays ~300 requests by
+	// 0–300 ms, a third of them, so the p90 is well over 50 ms. A closed
+	// loop would record one slow request and a p90 of microseconds.
+	spec := loadSpec{srv: srv, sc: requestJSON, bodies: bodies, conns: 1, rate: 1000, seed: 1}
+	res, err := runPhase(context.Background(), spec, phaseTiming{warmup: 0, dur: time.Second, hz: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p90 := res.quantile(90); p90 < 50_000 {
+		t.Errorf("p90 %.0f µs after a 300 ms stall in open loop: the stall was not charged to the requests it delayed", p90)
+	}
+	if res.errors != 0 {
+		t.Errorf("%d errors: %s", res.errors, res.firstErr)
+	}
+}
+
+func TestErrorsCounted(t *testing.T) {
+	srv := serveInProcess(t, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"error":{"code":"not_ready","message":"starting"}}`)
+	})
+	bodies, _ := buildBodies(requestJSON, testResources, 10, 1)
+	spec := loadSpec{srv: srv, sc: requestJSON, bodies: bodies, conns: 2, seed: 1}
+	res, err := runPhase(context.Background(), spec, phaseTiming{dur: 100 * time.Millisecond, hz: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.requests != 0 || res.errors == 0 || res.firstErr != "status 503 not_ready: starting" {
+		t.Errorf("requests %d, errors %d, first %q", res.requests, res.errors, res.firstErr)
+	}
+	// A dead server: transport errors, and the phase still ends on time.
+	dead := &server{name: "dead", socket: filepath.Join(t.TempDir(), "none.sock")}
+	start := time.Now()
+	res, _ = runPhase(context.Background(), loadSpec{srv: dead, sc: requestJSON, bodies: bodies, conns: 2, seed: 1},
+		phaseTiming{dur: 100 * time.Millisecond, hz: 100})
+	if res.errors == 0 || res.cpuOK || time.Since(start) > 2*time.Second {
+		t.Errorf("dead server: %d errors, cpu read %v, took %s", res.errors, res.cpuOK, time.Since(start))
+	}
+}
+
+func TestFloorServer(t *testing.T) {
+	body := []byte(`{"granted":1,"remaining":9,"retry_after_ms":0}`)
+	srv := serveInProcess(t, floorServer(body, "application/json").Handler)
+	bodies, _ := buildBodies(requestJSON, testResources, 10, 1)
+	reply, ctype, err := sampleReply(srv, false, requestJSON, bodies, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(reply) != string(body) || ctype != "application/json" {
+		t.Errorf("floor replied %s (%s)", reply, ctype)
+	}
+}

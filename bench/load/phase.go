@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"math"
+	"os"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// phase.go measures one phase: a warm-up, then a measured interval over which
+// the server's CPU time is read from /proc/PID/stat at both ends.
+
+// phaseResult is one row of the table.
+type phaseResult struct {
+	server      string // "agent" or "floor"
+	sc          scenario
+	rate        float64 // open-loop target (requests/s), 0 for closed loop
+	note        string  // shown after the scenario, e.g. "@50% max"
+	unavailable string  // why the phase was not measured, or ""
+	elapsed     time.Duration
+	hist        *hdrhistogram.Histogram
+	counts
+	cpuTicks uint64 // the server's CPU time over the interval
+	cpuOK    bool
+	genTicks uint64 // the generator's own CPU time over the interval
+	genOK    bool
+	hz       int64 // clock ticks per second
+}
+
+// rps is the requests answered per second over the measured interval.
+func (p *phaseResult) rps() float64 {
+	if p.elapsed <= 0 {
+		return math.NaN()
+	}
+	return float64(p.requests) / p.elapsed.Seconds()
+}
+
+// dps is the decisions per second: requests × items per request.
+func (p *phaseResult) dps() float64 { return p.rps() * float64(p.sc.decisions()) }
+
+// cpuPerRequest is the server's CPU time per answered request, in µs.
+func (p *phaseResult) cpuPerRequest() float64 {
+	if !p.cpuOK || p.requests == 0 {
+		return math.NaN()
+	}
+	return ticksToMicros(p.cpuTicks, p.hz) / float64(p.requests)
+}
+
+// cpuPerDecision is the server's CPU time per decision, in µs.
+func (p *phaseResult) cpuPerDecision() float64 {
+	return p.cpuPerRequest() / float64(p.sc.decisions())
+}
+
+// genPerRequest is the generator's CPU time per answered request, in µs.
+func (p *phaseResult) genPerRequest() float64 {
+	if !p.genOK || p.requests == 0 {
+		return math.NaN()
+	}
+	return ticksToMicros(p.genTicks, p.hz) / float64(p.requests)
+}
+
+// quantile is a latency quantile in µs (q in 0..100), NaN with no samples.
+func (p *phaseResult) quantile(q float64) float64 {
+	if p.hist == nil || p.hist.TotalCount() == 0 {
+		return math.NaN()
+	}
+	return float64(p.hist.ValueAtQuantile(q))
+}
+
+// grantShare is the share of granted decisions among the decoded replies.
+func (p *phaseResult) grantShare() float64 {
+	if p.sampled == 0 {
+		return math.NaN()
+	}
+	return float64(p.granted) / float64(p.sampled)
+}
+
+func ticksToMicros(ticks uint64, hz int64) float64 {
+	return float64(ticks) * 1e6 / float64(hz)
+}
+
+// phaseTiming is how long a phase warms up and then measures.
+type phaseTiming struct {
+	warmup, dur time.Duration
+	hz          int64
+}
+
+// runPhase runs spec for warm-up + measured interval and measures it. The
+// load stops by itself at the end of the interval (or when ctx is done).
+func runPhase(ctx context.Context, spec loadSpec, t phaseTiming) (phaseResult, error) {
+	res := phaseResult{server: spec.srv.name, sc: spec.sc, rate: spec.rate, hz: t.hz}
+	start := time.Now()
+	from := start.Add(t.warmup)
+	end := from.Add(t.dur)
+	l, err := startLoad(ctx, spec, start, end)
+	if err != nil {
+		return res, err
+	}
+	sleepUntil(ctx, from)
+	l.collect() // drop the warm-up
+	cpu0, cpuErr0 := cpuOf(spec.srv.pid)
+	gen0, genErr0 := cpuOf(os.Getpid())
+	t0 := time.Now()
+
+	sleepUntil(ctx, end)
+	res.hist, res.counts = l.collect()
+	cpu1, cpuErr1 := cpuOf(spec.srv.pid)
+	gen1, genErr1 := cpuOf(os.Getpid())
+	res.elapsed = time.Since(t0)
+	l.wait()
+
+	if cpuErr0 == nil && cpuErr1 == nil && cpu1 >= cpu0 {
+		res.cpuTicks, res.cpuOK = cpu1-cpu0, true
+	}
+	if genErr0 == nil && genErr1 == nil && gen1 >= gen0 {
+		res.genTicks, res.genOK = gen1-gen0, true
+	}
+	return res, ctx.Err()
+}
+
+// cpuOf returns the CPU time of process pid in clock ticks.
+func cpuOf(pid int) (uint64, error) {
+	if pid <= 0 {
+		return 0, os.ErrNotExist
+	}
+	s, err := readStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	return s.cpu(), nil
+}
+
+// sleepUntil sleeps until t or until ctx is done.
+func sleepUntil(ctx context.Context, t time.Time) {
+	d := time.Until(t)
+	if d <= 0 {
+		return
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+}
