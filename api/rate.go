@@ -25,7 +25,7 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, _ params) {
 	g := s.gen.Load()
 	var d local.Decision
 	resource := g.name(c.body.resource)
-	if err := g.engine.Decide(&d, s.now(), resource, string(c.body.domain), copies, minCopies); err != nil {
+	if err := g.engine.Decide(&d, s.decisionTime(start), resource, string(c.body.domain), copies, minCopies); err != nil {
 		s.fail(ctx, err)
 		return
 	}
@@ -110,7 +110,7 @@ func (s *Server) check(ctx *fasthttp.RequestCtx, _ params) {
 	g := s.gen.Load()
 	resource, domain := g.name(b.resource), string(b.domain)
 	var d local.Decision
-	if err := g.engine.Decide(&d, s.now(), resource, domain, copies, minCopies); err != nil {
+	if err := g.engine.Decide(&d, s.decisionTime(start), resource, domain, copies, minCopies); err != nil {
 		s.fail(ctx, err)
 		return
 	}

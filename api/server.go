@@ -50,9 +50,10 @@ type Server struct {
 	idPrefix string
 	reqSeq   atomic.Uint64
 
-	metrics *metrics
-	load    func() (*config.Config, string, error)
-	reload  sync.Mutex // one reload at a time
+	metrics   *metrics
+	realClock bool // now is time.Now: a handler's own reading may serve as the decision instant
+	load      func() (*config.Config, string, error)
+	reload    sync.Mutex // one reload at a time
 }
 
 // generation is one engine in force and what is derived from it once.
@@ -86,7 +87,7 @@ func New(e *local.Engine, opts Options) *Server {
 	}
 	s.metrics = newMetrics(s)
 	if s.now == nil {
-		s.now = time.Now
+		s.now, s.realClock = time.Now, true
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -117,6 +118,17 @@ func (s *Server) SetEngine(e *local.Engine) {
 		}
 	}
 	s.gen.Store(g)
+}
+
+// decisionTime returns the decision instant of a request whose handler
+// read the wall clock at start: start itself when the server runs on the real
+// clock (one clock reading less per request, and clock readings are not cheap
+// on virtual machines), else the injected clock's reading.
+func (s *Server) decisionTime(start time.Time) time.Time {
+	if s.realClock {
+		return start
+	}
+	return s.now()
 }
 
 // SetReady sets what GET /readyz reports: 200 when ready, else 503 not_ready.
