@@ -1,0 +1,307 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Never is the RetryAfter of a rejection no wait would let through (the
+// agent's retry_after_ms of -1).
+const Never = time.Duration(-1)
+
+// Decision is the outcome of a rate decision (Request, Check, a Batch item).
+// A rejection is a Decision with Granted 0 and a nil error.
+type Decision struct {
+	// Granted is how many copies were granted: 0 is a rejection.
+	Granted int
+	// Remaining is the most a request at the same instant could now get.
+	Remaining int
+	// RetryAfter is the least wait after which a request of
+	// max(min_copies, 1) would be granted, assuming no other traffic: 0 when
+	// it would be now, Never when it never would.
+	RetryAfter time.Duration
+	// Degraded is true when the agent could not be asked (unreachable,
+	// timed out, 5xx): the client failed open and granted min_copies. Reply
+	// is then zero.
+	Degraded bool
+	// Killed is true when the kill switch turned a rejection into a grant
+	// of every copy asked; Reply is the agent's rejection.
+	Killed bool
+	// Shadow is true when the agent granted what its limit rejects,
+	// because the resource is in shadow mode.
+	Shadow bool
+	// Retries is how many times MaxWait sent the request again.
+	Retries int
+	// RateLimitPolicy and RateLimit are the IETF RateLimit fields of the
+	// decision as the agent wrote them (`"R";q=5;w=1`, `"R";r=4;t=1`); only
+	// Check sets them, and only when the agent sent them.
+	RateLimitPolicy, RateLimit string
+	// Reply is the agent's reply, every field.
+	Reply Reply
+}
+
+// Reply is the agent's reply to a rate decision, field by field (API.md,
+// SEMANTICS.md). Fields that do not apply to the resource's kind are zero.
+type Reply struct {
+	Granted      int
+	Remaining    int
+	RetryAfterMs int64 // -1: never
+	ResetAfterMs int64
+	// kind tiers
+	Tier                 int
+	TierLimit            int
+	TierHits             int
+	Burst                bool
+	HardLimit            int
+	GlobalLimit          int
+	DomainHitsLastSecond int
+	GlobalHitsLastSecond int
+	LimitedByHard        bool
+	LimitedByGlobal      bool
+	// Shadow: a rejection granted by shadow mode.
+	Shadow bool
+	// Lenient: a grant made without a limit (an unconfigured resource in a
+	// namespace that allows it, an ignored namespace, max_keys reached).
+	Lenient bool
+}
+
+// fromReply sets d's summary fields from d.Reply.
+func (d *Decision) fromReply() {
+	d.Granted = d.Reply.Granted
+	d.Remaining = d.Reply.Remaining
+	d.Shadow = d.Reply.Shadow
+	if d.Reply.RetryAfterMs < 0 {
+		d.RetryAfter = Never
+	} else {
+		d.RetryAfter = time.Duration(d.Reply.RetryAfterMs) * time.Millisecond
+	}
+}
+
+// Request asks for a rate decision (kinds tiers and gcra) on resource for
+// domain: Copies (default 1), of which at least MinCopies (default all).
+// With MaxWait it retries a rejection until granted or the wait is spent.
+//
+// The error is for client errors only: an *APIError (matching
+// ErrUnknownResource, ErrWrongKind, ErrCostOverBurst, ErrBadRequest, …) or a
+// bad argument (ErrBadRequest), or ctx.Err() when ctx ends first (the
+// Decision then holds the last rejection). An agent that is gone, hung or
+// failing is not an error: the Decision is Degraded and grants MinCopies.
+// With the kill switch on, a rejection comes back as a grant of every copy
+// asked, marked Killed (a peek, Copies(0), is never changed).
+func (c *Client) Request(ctx context.Context, resource, domain string, opts ...Option) (Decision, error) {
+	var d Decision
+	o, err := c.begin(resource, domain, opts)
+	if err != nil {
+		return d, c.fail(err)
+	}
+	d.Retries, err = c.retry(ctx, &o, func() (bool, time.Duration, error) {
+		err := c.requestOnce(ctx, resource, domain, &o, &d)
+		return d.Granted > 0 || o.copies == 0, d.RetryAfter, err
+	})
+	return d, c.settle(&d, &o, resource, domain, err)
+}
+
+// begin checks a decision's arguments, counts the call and returns its
+// options.
+func (c *Client) begin(resource, domain string, opts []Option) (options, error) {
+	if c.closed.Load() {
+		return options{}, ErrClosed
+	}
+	o, err := makeOptions(opts)
+	if err == nil {
+		err = checkNames(resource, domain)
+	}
+	c.stats.calls.Add(1)
+	return o, err
+}
+
+// requestOnce sends one /v1/request into d.
+func (c *Client) requestOnce(ctx context.Context, resource, domain string, o *options, d *Decision) error {
+	k := getCall()
+	defer putCall(k)
+	k.buf = appendRequest(k.buf, resource, domain, o.copies, o.minCopies)
+	if err := c.post(ctx, k, epRequest); err != nil {
+		return err
+	}
+	if err := decodeDecision(k.resp.Body(), &d.Reply); err != nil {
+		return &agentError{err}
+	}
+	d.fromReply()
+	return nil
+}
+
+// settle finishes a decision: a degraded grant when the agent failed, a
+// killed grant for a rejection under the kill switch, else d as it is; it
+// returns the error for the caller.
+func (c *Client) settle(d *Decision, o *options, resource, domain string, err error) error {
+	switch {
+	case err == nil:
+		if d.Granted == 0 && o.copies > 0 && c.kill.Load() {
+			d.Granted, d.RetryAfter, d.Killed = o.copies, 0, true
+			c.killed(resource, domain)
+		}
+		return nil
+	case isAgentError(err):
+		retries := d.Retries
+		*d = Decision{Granted: o.minCopies, Degraded: true, Retries: retries}
+		c.degrade(err, 1)
+		return nil
+	}
+	return c.fail(err)
+}
+
+// Check asks for a rate decision as an HTTP proxy does (GET /v1/check): it
+// is Request with the IETF RateLimit fields of the decision added
+// (Decision.RateLimitPolicy and RateLimit), for a middleware to forward. The
+// endpoint grants all or nothing: MinCopies must be left out (or equal
+// Copies). A grant's Reply holds only Granted, Remaining and ResetAfterMs
+// (from the RateLimit field); a rejection's is the agent's whole reply.
+func (c *Client) Check(ctx context.Context, resource, domain string, opts ...Option) (Decision, error) {
+	var d Decision
+	o, err := c.begin(resource, domain, opts)
+	if err == nil && o.minCopies != o.copies {
+		err = fmt.Errorf("%w: min_copies: Check grants all or nothing; want %d (copies), got %d", ErrBadRequest, o.copies, o.minCopies)
+	}
+	if err != nil {
+		return d, c.fail(err)
+	}
+	d.Retries, err = c.retry(ctx, &o, func() (bool, time.Duration, error) {
+		err := c.checkOnce(ctx, resource, domain, &o, &d)
+		return d.Granted > 0 || o.copies == 0, d.RetryAfter, err
+	})
+	return d, c.settle(&d, &o, resource, domain, err)
+}
+
+var (
+	hdrPolicy    = []byte("RateLimit-Policy")
+	hdrRateLimit = []byte("RateLimit")
+)
+
+// checkOnce sends one GET /v1/check into d.
+func (c *Client) checkOnce(ctx context.Context, resource, domain string, o *options, d *Decision) error {
+	k := getCall()
+	defer putCall(k)
+	k.check = true
+	k.buf = append(k.buf, c.base...)
+	k.buf = append(k.buf, "/v1/check?resource="...)
+	k.buf = appendQuery(k.buf, resource)
+	k.buf = append(k.buf, "&domain="...)
+	k.buf = appendQuery(k.buf, domain)
+	k.buf = append(k.buf, "&copies="...)
+	k.buf = strconv.AppendInt(k.buf, int64(o.copies), 10)
+	k.req.Header.SetMethod("GET")
+	k.req.SetRequestURIBytes(k.buf)
+	if err := c.do(ctx, k); err != nil {
+		return err
+	}
+	*d = Decision{Retries: d.Retries}
+	if v := k.resp.Header.PeekBytes(hdrPolicy); len(v) > 0 {
+		d.RateLimitPolicy = string(v)
+	}
+	if v := k.resp.Header.PeekBytes(hdrRateLimit); len(v) > 0 {
+		d.RateLimit = string(v)
+	}
+	if k.resp.StatusCode() == 429 {
+		if err := decodeDecision(k.resp.Body(), &d.Reply); err != nil {
+			return &agentError{err}
+		}
+		d.fromReply()
+		return nil
+	}
+	// 204: granted (or, for a peek, would be).
+	if o.copies > 0 {
+		d.Reply.Granted = o.copies
+	}
+	if r, ok := sfParam(d.RateLimit, 'r'); ok {
+		d.Reply.Remaining = int(r)
+	}
+	if t, ok := sfParam(d.RateLimit, 't'); ok {
+		d.Reply.ResetAfterMs = t * 1000
+	}
+	d.fromReply()
+	return nil
+}
+
+// sfParam returns the integer parameter name of a RateLimit field value
+// `"resource";r=4;t=1`.
+func sfParam(v string, name byte) (int64, bool) {
+	i := len(v) - 1
+	for i >= 0 && v[i] != '"' { // the parameters follow the closing quote
+		i--
+	}
+	for p := v[i+1:]; len(p) > 0; {
+		var part string
+		if j := indexByte(p[1:], ';'); j >= 0 {
+			part, p = p[1:j+1], p[j+1:]
+		} else {
+			part, p = p[1:], ""
+		}
+		if len(part) > 2 && part[0] == name && part[1] == '=' {
+			n, err := strconv.ParseInt(part[2:], 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// appendQuery appends s escaped for a query parameter value.
+func appendQuery(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.', c == '~', c == '/':
+			b = append(b, c)
+		default:
+			b = append(b, '%', "0123456789ABCDEF"[c>>4], "0123456789ABCDEF"[c&0xf])
+		}
+	}
+	return b
+}
+
+// Refund gives copies tokens back to a gcra bucket (they are refilled at
+// once) and returns the tokens remaining. A degraded refund (agent
+// unavailable) is dropped: remaining is -1 and the error nil.
+func (c *Client) Refund(ctx context.Context, resource, domain string, copies int) (remaining int, err error) {
+	if c.closed.Load() {
+		return 0, ErrClosed
+	}
+	if err := checkNames(resource, domain); err != nil {
+		return 0, c.fail(err)
+	}
+	if copies < 0 || copies > maxCopies {
+		return 0, c.fail(fmt.Errorf("%w: copies: must be in [0, %d], got %d", ErrBadRequest, maxCopies, copies))
+	}
+	k := getCall()
+	defer putCall(k)
+	k.buf = append(k.buf, '{')
+	k.buf = appendStringField(k.buf, "resource", resource)
+	k.buf = appendStringField(k.buf, "domain", domain)
+	k.buf = appendIntField(k.buf, "copies", int64(copies))
+	k.buf = append(k.buf, '}')
+	err = c.post(ctx, k, epRefund)
+	var n int64
+	if err == nil {
+		if derr := decodeInts(k.resp.Body(), "remaining", &n, "", nil); derr != nil {
+			err = &agentError{derr}
+		}
+	}
+	if isAgentError(err) {
+		c.degrade(err, 1)
+		return -1, nil
+	}
+	if err != nil {
+		return 0, c.fail(err)
+	}
+	return int(n), nil
+}
