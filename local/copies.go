@@ -28,6 +28,11 @@ type copiesRes struct {
 	total    int64
 	perDom   map[string]int64
 	perGroup []int64
+
+	// Peers' holds (the cluster): they count against every limit.
+	remote      map[string]int64
+	remoteTotal int64
+	remoteGroup []int64
 }
 
 type copiesGroup struct {
@@ -50,14 +55,14 @@ func (r *copiesRes) fit(domain string, q int64) int64 {
 	}
 	n := q
 	if d := r.limitFor(domain); d > 0 {
-		n = min(n, d-r.perDom[domain])
+		n = min(n, d-r.perDom[domain]-r.remote[domain])
 	}
 	if r.global > 0 {
-		n = min(n, r.global-r.total)
+		n = min(n, r.global-r.total-r.remoteTotal)
 	}
 	for _, g := range r.byDomain[domain] {
 		if l := r.groups[g].limit; l > 0 {
-			n = min(n, l-r.perGroup[g])
+			n = min(n, l-r.perGroup[g]-r.remoteGroup[g])
 		}
 	}
 	return max(n, 0)
@@ -269,7 +274,7 @@ func (r *copiesRes) groupsOf(domain string) []GroupHolds {
 	}
 	out := make([]GroupHolds, len(idx))
 	for i, g := range idx {
-		out[i] = GroupHolds{Name: r.groups[g].name, Limit: int(r.groups[g].limit), Holds: int(r.perGroup[g])}
+		out[i] = GroupHolds{Name: r.groups[g].name, Limit: int(r.groups[g].limit), Holds: int(r.perGroup[g] + r.remoteGroup[g])}
 	}
 	return out
 }
@@ -325,9 +330,15 @@ func (r *copiesRes) adopt(n *copiesRes) {
 	r.domainLimit, r.global, r.overrides = n.domainLimit, n.global, n.overrides
 	r.groups, r.byDomain, r.unlimited, r.shadow = n.groups, n.byDomain, n.unlimited, n.shadow
 	r.perGroup = make([]int64, len(r.groups))
+	r.remoteGroup = make([]int64, len(r.groups))
 	for d, held := range r.perDom {
 		for _, g := range r.byDomain[d] {
 			r.perGroup[g] += held
+		}
+	}
+	for d, held := range r.remote {
+		for _, g := range r.byDomain[d] {
+			r.remoteGroup[g] += held
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/reconcile"
 )
 
 // MaxCopies is the most copies one call may ask for.
@@ -38,6 +39,7 @@ type Engine struct {
 
 	book  *book // shared with the engines Reload makes from this one
 	stats *Stats
+	clu   *reconcile.Cluster // nil when the node runs alone
 }
 
 // Stats counts what the engine did leniently. Read with Load.
@@ -63,12 +65,14 @@ type tiersRes struct {
 	over map[string]*tiersParams
 	keys *store[*tiersState]
 	ring *secondRing
+	sync *reconcile.Res // records committed hits for the cluster; nil alone
 }
 
 type gcraRes struct {
 	def  *gcraParams
 	over map[string]*gcraParams
-	keys *store[int64] // TAT, Unix ns
+	keys *store[int64]  // TAT, Unix ns
+	sync *reconcile.Res // nil alone
 }
 
 // New returns an engine for cfg, which must be validated and normalized
@@ -193,6 +197,7 @@ func copiesFromConfig(name string, rc *config.Resource, unlimited bool) *copiesR
 		}
 	}
 	r.perGroup = make([]int64, len(r.groups))
+	r.remoteGroup = make([]int64, len(r.groups))
 	return r
 }
 
@@ -324,7 +329,15 @@ func (tr *tiersRes) decide(d *Decision, stats *Stats, domain string, t, q, m int
 			return
 		}
 	}
-	o := tiersDecide(p, st, t, q, m, ring)
+	var rec *tierRecord
+	var recBuf tierRecord
+	if tr.sync != nil {
+		rec = &recBuf
+	}
+	o := tiersDecide(p, st, t, q, m, ring, rec)
+	if rec != nil && o.granted > 0 {
+		tr.sync.TierHits(domain, t, o.granted, rec.taken[:min(len(p.tiers), maxTake)], rec.entered)
+	}
 	if !ok && q > 0 && o.granted == 0 {
 		tr.keys.remove(sh, domain, h) // a rejected first request leaves nothing behind
 	}
@@ -387,6 +400,9 @@ func (gr *gcraRes) decide(d *Decision, stats *Stats, domain string, t, q, m int6
 		tat = *ptat
 	}
 	o := gcraDecide(p, tat, t, q, m)
+	if o.changed && gr.sync != nil {
+		gr.sync.Spend(domain, t/1e6, o.granted)
+	}
 	if o.changed {
 		if ptat != nil {
 			*ptat = o.tat
@@ -429,6 +445,9 @@ func (e *Engine) Refund(t time.Time, resource, domain string, copies int) (int, 
 	ptat := sh.find(domain, h)
 	if ptat != nil {
 		tat = *ptat
+	}
+	if gr.sync != nil && tat > tn && copies > 0 {
+		gr.sync.Refund(domain, tn/1e6, int64(copies))
 	}
 	tat, remaining := gcraRefund(p, tat, tn, int64(copies))
 	if ptat != nil {
@@ -504,7 +523,7 @@ func (e *Engine) Reserve(t time.Time, resource, domain string, copies, minCopies
 	n, h, shadow := e.book.reserve(cr, domain, int64(copies), int64(minCopies), s)
 	res := Reservation{
 		Granted: int(n), DomainLimit: int(cr.limitFor(domain)), GlobalLimit: int(cr.global),
-		DomainHolds: int(cr.perDom[domain]), GlobalHolds: int(cr.total),
+		DomainHolds: int(cr.perDom[domain] + cr.remote[domain]), GlobalHolds: int(cr.total + cr.remoteTotal),
 		Groups: cr.groupsOf(domain), Shadow: shadow, Lenient: cr.unlimited,
 	}
 	if h != nil {
@@ -622,7 +641,7 @@ func (e *Engine) State(t time.Time, resource, domain string) (KeyState, error) {
 	case config.KindCopies:
 		e.book.mu.Lock()
 		e.book.expire(t.UnixNano())
-		ks.Holds = int(r.copies.perDom[domain])
+		ks.Holds = int(r.copies.perDom[domain] + r.copies.remote[domain])
 		ks.Tracked = ks.Holds > 0
 		e.book.mu.Unlock()
 	}

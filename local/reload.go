@@ -75,6 +75,9 @@ func (e *Engine) Reload(cfg *config.Config) (*Engine, Changes) {
 		}
 	}
 	e.dynMu.RUnlock()
+	if e.clu != nil {
+		n.Attach(e.clu)
+	}
 	for _, l := range [][]string{ch.Added, ch.Removed, ch.Changed, ch.KindChanged} {
 		sort.Strings(l)
 	}

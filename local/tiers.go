@@ -160,6 +160,13 @@ type tiersOutcome struct {
 	domainHits, globalHits              int64
 }
 
+// tierRecord is what a decision committed, tier by tier: hits taken and
+// tiers entered (bit i for tier i+1).
+type tierRecord struct {
+	taken   [maxTake]int64
+	entered uint64
+}
+
 // maxTake bounds the ordered (tier, hits) list a walk builds on the stack.
 const maxTake = 64
 
@@ -211,7 +218,9 @@ func (p *tiersParams) capAt(domainHits, globalHits int64) int64 {
 // domain's hits: when it is given, the caller holds ring.mu, and the decision
 // reads it (G) and records the grant in it. With ring nil (allowed when G is
 // 0) the caller records the grant and fills globalHits itself.
-func tiersDecide(p *tiersParams, s *tiersState, t, q, m int64, ring *secondRing) tiersOutcome {
+// When rec is given, the decision also writes into it the hits it committed
+// to each tier and the tiers it entered, for the cluster.
+func tiersDecide(p *tiersParams, s *tiersState, t, q, m int64, ring *secondRing, rec *tierRecord) tiersOutcome {
 	s.fit(p)
 	s.settle(p, t)
 	var glob int64
@@ -252,8 +261,14 @@ func tiersDecide(p *tiersParams, s *tiersState, t, q, m int64, ring *secondRing)
 				if i+1 > c0 {
 					o.burst = true
 				}
+				if rec != nil && i < 64 {
+					rec.entered |= 1 << uint(i)
+				}
 			}
 			in.hits.push(t, n)
+			if rec != nil && i < maxTake {
+				rec.taken[i] = n
+			}
 			left -= n
 			if left == 0 {
 				break

@@ -143,3 +143,27 @@ func (c *ringCursor) nextEvent(x int64) (int64, bool) {
 	}
 	return 0, false
 }
+
+// insert records n hits at at, which may be older than the newest stamp (a
+// peer's hits arrive late, placed at the start of their time bucket): the
+// stamp goes where its time belongs, so prune and the cursors still see the
+// deque in time order.
+func (d *deque) insert(at, n int64) {
+	last, ok := d.last()
+	if !ok || at >= last {
+		d.push(at, n)
+		return
+	}
+	d.sum += n
+	i := len(d.buf) - 1
+	for i > d.head && d.buf[i-1].at >= at {
+		i--
+	}
+	if d.buf[i].at == at {
+		d.buf[i].n += n
+		return
+	}
+	d.buf = append(d.buf, stamp{})
+	copy(d.buf[i+1:], d.buf[i:])
+	d.buf[i] = stamp{at, n}
+}

@@ -1,0 +1,603 @@
+package reconcile
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/gossip"
+	"github.com/obol-dev/obol/internal/clock"
+)
+
+// Applier is the engine as reconcile changes it: the growth of peers' counts
+// and their holds. Implemented by *local.Engine. Methods are safe for
+// concurrent use, take the instant now (Unix ms), never block on the network
+// and ignore keys of resources they do not know.
+type Applier interface {
+	// ApplyCount adds n of a peer's hits (or gcra spends, refunds) of
+	// resource/domain in slot, made in the bucket [at, at+width).
+	ApplyCount(resource, domain string, slot int, at, width, n, now int64)
+	// ApplyEntry says a peer entered tier slot of resource/domain at at.
+	ApplyEntry(resource, domain string, slot int, at, now int64)
+	// AddRemoteHolds changes the copies peers hold for resource/domain by n.
+	AddRemoteHolds(resource, domain string, n int64)
+	// EachHold calls fn for every resource/domain this node holds copies of.
+	EachHold(fn func(resource, domain string, holds int64))
+}
+
+// Sender ships packets to peers: gossip.Node. Send must not block for long.
+type Sender interface {
+	Send(p *gossip.Packet) error
+	Live() int
+}
+
+// Options configure a Cluster. The zero value of each field is a usable
+// default except Name.
+type Options struct {
+	// Name is this node's name in the mesh. Required.
+	Name string
+	// Incarnation identifies this run of the node (0 = the clock's now, ns).
+	Incarnation uint64
+	// SyncInterval is the tick between shipments; 0 = 250ms. Each tick is
+	// jittered by ±10% so that nodes do not ship in lockstep.
+	SyncInterval time.Duration
+	// TickOnly ships only on the tick, never at the drift threshold: the
+	// baseline of counters synced on a timer, for benchmarks.
+	TickOnly bool
+	// Clock is the time source of Run and of merges; nil = the real clock.
+	Clock clock.Clock
+	// Rand jitters the tick; nil = a randomly seeded source.
+	Rand *rand.Rand
+	// Logger gets one line per send error burst; nil = discard.
+	Logger *slog.Logger
+}
+
+// Cluster is this node's side of the cluster model: its own hits to ship
+// and what its peers told it. Safe for concurrent use.
+type Cluster struct {
+	name     string
+	inc      uint64
+	interval time.Duration
+	tickOnly bool
+	clock    clock.Clock
+	log      *slog.Logger
+
+	rmu  sync.Mutex
+	rand *rand.Rand
+
+	resMu sync.RWMutex
+	res   map[string]*Res
+
+	applier atomic.Pointer[applierBox]
+	sender  atomic.Pointer[senderBox]
+	live    atomic.Int64
+
+	kick chan struct{}
+
+	mu  sync.Mutex // the remote table
+	tab *table
+
+	gmu     sync.Mutex // own gauges (Step only, and Snapshot)
+	gauges  map[uint64]*ownGauge
+	gver    uint64
+	steps   uint64
+	scratch map[uint64]int64
+
+	stats statsCounters
+}
+
+type applierBox struct{ a Applier }
+type senderBox struct{ s Sender }
+
+type ownGauge struct {
+	resource, domain string
+	value            int64
+	version          uint64
+	ships            int8
+	names            int8
+}
+
+// New returns a cluster for this node.
+func New(o Options) *Cluster {
+	c := &Cluster{
+		name: o.Name, inc: o.Incarnation, interval: o.SyncInterval, tickOnly: o.TickOnly,
+		clock: o.Clock, rand: o.Rand, log: o.Logger,
+		res:    make(map[string]*Res),
+		kick:   make(chan struct{}, 1),
+		tab:    newTable(o.Name),
+		gauges: make(map[uint64]*ownGauge),
+	}
+	if c.clock == nil {
+		c.clock = clock.Real{}
+	}
+	if c.inc == 0 {
+		c.inc = uint64(c.clock.Now().UnixNano())
+	}
+	if c.interval <= 0 {
+		c.interval = 250 * time.Millisecond
+	}
+	if c.rand == nil {
+		c.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.live.Store(1)
+	return c
+}
+
+// Name returns this node's name.
+func (c *Cluster) Name() string { return c.name }
+
+// Incarnation returns this run's incarnation.
+func (c *Cluster) Incarnation() uint64 { return c.inc }
+
+// SyncInterval returns the tick between shipments.
+func (c *Cluster) SyncInterval() time.Duration { return c.interval }
+
+// Resource returns the handle of resource name, configured as rc (its
+// params are replaced when a reload calls it again). The handle is stable
+// for the cluster's life.
+func (c *Cluster) Resource(name string, rc *config.Resource) *Res {
+	p := paramsOf(rc)
+	c.resMu.Lock()
+	defer c.resMu.Unlock()
+	r, ok := c.res[name]
+	if !ok {
+		r = &Res{c: c, name: name}
+		c.res[name] = r
+	}
+	r.p.Store(p)
+	return r
+}
+
+// SetApplier sets the engine peers' counts are applied to (a reload sets the
+// new engine).
+func (c *Cluster) SetApplier(a Applier) { c.applier.Store(&applierBox{a}) }
+
+// SetSender sets what ships packets; until it is set nothing is shipped.
+func (c *Cluster) SetSender(s Sender) { c.sender.Store(&senderBox{s}) }
+
+func (c *Cluster) n() int { return int(c.live.Load()) }
+
+// wake asks the flusher to ship r's urgent keys (all its changed keys when
+// global is set) without waiting for the tick.
+func (c *Cluster) wake(r *Res, global bool) {
+	if global {
+		r.globalUrgent.Store(true)
+	}
+	r.urgentFlag.Store(true)
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run ships on every jittered tick and whenever a key reaches its drift
+// threshold, until ctx is done. It is the loop around Step and Flush.
+func (c *Cluster) Run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.kick:
+				c.Flush(c.clock.Now())
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			<-done
+			return
+		case <-c.clock.After(c.jitter()):
+			c.Step(c.clock.Now())
+		}
+	}
+}
+
+// jitter returns the interval scaled by a uniform factor in [0.9, 1.1).
+func (c *Cluster) jitter() time.Duration {
+	c.rmu.Lock()
+	f := 0.9 + 0.2*c.rand.Float64()
+	c.rmu.Unlock()
+	return time.Duration(float64(c.interval) * f)
+}
+
+func (c *Cluster) resources() []*Res {
+	c.resMu.RLock()
+	defer c.resMu.RUnlock()
+	out := make([]*Res, 0, len(c.res))
+	for _, r := range c.res {
+		out = append(out, r)
+	}
+	return out
+}
+
+func (c *Cluster) packet() *gossip.Packet {
+	return &gossip.Packet{From: c.name, Incarnation: c.inc}
+}
+
+// Flush ships, at now, the keys that reached their drift threshold.
+func (c *Cluster) Flush(now time.Time) {
+	ms := now.UnixMilli()
+	pkt := c.packet()
+	for _, r := range c.resources() {
+		if !r.urgentFlag.Swap(false) {
+			continue
+		}
+		all := r.globalUrgent.Swap(false)
+		if all {
+			r.unshipped.Store(0)
+		}
+		p := r.p.Load()
+		for i := range r.shards {
+			sh := &r.shards[i]
+			sh.mu.Lock()
+			if all || len(sh.urgent) > 0 {
+				r.ship(sh, p, ms, pkt, !all)
+			}
+			sh.mu.Unlock()
+		}
+	}
+	if c.send(pkt, false) {
+		c.stats.flushes.Add(1)
+	}
+}
+
+// Step is one sync tick at now: it ships every key that changed since the
+// last tick (and repeats of recent changes), this node's holds that changed,
+// and it forgets what aged out. Run calls it; tests call it directly.
+func (c *Cluster) Step(now time.Time) {
+	ms := now.UnixMilli()
+	if b := c.sender.Load(); b != nil {
+		c.live.Store(int64(max(1, b.s.Live())))
+	}
+	c.gmu.Lock()
+	c.steps++
+	housekeeping := c.steps%4 == 0
+	c.gmu.Unlock()
+	pkt := c.packet()
+	for _, r := range c.resources() {
+		p := r.p.Load()
+		r.unshipped.Store(0)
+		r.globalUrgent.Store(false)
+		for i := range r.shards {
+			sh := &r.shards[i]
+			sh.mu.Lock()
+			if len(sh.dirty) > 0 {
+				r.ship(sh, p, ms, pkt, false)
+			}
+			sh.mu.Unlock()
+		}
+		if housekeeping {
+			r.sweep(p, ms)
+		}
+	}
+	c.stepGauges(pkt, false)
+	// An idle node still sends an empty packet every fourth tick: peers
+	// read a silence as loss and resync (gossip.Config.ResyncAfter).
+	c.send(pkt, housekeeping)
+	if housekeeping {
+		c.mu.Lock()
+		c.tab.sweep(ms, 2*int64(c.interval/time.Millisecond)+1000, c.life)
+		c.mu.Unlock()
+	}
+}
+
+// width returns the bucket size of resource's slot (1 ms when unknown).
+func (c *Cluster) width(resource string, slot int) int64 {
+	c.resMu.RLock()
+	r, ok := c.res[resource]
+	c.resMu.RUnlock()
+	if !ok {
+		return 1
+	}
+	p := r.p.Load()
+	if slot < 0 || slot >= len(p.bucket) {
+		return 1
+	}
+	return p.bucket[slot]
+}
+
+// life reports how long a slot's buckets (or entries) of resource matter.
+func (c *Cluster) life(resource string, slot uint32, mark bool) (int64, bool) {
+	c.resMu.RLock()
+	r, ok := c.res[resource]
+	c.resMu.RUnlock()
+	if !ok {
+		return 0, false
+	}
+	p := r.p.Load()
+	l := p.life
+	if mark {
+		l = p.mark
+	}
+	if int(slot) >= len(l) {
+		return 0, false
+	}
+	return l[slot], true
+}
+
+// stepGauges reads this node's holds and appends the changed ones (every
+// one, every eighth tick or when all is set) to pkt.
+func (c *Cluster) stepGauges(pkt *gossip.Packet, all bool) {
+	b := c.applier.Load()
+	if b == nil {
+		return
+	}
+	c.gmu.Lock()
+	defer c.gmu.Unlock()
+	if c.scratch == nil {
+		c.scratch = make(map[uint64]int64)
+	}
+	cur := c.scratch
+	clear(cur)
+	b.a.EachHold(func(resource, domain string, holds int64) {
+		h := KeyHash(resource, domain)
+		cur[h] += holds
+		if g, ok := c.gauges[h]; !ok {
+			c.gauges[h] = &ownGauge{resource: resource, domain: domain, names: resends}
+		} else if g.resource != resource || g.domain != domain {
+			return // a hash collision: keep the first
+		}
+	})
+	refresh := all || c.steps%8 == 0
+	for h, g := range c.gauges {
+		v := cur[h]
+		if v != g.value {
+			c.gver++
+			g.value, g.version, g.ships = v, c.gver, resends
+		}
+		if g.ships > 0 || (refresh && g.value != 0) {
+			pkt.Gauges = append(pkt.Gauges, gossip.Gauge{Hash: h, Value: g.value, Version: g.version})
+			if g.names > 0 || all {
+				pkt.Names = append(pkt.Names, gossip.Name{Hash: h, Resource: g.resource, Domain: g.domain})
+				if !all {
+					g.names--
+				}
+			}
+			if g.ships > 0 && !all {
+				g.ships--
+			}
+		}
+		if g.value == 0 && g.ships == 0 {
+			delete(c.gauges, h)
+		}
+	}
+	if all {
+		c.gver++
+		pkt.Gauges = append(pkt.Gauges, gossip.Gauge{Hash: 0, Version: c.gver})
+	}
+}
+
+// send ships pkt to every live peer, when it holds anything or heartbeat
+// is set.
+func (c *Cluster) send(pkt *gossip.Packet, heartbeat bool) bool {
+	if len(pkt.Counts) == 0 && len(pkt.Marks) == 0 && len(pkt.Gauges) == 0 && !heartbeat {
+		return false
+	}
+	b := c.sender.Load()
+	if b == nil {
+		return false
+	}
+	if err := b.s.Send(pkt); err != nil {
+		if c.stats.sendErrors.Add(1) == 1 {
+			c.log.Warn("gossip send failed", "err", err)
+		}
+		return false
+	}
+	c.stats.packetsSent.Add(1)
+	return true
+}
+
+// HandlePacket merges a peer's packet (gossip.Handler). It never blocks on
+// the network: the engine applies the growth in memory.
+func (c *Cluster) HandlePacket(p *gossip.Packet) {
+	now := c.clock.Now().UnixMilli()
+	c.mu.Lock()
+	ops, ok := c.tab.merge(p, now, nil)
+	c.mu.Unlock()
+	if !ok {
+		c.stats.stale.Add(1)
+		return
+	}
+	c.stats.packetsMerged.Add(1)
+	if !p.Full && len(p.Counts) > 0 {
+		newest := p.Counts[0].Bucket
+		for _, cn := range p.Counts[1:] {
+			newest = max(newest, cn.Bucket)
+		}
+		c.stats.lag.observe(now - newest)
+	}
+	c.apply(ops, now)
+}
+
+func (c *Cluster) apply(ops []op, now int64) {
+	b := c.applier.Load()
+	if b == nil {
+		return
+	}
+	a := b.a
+	for i := range ops {
+		o := &ops[i]
+		switch o.kind {
+		case opEntry:
+			a.ApplyEntry(o.resource, o.domain, o.slot, o.at, now)
+		case opCount:
+			a.ApplyCount(o.resource, o.domain, o.slot, o.at, c.width(o.resource, o.slot), o.n, now)
+			c.stats.countsApplied.Add(o.n)
+		case opHolds:
+			a.AddRemoteHolds(o.resource, o.domain, o.n)
+		}
+	}
+}
+
+// Snapshot returns this node's whole live state, for push/pull
+// (gossip.Handler).
+func (c *Cluster) Snapshot() *gossip.Packet {
+	ms := c.clock.Now().UnixMilli()
+	pkt := c.packet()
+	pkt.Full = true
+	for _, r := range c.resources() {
+		r.snapshot(r.p.Load(), ms, pkt)
+	}
+	c.stepGauges(pkt, true)
+	return pkt
+}
+
+// NodeGone drops the holds of a node memberlist declared left or dead
+// (gossip.Handler).
+func (c *Cluster) NodeGone(name string) {
+	c.mu.Lock()
+	ops := c.tab.gone(name, nil)
+	c.mu.Unlock()
+	c.stats.nodesGone.Add(1)
+	c.apply(ops, c.clock.Now().UnixMilli())
+}
+
+var _ gossip.Handler = (*Cluster)(nil)
+
+// Stats are the cluster's counters since it started.
+type Stats struct {
+	PacketsSent   uint64 // packets handed to the sender (before splitting)
+	Flushes       uint64 // of those, sent at a drift threshold
+	SendErrors    uint64
+	PacketsMerged uint64
+	Stale         uint64 // from an older incarnation, or our own
+	CountsApplied uint64 // peers' hits applied to the engine
+	NodesGone     uint64
+	// MergeLag is, per merged delta, how old its newest bucket was on
+	// arrival: the sender's wait to ship plus the network, plus up to one
+	// bucket width (the hit is dated to its bucket's start).
+	MergeLag Histogram
+}
+
+// LagBoundsMs are the upper bounds of the merge-lag histogram's buckets, ms.
+var LagBoundsMs = []int64{5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000}
+
+// Histogram is a cumulative histogram over LagBoundsMs: Counts[i] is how
+// many observations were ≤ LagBoundsMs[i]; Count and SumMs cover all.
+type Histogram struct {
+	Counts []uint64
+	Count  uint64
+	SumMs  int64
+}
+
+type lagHistogram struct {
+	buckets [10]atomic.Uint64 // len(LagBoundsMs)
+	count   atomic.Uint64
+	sum     atomic.Int64
+}
+
+func (h *lagHistogram) observe(ms int64) {
+	if ms < 0 {
+		ms = 0
+	}
+	for i, b := range LagBoundsMs {
+		if ms <= b {
+			h.buckets[i].Add(1)
+			break
+		}
+	}
+	h.count.Add(1)
+	h.sum.Add(ms)
+}
+
+func (h *lagHistogram) load() Histogram {
+	out := Histogram{Counts: make([]uint64, len(LagBoundsMs)), Count: h.count.Load(), SumMs: h.sum.Load()}
+	var cum uint64
+	for i := range LagBoundsMs {
+		cum += h.buckets[i].Load()
+		out.Counts[i] = cum
+	}
+	return out
+}
+
+type statsCounters struct {
+	packetsSent, flushes, sendErrors, packetsMerged, stale, nodesGone atomic.Uint64
+	countsApplied                                                     atomic.Int64
+	lag                                                               lagHistogram
+}
+
+// Stats returns the counters.
+func (c *Cluster) Stats() Stats {
+	s := &c.stats
+	return Stats{
+		PacketsSent: s.packetsSent.Load(), Flushes: s.flushes.Load(), SendErrors: s.sendErrors.Load(),
+		PacketsMerged: s.packetsMerged.Load(), Stale: s.stale.Load(),
+		CountsApplied: uint64(s.countsApplied.Load()), NodesGone: s.nodesGone.Load(),
+		MergeLag: s.lag.load(),
+	}
+}
+
+// Contribution is one node's share of a key, as /v1/state shows it.
+type Contribution struct {
+	Origin string `json:"origin"`
+	Self   bool   `json:"self,omitempty"`
+	Gone   bool   `json:"gone,omitempty"`
+	// Counts are its hits per slot still inside the slot's window (tiers:
+	// [0] every tier, [i] tier i; gcra: [0] spends, [1] refunds).
+	Counts []int64 `json:"counts,omitempty"`
+	// Entries are its tier entries, Unix ms by tier.
+	Entries map[int]int64 `json:"entries,omitempty"`
+	Holds   int64         `json:"holds,omitempty"`
+	// LastSyncAgeMs is how long ago its last packet arrived.
+	LastSyncAgeMs int64 `json:"last_sync_age_ms,omitempty"`
+}
+
+// Contributions returns each node's share of resource/domain at now, this
+// node first, then peers by name.
+func (c *Cluster) Contributions(resource, domain string, now time.Time) []Contribution {
+	ms := now.UnixMilli()
+	self := Contribution{Origin: c.name, Self: true}
+	c.resMu.RLock()
+	r := c.res[resource]
+	c.resMu.RUnlock()
+	var lifes []int64
+	if r != nil {
+		self.Counts, self.Entries = r.own(domain, ms)
+		lifes = r.p.Load().life
+	}
+	h := KeyHash(resource, domain)
+	c.gmu.Lock()
+	if g, ok := c.gauges[h]; ok {
+		self.Holds = g.value
+	}
+	c.gmu.Unlock()
+	out := []Contribution{self}
+	c.mu.Lock()
+	for _, o := range c.tab.origins {
+		k, ok := o.keys[h]
+		if !ok {
+			continue
+		}
+		ct := Contribution{Origin: o.name, Gone: o.gone, Holds: k.gauge, LastSyncAgeMs: ms - o.lastSync}
+		if len(lifes) > 0 {
+			ct.Counts = make([]int64, len(lifes))
+		}
+		for _, cn := range k.counts {
+			if int(cn.slot) < len(lifes) && cn.bucket+lifes[cn.slot] > ms {
+				ct.Counts[cn.slot] += int64(cn.value)
+			}
+		}
+		for _, m := range k.marks {
+			if ct.Entries == nil {
+				ct.Entries = make(map[int]int64)
+			}
+			ct.Entries[int(m.slot)] = m.at
+		}
+		out = append(out, ct)
+	}
+	c.mu.Unlock()
+	sort.Slice(out[1:], func(i, j int) bool { return out[1+i].Origin < out[1+j].Origin })
+	return out
+}

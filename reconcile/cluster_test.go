@@ -1,0 +1,335 @@
+package reconcile_test
+
+import (
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/gossip"
+	"github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/local"
+	"github.com/obol-dev/obol/reconcile"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+const testConfig = `
+resources:
+  t/one:
+    kind: tiers
+    tiers: "30,1,1,0"
+  t/prison:
+    kind: tiers
+    tiers: "5,1,1,0,1,10,10,0"
+  t/global:
+    kind: tiers
+    global_limit: 20
+    tiers: "100,1,1,0"
+  g/bucket:
+    kind: gcra
+    burst: 10
+    count: 10
+    period: 1s
+  c/jobs:
+    kind: copies
+    domain_limit: 4
+    global_limit: 6
+`
+
+// memNet delivers packets between in-process clusters, synchronously, with
+// links the test can cut.
+type memNet struct {
+	mu    sync.Mutex
+	nodes map[string]*reconcile.Cluster
+	cut   map[string]bool // node names cut off from everyone
+	sent  []*gossip.Packet
+}
+
+type memSender struct {
+	net  *memNet
+	from string
+}
+
+func (s memSender) Send(p *gossip.Packet) error {
+	s.net.mu.Lock()
+	if s.net.cut[s.from] {
+		s.net.mu.Unlock()
+		return nil
+	}
+	var to []*reconcile.Cluster
+	for name, c := range s.net.nodes {
+		if name != s.from && !s.net.cut[name] {
+			to = append(to, c)
+		}
+	}
+	s.net.sent = append(s.net.sent, p)
+	s.net.mu.Unlock()
+	for _, c := range to {
+		c.HandlePacket(p)
+	}
+	return nil
+}
+
+func (s memSender) Live() int {
+	s.net.mu.Lock()
+	defer s.net.mu.Unlock()
+	return len(s.net.nodes)
+}
+
+type node struct {
+	name string
+	c    *reconcile.Cluster
+	e    *local.Engine
+}
+
+func cluster(t *testing.T, fc *clock.Fake, names ...string) (*memNet, []*node) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	net := &memNet{nodes: map[string]*reconcile.Cluster{}, cut: map[string]bool{}}
+	var out []*node
+	for i, n := range names {
+		c := reconcile.New(reconcile.Options{Name: n, Incarnation: uint64(i + 1), Clock: fc})
+		e := local.New(cfg)
+		e.Attach(c)
+		c.SetSender(memSender{net, n})
+		net.nodes[n] = c
+		out = append(out, &node{n, c, e})
+	}
+	return net, out
+}
+
+func step(fc *clock.Fake, nodes []*node) {
+	for _, n := range nodes {
+		n.c.Step(fc.Now())
+	}
+}
+
+func req(t *testing.T, n *node, now time.Time, res, dom string, q int) local.Decision {
+	t.Helper()
+	d, err := n.e.Request(now, res, dom, q, q)
+	if err != nil {
+		t.Fatalf("%s: request %s/%s: %v", n.name, res, dom, err)
+	}
+	return d
+}
+
+func TestTierHitsConvergeAfterOneTick(t *testing.T) {
+	fc := clock.NewFake(t0)
+	_, nodes := cluster(t, fc, "a", "b", "c")
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	for range 30 {
+		if d := req(t, a, fc.Now(), "t/one", "u", 1); d.Granted != 1 {
+			t.Fatalf("a rejected a hit under its limit: %+v", d)
+		}
+	}
+	// Before any shipment b still grants (it knows nothing yet: fail open).
+	if d := req(t, b, fc.Now(), "t/one", "u", 0); d.Remaining != 30 {
+		t.Fatalf("b before sync: remaining %d, want 30", d.Remaining)
+	}
+	fc.Advance(10 * time.Millisecond)
+	step(fc, nodes)
+	for _, n := range []*node{b, c} {
+		if d := req(t, n, fc.Now(), "t/one", "u", 1); d.Granted != 0 {
+			t.Fatalf("%s after sync granted the 31st hit: %+v", n.name, d)
+		}
+	}
+	// The hits leave the window (placed at their bucket's start) and every
+	// node grants again.
+	fc.Advance(time.Second)
+	for _, n := range nodes {
+		if d := req(t, n, fc.Now(), "t/one", "u", 1); d.Granted != 1 {
+			t.Fatalf("%s a second later: %+v", n.name, d)
+		}
+	}
+}
+
+func TestDuplicatesAndReorderingNeverInflate(t *testing.T) {
+	fc := clock.NewFake(t0)
+	net, nodes := cluster(t, fc, "a", "b")
+	a, b := nodes[0], nodes[1]
+	for range 10 {
+		req(t, a, fc.Now(), "t/one", "u", 1)
+	}
+	step(fc, nodes)
+	for range 5 {
+		req(t, a, fc.Now(), "t/one", "u", 1)
+	}
+	step(fc, nodes)
+	net.mu.Lock()
+	sent := append([]*gossip.Packet(nil), net.sent...)
+	net.mu.Unlock()
+	// Replay everything a sent, newest first, three times.
+	for range 3 {
+		for i := len(sent) - 1; i >= 0; i-- {
+			b.c.HandlePacket(sent[i])
+		}
+	}
+	d := req(t, b, fc.Now(), "t/one", "u", 0)
+	if d.TierHits != 15 {
+		t.Fatalf("b counts %d hits after replays, want 15", d.TierHits)
+	}
+}
+
+func TestDriftFlushShipsBeforeTheTick(t *testing.T) {
+	fc := clock.NewFake(t0)
+	_, nodes := cluster(t, fc, "a", "b", "c")
+	a, b := nodes[0], nodes[1]
+	// limit 30, drift 0.05, 3 nodes: threshold max(1, 0.5) = 1 hit.
+	req(t, a, fc.Now(), "t/one", "u", 1)
+	a.c.Flush(fc.Now())
+	if d := req(t, b, fc.Now(), "t/one", "u", 0); d.TierHits != 1 || d.Remaining != 29 {
+		t.Fatalf("b after flush: %+v", d)
+	}
+	st := a.c.Stats()
+	if st.Flushes != 1 {
+		t.Fatalf("flushes = %d, want 1", st.Flushes)
+	}
+}
+
+func TestTierEntrySharedSoPrisonHoldsEverywhere(t *testing.T) {
+	fc := clock.NewFake(t0)
+	_, nodes := cluster(t, fc, "a", "b", "c")
+	a := nodes[0]
+	// 5 per second, then a prison tier of 1 per 10 s: the 6th hit bursts.
+	for range 6 {
+		req(t, a, fc.Now(), "t/prison", "p", 1)
+	}
+	fc.Advance(10 * time.Millisecond)
+	step(fc, nodes)
+	fc.Advance(2 * time.Second) // tier 1's window has passed; tier 2 is active for 10 s
+	for _, n := range nodes {
+		d := req(t, n, fc.Now(), "t/prison", "p", 1)
+		if d.Granted != 0 || d.Tier != 2 {
+			t.Fatalf("%s: %+v, want a rejection in tier 2 (prison)", n.name, d)
+		}
+	}
+	fc.Advance(9 * time.Second)
+	for _, n := range nodes {
+		if d := req(t, n, fc.Now(), "t/prison", "p", 1); d.Granted != 1 {
+			t.Fatalf("%s after prison: %+v", n.name, d)
+		}
+	}
+}
+
+func TestGlobalLimitCountsPeers(t *testing.T) {
+	fc := clock.NewFake(t0)
+	_, nodes := cluster(t, fc, "a", "b")
+	a, b := nodes[0], nodes[1]
+	for i := range 15 {
+		req(t, a, fc.Now(), "t/global", string(rune('a'+i)), 1)
+	}
+	step(fc, nodes)
+	d := req(t, b, fc.Now(), "t/global", "z", 10)
+	if d.Granted != 0 {
+		t.Fatalf("b granted 10 over a global limit of 20 with 15 used: %+v", d)
+	}
+	if d := req(t, b, fc.Now(), "t/global", "z", 5); d.Granted != 5 || d.GlobalHitsLastSecond != 20 {
+		t.Fatalf("b: %+v, want 5 granted and 20 global hits", d)
+	}
+}
+
+func TestGCRASpendsAdvanceTheTAT(t *testing.T) {
+	fc := clock.NewFake(t0)
+	_, nodes := cluster(t, fc, "a", "b")
+	a, b := nodes[0], nodes[1]
+	req(t, a, fc.Now(), "g/bucket", "k", 8)
+	step(fc, nodes)
+	d := req(t, b, fc.Now(), "g/bucket", "k", 0)
+	if d.Remaining != 2 {
+		t.Fatalf("b sees remaining %d, want 2", d.Remaining)
+	}
+	if _, err := a.e.Refund(fc.Now(), "g/bucket", "k", 4); err != nil {
+		t.Fatal(err)
+	}
+	fc.Advance(time.Millisecond)
+	step(fc, nodes)
+	if d := req(t, b, fc.Now(), "g/bucket", "k", 0); d.Remaining != 6 {
+		t.Fatalf("b after a's refund: remaining %d, want 6", d.Remaining)
+	}
+}
+
+func TestCopyHoldsDroppedWhenNodeGoneOrRestarted(t *testing.T) {
+	fc := clock.NewFake(t0)
+	net, nodes := cluster(t, fc, "a", "b")
+	a, b := nodes[0], nodes[1]
+	s, err := a.e.OpenSession(fc.Now(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.e.Reserve(fc.Now(), "c/jobs", "acme", 3, 3, s)
+	if err != nil || r.Granted != 3 {
+		t.Fatalf("reserve on a: %+v %v", r, err)
+	}
+	step(fc, nodes)
+	sb, _ := b.e.OpenSession(fc.Now(), time.Minute)
+	r, err = b.e.Reserve(fc.Now(), "c/jobs", "acme", 2, 1, sb)
+	if err != nil || r.Granted != 1 || r.DomainHolds != 4 {
+		t.Fatalf("reserve on b with a holding 3 of 4: %+v %v", r, err)
+	}
+	b.c.NodeGone("a")
+	r, err = b.e.Reserve(fc.Now(), "c/jobs", "acme", 3, 3, sb)
+	if err != nil || r.Granted != 3 {
+		t.Fatalf("after a is gone b should have 3 more: %+v %v", r, err)
+	}
+	// a comes back as a new incarnation holding nothing: its old holds
+	// must not return.
+	cfg := a.e.Config()
+	c2 := reconcile.New(reconcile.Options{Name: "a", Incarnation: 99, Clock: fc})
+	e2 := local.New(cfg)
+	e2.Attach(c2)
+	c2.SetSender(memSender{net, "a"})
+	net.mu.Lock()
+	net.nodes["a"] = c2
+	net.mu.Unlock()
+	// An old packet of the first incarnation arrives late: ignored once
+	// the new one is known.
+	b.c.HandlePacket(c2.Snapshot())
+	old := nodes[0].c.Snapshot()
+	b.c.HandlePacket(old)
+	if got := holds(t, b, fc.Now(), "c/jobs", "acme"); got != 4 {
+		t.Fatalf("b counts %d holds of acme, want its own 4", got)
+	}
+}
+
+func holds(t *testing.T, n *node, now time.Time, res, dom string) int {
+	t.Helper()
+	ks, err := n.e.State(now, res, dom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ks.Holds
+}
+
+func TestFailOpenWhenCutOff(t *testing.T) {
+	fc := clock.NewFake(t0)
+	net, nodes := cluster(t, fc, "a", "b")
+	a, b := nodes[0], nodes[1]
+	net.mu.Lock()
+	net.cut["a"] = true
+	net.mu.Unlock()
+	for range 30 {
+		req(t, a, fc.Now(), "t/one", "u", 1)
+	}
+	step(fc, nodes)
+	// b never heard: it keeps granting from its own state.
+	if d := req(t, b, fc.Now(), "t/one", "u", 30); d.Granted != 30 {
+		t.Fatalf("b cut off: %+v", d)
+	}
+	// Heal: a's buckets still pending resends reach b on the next tick.
+	net.mu.Lock()
+	net.cut["a"] = false
+	net.mu.Unlock()
+	fc.Advance(10 * time.Millisecond)
+	req(t, a, fc.Now(), "t/one", "v", 1)
+	step(fc, nodes)
+	c := b.c.Contributions("t/one", "u", fc.Now())
+	sort.Slice(c, func(i, j int) bool { return c[i].Origin < c[j].Origin })
+	if len(c) != 2 || c[0].Origin != "a" || c[0].Counts[0] != 30 {
+		t.Fatalf("contributions after heal: %+v", c)
+	}
+}

@@ -1,0 +1,16 @@
+// Package reconcile turns each node's hits into cluster-wide counts.
+//
+// A node records every hit its engine commits as its own grow-only counter
+// per key, slot and time bucket (slot 0 is a key's total, slot i its tier i;
+// for gcra, spends and refunds). Each sync tick it ships the buckets that
+// changed, with its tier entries and its copy holds (gauges with a version),
+// and it ships a key at once when the key's unshipped hits reach the drift
+// threshold max(1, drift·limit/N). A receiver keeps, per origin, the highest
+// count it has seen for each (key, slot, bucket) and applies only the growth
+// to its engine, placing those hits at the bucket's start: loss, duplication
+// and reordering never inflate a count, and the next message repairs a lost
+// one. Tier entries merge earliest-wins per instance (the engine does that);
+// gauges merge highest-version-wins and are dropped when memberlist says
+// their node left or died, or when the node restarts (a new incarnation).
+// Nothing here blocks a decision: the engine reads its own merged state.
+package reconcile

@@ -1,0 +1,296 @@
+package reconcile
+
+import "github.com/obol-dev/obol/gossip"
+
+// merge.go is the merge of peers' packets, pure: no clock, no locks, no I/O.
+// Per origin it keeps the highest cumulative count seen for each (key, slot,
+// bucket), the latest tier entry per (key, slot) and the newest gauge per key,
+// and it returns as ops only what grew, for the engine to apply. Merging the
+// same packets in any order, any number of times, yields the same table and
+// ops that sum to the same totals.
+
+// opKind says what an op changes in the engine.
+type opKind uint8
+
+const (
+	opCount opKind = iota // n more hits (or gcra spends/refunds) in slot, placed at at
+	opEntry               // tier slot entered at at
+	opHolds               // a peer's holds of the key changed by n
+)
+
+// op is one change for the engine.
+type op struct {
+	kind     opKind
+	resource string
+	domain   string
+	slot     int
+	at, n    int64
+}
+
+type keyName struct{ resource, domain string }
+
+type remoteCount struct {
+	slot   uint32
+	bucket int64
+	value  uint64
+}
+
+type remoteMark struct {
+	slot uint32
+	at   int64
+}
+
+// remoteKey is one origin's contribution to one key.
+type remoteKey struct {
+	counts   []remoteCount
+	marks    []remoteMark
+	gauge    int64
+	gver     uint64
+	resolved bool  // the key's name is known and its values were applied
+	seen     int64 // when a packet last touched it, ms
+}
+
+// origin is what one peer has told us.
+type origin struct {
+	name     string
+	inc      uint64
+	keys     map[uint64]*remoteKey
+	gone     bool
+	lastSync int64 // ms
+}
+
+// table is every peer's contribution and the names of the keys.
+type table struct {
+	origins map[string]*origin
+	names   map[uint64]keyName
+	self    string
+}
+
+func newTable(self string) *table {
+	return &table{origins: make(map[string]*origin), names: make(map[uint64]keyName), self: self}
+}
+
+func (o *origin) key(h uint64, t *table) *remoteKey {
+	k, ok := o.keys[h]
+	if !ok {
+		_, named := t.names[h]
+		k = &remoteKey{resolved: named}
+		o.keys[h] = k
+	}
+	return k
+}
+
+// merge folds p into the table at now (ms) and appends to out what the
+// engine must change. A packet from this node itself, or from an older
+// incarnation of its origin than one already seen, changes nothing.
+func (t *table) merge(p *gossip.Packet, now int64, out []op) ([]op, bool) {
+	if p.From == t.self || p.From == "" {
+		return out, false
+	}
+	o := t.origins[p.From]
+	switch {
+	case o == nil:
+		o = &origin{name: p.From, inc: p.Incarnation, keys: make(map[uint64]*remoteKey)}
+		t.origins[p.From] = o
+	case p.Incarnation < o.inc:
+		return out, false // a message from before the node restarted
+	case p.Incarnation > o.inc:
+		// A restart: the old incarnation's holds are gone; its counts were
+		// real hits and stay applied, but the new one counts from zero.
+		out = t.dropGauges(o, out)
+		o.keys = make(map[uint64]*remoteKey)
+		o.inc = p.Incarnation
+	}
+	o.gone = false
+	o.lastSync = now
+	for _, n := range p.Names {
+		if _, ok := t.names[n.Hash]; ok {
+			continue
+		}
+		t.names[n.Hash] = keyName{n.Resource, n.Domain}
+		for _, ob := range t.origins { // apply what was waiting for the name
+			if k, ok := ob.keys[n.Hash]; ok && !k.resolved {
+				k.resolved = true
+				out = t.applyAll(n.Hash, k, out)
+			}
+		}
+	}
+	for _, m := range p.Marks {
+		k := o.key(m.Hash, t)
+		k.seen = now
+		if !k.setMark(m.Slot, m.At) {
+			continue
+		}
+		if k.resolved {
+			out = t.emit(out, opEntry, m.Hash, int(m.Slot), m.At, 0)
+		}
+	}
+	for _, c := range p.Counts {
+		k := o.key(c.Hash, t)
+		k.seen = now
+		if d := k.setCount(c.Slot, c.Bucket, c.Value); d > 0 && k.resolved {
+			out = t.emit(out, opCount, c.Hash, int(c.Slot), c.Bucket, int64(d))
+		}
+	}
+	var watermark uint64
+	for _, g := range p.Gauges {
+		if g.Hash == 0 {
+			watermark = max(watermark, g.Version)
+			continue
+		}
+		k := o.key(g.Hash, t)
+		k.seen = now
+		if g.Version <= k.gver {
+			continue
+		}
+		d := g.Value - k.gauge
+		k.gauge, k.gver = g.Value, g.Version
+		if d != 0 && k.resolved {
+			out = t.emit(out, opHolds, g.Hash, 0, 0, d)
+		}
+	}
+	if p.Full && watermark > 0 {
+		// A snapshot lists every gauge its origin holds: one it leaves out,
+		// and that no newer message set, is zero.
+		listed := make(map[uint64]bool, len(p.Gauges))
+		for _, g := range p.Gauges {
+			listed[g.Hash] = true
+		}
+		for h, k := range o.keys {
+			if k.gauge != 0 && !listed[h] && k.gver <= watermark {
+				if k.resolved {
+					out = t.emit(out, opHolds, h, 0, 0, -k.gauge)
+				}
+				k.gauge, k.gver = 0, watermark
+			}
+		}
+	}
+	return out, true
+}
+
+// setCount keeps the max of a cumulative count and returns what it grew by.
+func (k *remoteKey) setCount(slot uint32, bucket int64, v uint64) uint64 {
+	for i := len(k.counts) - 1; i >= 0; i-- {
+		c := &k.counts[i]
+		if c.slot == slot && c.bucket == bucket {
+			if v <= c.value {
+				return 0
+			}
+			d := v - c.value
+			c.value = v
+			return d
+		}
+	}
+	k.counts = append(k.counts, remoteCount{slot, bucket, v})
+	return v
+}
+
+// setMark records a tier entry and reports whether it is news. An origin
+// enters a tier again only after its last instance ended, so its latest
+// entry is its greatest: an older one arriving late is not news.
+func (k *remoteKey) setMark(slot uint32, at int64) bool {
+	for i := range k.marks {
+		if m := &k.marks[i]; m.slot == slot {
+			if at <= m.at {
+				return false
+			}
+			m.at = at
+			return true
+		}
+	}
+	k.marks = append(k.marks, remoteMark{slot, at})
+	return true
+}
+
+func (t *table) emit(out []op, kind opKind, h uint64, slot int, at, n int64) []op {
+	name := t.names[h]
+	return append(out, op{kind: kind, resource: name.resource, domain: name.domain, slot: slot, at: at, n: n})
+}
+
+// applyAll emits every value of a key that waited for its name.
+func (t *table) applyAll(h uint64, k *remoteKey, out []op) []op {
+	for _, m := range k.marks {
+		out = t.emit(out, opEntry, h, int(m.slot), m.at, 0)
+	}
+	for _, c := range k.counts {
+		out = t.emit(out, opCount, h, int(c.slot), c.bucket, int64(c.value))
+	}
+	if k.gauge != 0 {
+		out = t.emit(out, opHolds, h, 0, 0, k.gauge)
+	}
+	return out
+}
+
+// dropGauges takes o's holds out of the engine.
+func (t *table) dropGauges(o *origin, out []op) []op {
+	for h, k := range o.keys {
+		if k.gauge != 0 && k.resolved {
+			out = t.emit(out, opHolds, h, 0, 0, -k.gauge)
+		}
+		k.gauge, k.gver = 0, 0
+	}
+	return out
+}
+
+// gone marks an origin left or dead and drops its holds.
+func (t *table) gone(name string, out []op) []op {
+	o := t.origins[name]
+	if o == nil || o.gone {
+		return out
+	}
+	o.gone = true
+	return t.dropGauges(o, out)
+}
+
+// unresolvedTTL is how long counts for a key whose name never arrived are
+// kept, in ms.
+const unresolvedTTL = 10 * 60 * 1000
+
+// sweep forgets what can no longer matter at now: buckets past their slot's
+// lifetime (life reports it, and false for a resource no longer configured),
+// entries past their tier's active and cooldown, keys left empty, and names
+// no origin uses. A bucket is kept for its lifetime plus grace, so a late
+// duplicate finds it and is not applied twice.
+func (t *table) sweep(now, grace int64, life func(resource string, slot uint32, mark bool) (int64, bool)) {
+	used := make(map[uint64]bool)
+	for _, o := range t.origins {
+		for h, k := range o.keys {
+			name, named := t.names[h]
+			if !named {
+				if now-k.seen > unresolvedTTL {
+					delete(o.keys, h)
+				} else {
+					used[h] = true
+				}
+				continue
+			}
+			cs := k.counts[:0]
+			for _, c := range k.counts {
+				if l, ok := life(name.resource, c.slot, false); ok && c.bucket+l+grace > now {
+					cs = append(cs, c)
+				}
+			}
+			k.counts = cs
+			ms := k.marks[:0]
+			for _, m := range k.marks {
+				if l, ok := life(name.resource, m.slot, true); ok && m.at+l+grace > now {
+					ms = append(ms, m)
+				}
+			}
+			k.marks = ms
+			if len(k.counts) == 0 && len(k.marks) == 0 && k.gauge == 0 {
+				delete(o.keys, h)
+				continue
+			}
+			used[h] = true
+		}
+		if o.gone && len(o.keys) == 0 {
+			delete(t.origins, o.name)
+		}
+	}
+	for h := range t.names {
+		if !used[h] {
+			delete(t.names, h)
+		}
+	}
+}

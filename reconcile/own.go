@@ -1,0 +1,358 @@
+package reconcile
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/obol-dev/obol/gossip"
+)
+
+// own.go records this node's own hits, per key, slot and bucket, and turns
+// the ones not yet shipped into packet entries. The engine calls the
+// recording methods while it holds the key's lock, so they only take a shard
+// lock of their own, never block, and never call back.
+
+// resends is how many times a changed bucket, entry or gauge is shipped: the
+// first send and two repeats, so that one lost packet is repaired without
+// waiting for the key to change again or for anti-entropy.
+const resends = 3
+
+// ownShards is the number of locks a resource's own keys are spread over.
+const ownShards = 32
+
+// Res is one resource as the cluster sees it: the handle the engine records
+// its hits through. Safe for concurrent use.
+type Res struct {
+	c         *Cluster
+	name      string
+	p         atomic.Pointer[params]
+	unshipped atomic.Int64 // hits of every key not yet shipped (global limit)
+	// urgentFlag asks the flusher to look at this resource; globalUrgent to
+	// ship all its changed keys (the global limit's threshold was reached).
+	urgentFlag, globalUrgent atomic.Bool
+	shards                   [ownShards]ownShard
+}
+
+type ownShard struct {
+	mu     sync.Mutex
+	keys   map[string]*ownKey
+	dirty  []*ownKey
+	urgent []*ownKey
+}
+
+type ownCount struct {
+	slot   uint32
+	bucket int64 // ms
+	value  uint64
+	ships  int8
+}
+
+type ownMark struct {
+	slot  uint32
+	at    int64
+	ships int8
+}
+
+// ownKey is this node's record of one key.
+type ownKey struct {
+	domain    string
+	hash      uint64
+	counts    []ownCount
+	marks     []ownMark
+	unshipped int64
+	names     int8 // how many more shipments carry the key's name
+	dirty     bool
+	urgent    bool
+}
+
+func (r *Res) shard(domain string) *ownShard {
+	return &r.shards[fnv1a(domain)%ownShards]
+}
+
+// key returns domain's record in a locked shard, creating it.
+func (r *Res) key(sh *ownShard, domain string) *ownKey {
+	if k, ok := sh.keys[domain]; ok {
+		return k
+	}
+	if sh.keys == nil {
+		sh.keys = make(map[string]*ownKey)
+	}
+	d := strings.Clone(domain) // it may alias a request buffer
+	k := &ownKey{domain: d, hash: KeyHash(r.name, d), names: resends}
+	sh.keys[d] = k
+	return k
+}
+
+// add counts n in slot's bucket holding at.
+func (k *ownKey) add(p *params, slot int, at, n int64) {
+	if slot >= len(p.bucket) || n <= 0 {
+		return
+	}
+	b := at - mod(at, p.bucket[slot])
+	for i := len(k.counts) - 1; i >= 0; i-- {
+		c := &k.counts[i]
+		if c.slot == uint32(slot) && c.bucket == b {
+			c.value += uint64(n)
+			c.ships = resends
+			return
+		}
+	}
+	k.counts = append(k.counts, ownCount{slot: uint32(slot), bucket: b, value: uint64(n), ships: resends})
+}
+
+// mark records that tier slot was entered at at.
+func (k *ownKey) mark(slot int, at int64) {
+	for i := range k.marks {
+		if m := &k.marks[i]; m.slot == uint32(slot) {
+			m.at, m.ships = at, resends
+			return
+		}
+	}
+	k.marks = append(k.marks, ownMark{slot: uint32(slot), at: at, ships: resends})
+}
+
+// touch marks k changed and ships it at once when its unshipped hits reach
+// thr or the resource's reach gthr.
+func (r *Res) touch(sh *ownShard, k *ownKey, n, thr, gthr int64) {
+	if !k.dirty {
+		k.dirty = true
+		sh.dirty = append(sh.dirty, k)
+	}
+	k.unshipped += n
+	g := r.unshipped.Add(n)
+	if r.c.tickOnly {
+		return
+	}
+	if k.unshipped >= thr && !k.urgent {
+		k.urgent = true
+		sh.urgent = append(sh.urgent, k)
+		r.c.wake(r, false)
+	}
+	if g >= gthr {
+		r.c.wake(r, true)
+	}
+}
+
+// TierHits records that the engine granted total hits of domain at at (Unix
+// ms), taken[i] of them in tier i+1, and entered tier i+1 at at for every bit
+// i set in entered. Tiers past the 64th are not shared. It must be called
+// with the engine's lock of the key held, so that a key's records keep the
+// engine's order.
+func (r *Res) TierHits(domain string, at, total int64, taken []int64, entered uint64) {
+	p := r.p.Load()
+	sh := r.shard(domain)
+	sh.mu.Lock()
+	k := r.key(sh, domain)
+	k.add(p, SlotTotal, at, total)
+	thr := int64(1 << 62)
+	n := r.c.n()
+	if p.hard > 0 {
+		thr = threshold(p.drift, p.hard, n)
+	}
+	for i, v := range taken {
+		if entered&(1<<uint(i)) != 0 && i < 64 {
+			k.mark(i+1, at)
+		}
+		if v > 0 {
+			k.add(p, i+1, at, v)
+			if i+1 < len(p.limit) {
+				thr = min(thr, threshold(p.drift, p.limit[i+1], n))
+			}
+		}
+	}
+	r.touch(sh, k, total, thr, threshold(p.drift, p.global, n))
+	sh.mu.Unlock()
+}
+
+// Spend records that a gcra bucket spent n tokens at at (Unix ms).
+func (r *Res) Spend(domain string, at, n int64) { r.gcra(domain, SlotSpend, at, n) }
+
+// Refund records that n tokens were refunded to a gcra bucket at at.
+func (r *Res) Refund(domain string, at, n int64) { r.gcra(domain, SlotRefund, at, n) }
+
+func (r *Res) gcra(domain string, slot int, at, n int64) {
+	p := r.p.Load()
+	sh := r.shard(domain)
+	sh.mu.Lock()
+	k := r.key(sh, domain)
+	k.add(p, slot, at, n)
+	r.touch(sh, k, n, threshold(p.drift, p.limit[slot], r.c.n()), 1<<62)
+	sh.mu.Unlock()
+}
+
+// collect appends k's entries to pkt: the buckets still to ship and, with
+// them, the key's live tier entries and (while it still travels) its name.
+// It drops buckets and entries that no longer matter at now and reports
+// whether k still has anything to ship later.
+func (r *Res) collect(p *params, k *ownKey, now int64, pkt *gossip.Packet, all bool) bool {
+	keep := k.counts[:0]
+	shipped := false
+	for _, c := range k.counts {
+		if int(c.slot) < len(p.life) && c.bucket+p.life[c.slot] <= now {
+			continue // out of every window: forget it
+		}
+		if c.ships > 0 || all {
+			pkt.Counts = append(pkt.Counts, gossip.Count{Hash: k.hash, Slot: c.slot, Bucket: c.bucket, Value: c.value})
+			if c.ships > 0 && !all {
+				c.ships--
+			}
+			shipped = true
+		}
+		keep = append(keep, c)
+	}
+	k.counts = keep
+	mk := k.marks[:0]
+	for _, m := range k.marks {
+		if int(m.slot) < len(p.mark) && m.at+p.mark[m.slot] <= now {
+			continue
+		}
+		if shipped || m.ships > 0 || all {
+			pkt.Marks = append(pkt.Marks, gossip.Mark{Hash: k.hash, Slot: m.slot, At: m.at})
+			if m.ships > 0 && !all {
+				m.ships--
+			}
+			shipped = true
+		}
+		mk = append(mk, m)
+	}
+	k.marks = mk
+	if shipped && (k.names > 0 || all) {
+		pkt.Names = append(pkt.Names, gossip.Name{Hash: k.hash, Resource: r.name, Domain: k.domain})
+		if k.names > 0 && !all {
+			k.names--
+		}
+	}
+	if all {
+		return false
+	}
+	k.unshipped = 0
+	k.urgent = false
+	for _, c := range k.counts {
+		if c.ships > 0 {
+			return true
+		}
+	}
+	for _, m := range k.marks {
+		if m.ships > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// ship collects the shard's dirty keys (or only its urgent ones) into pkt.
+func (r *Res) ship(sh *ownShard, p *params, now int64, pkt *gossip.Packet, urgentOnly bool) {
+	if urgentOnly {
+		for _, k := range sh.urgent {
+			if k.urgent {
+				r.collect(p, k, now, pkt, false)
+			}
+		}
+		sh.urgent = sh.urgent[:0]
+		return
+	}
+	keep := sh.dirty[:0]
+	for _, k := range sh.dirty {
+		if r.collect(p, k, now, pkt, false) {
+			keep = append(keep, k)
+		} else {
+			k.dirty = false
+		}
+	}
+	clear(sh.dirty[len(keep):])
+	sh.dirty = keep
+	sh.urgent = sh.urgent[:0]
+}
+
+// sweep forgets keys with nothing live left at now.
+func (r *Res) sweep(p *params, now int64) {
+	for i := range r.shards {
+		sh := &r.shards[i]
+		sh.mu.Lock()
+		for d, k := range sh.keys {
+			if k.dirty {
+				continue
+			}
+			var drop gossip.Packet
+			r.collect(p, k, now, &drop, false)
+			if len(k.counts) == 0 && len(k.marks) == 0 {
+				delete(sh.keys, d)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// snapshot appends every live entry of every key to pkt.
+func (r *Res) snapshot(p *params, now int64, pkt *gossip.Packet) {
+	for i := range r.shards {
+		sh := &r.shards[i]
+		sh.mu.Lock()
+		for _, k := range sh.keys {
+			r.collect(p, k, now, pkt, true) // a snapshot is not a shipment to everyone: ships stay
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// own returns this node's counts of domain within each slot's window at now,
+// and its tier entries.
+func (r *Res) own(domain string, now int64) (slots []int64, marks map[int]int64) {
+	p := r.p.Load()
+	sh := r.shard(domain)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	k, ok := sh.keys[domain]
+	if !ok {
+		return nil, nil
+	}
+	slots = make([]int64, len(p.life))
+	for _, c := range k.counts {
+		if int(c.slot) < len(p.life) && c.bucket+p.life[c.slot] > now {
+			slots[c.slot] += int64(c.value)
+		}
+	}
+	for _, m := range k.marks {
+		if marks == nil {
+			marks = make(map[int]int64)
+		}
+		marks[int(m.slot)] = m.at
+	}
+	return slots, marks
+}
+
+// mod is a mod b for b > 0, never negative.
+func mod(a, b int64) int64 {
+	m := a % b
+	if m < 0 {
+		m += b
+	}
+	return m
+}
+
+// fnv1a is the 64-bit FNV-1a hash of s.
+func fnv1a(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// KeyHash is the hash a key travels under: FNV-1a of resource, a zero byte
+// and domain. Every node computes the same one.
+func KeyHash(resource, domain string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(resource); i++ {
+		h ^= uint64(resource[i])
+		h *= 1099511628211
+	}
+	h *= 1099511628211 // the zero byte
+	for i := 0; i < len(domain); i++ {
+		h ^= uint64(domain[i])
+		h *= 1099511628211
+	}
+	return h
+}

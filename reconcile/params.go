@@ -1,0 +1,122 @@
+package reconcile
+
+import (
+	"time"
+
+	"github.com/obol-dev/obol/config"
+)
+
+// Slots of a key's counters.
+const (
+	// SlotTotal is a tiers key's hits of all tiers (hard and global limits).
+	SlotTotal = 0
+	// SlotSpend is a gcra key's tokens spent.
+	SlotSpend = 0
+	// SlotRefund is a gcra key's tokens refunded.
+	SlotRefund = 1
+)
+
+// Bucket sizes: a slot's bucket is a fiftieth of its window, between 1 ms
+// and a minute, so a remote hit placed at its bucket's start leaves the
+// window at most 2% of it early.
+const (
+	bucketDiv = 50
+	minBucket = int64(1)
+	maxBucket = int64(60_000)
+)
+
+// params is what reconcile knows of one resource's config.
+type params struct {
+	kind   config.Kind
+	drift  float64
+	global int64   // tiers global limit (0 = none)
+	hard   int64   // tiers hard limit (0 = none)
+	limit  []int64 // per slot: the limit a drift threshold is taken of
+	bucket []int64 // per slot: bucket size, ms
+	life   []int64 // per slot: how long a bucket's hits count, ms
+	mark   []int64 // per tier slot: active + cooldown, ms (how long an entry matters)
+}
+
+func bucketFor(window int64) int64 {
+	return min(max(window/bucketDiv, minBucket), maxBucket)
+}
+
+func msOf(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+
+// paramsOf derives a resource's params from its (normalized) config. Per-domain
+// overrides are not looked at: buckets and lifetimes come from the default,
+// widened to the longest window any override has, so that no hit is dropped
+// before its window ends.
+func paramsOf(rc *config.Resource) *params {
+	p := &params{kind: rc.Kind, drift: rc.Drift}
+	if p.drift <= 0 {
+		p.drift = config.DefaultDrift
+	}
+	switch rc.Kind {
+	case config.KindTiers:
+		n := len(rc.Tiers)
+		for _, o := range rc.Domains {
+			n = max(n, len(o.Tiers))
+		}
+		p.hard, p.global = int64(rc.HardLimit), int64(rc.GlobalLimit)
+		p.limit = make([]int64, n+1)
+		p.bucket = make([]int64, n+1)
+		p.life = make([]int64, n+1)
+		p.mark = make([]int64, n+1)
+		p.limit[0] = p.hard
+		if p.limit[0] == 0 {
+			p.limit[0] = p.global
+		}
+		p.life[0], p.bucket[0] = 1000, bucketFor(1000)
+		widen := func(ts []config.Tier) {
+			for i, t := range ts {
+				s := i + 1
+				w, m := msOf(t.Window), msOf(t.Active+t.Cooldown)
+				if w > p.life[s] {
+					p.life[s], p.bucket[s] = w, bucketFor(w)
+				}
+				p.mark[s] = max(p.mark[s], m)
+				if l := int64(t.Limit); p.limit[s] == 0 || l < p.limit[s] {
+					p.limit[s] = l
+				}
+			}
+		}
+		widen(rc.Tiers)
+		for _, o := range rc.Domains {
+			widen(o.Tiers)
+		}
+	case config.KindGCRA:
+		life := gcraLife(rc.Burst, rc.Count, rc.Period)
+		for _, o := range rc.Domains {
+			life = max(life, gcraLife(o.Burst, o.Count, o.Period))
+		}
+		p.limit = []int64{int64(rc.Burst), int64(rc.Burst)}
+		p.bucket = []int64{bucketFor(life), bucketFor(life)}
+		p.life = []int64{life, life}
+	default:
+		// copies ship gauges only; adaptive windows are per node.
+	}
+	return p
+}
+
+// gcraLife is how long a spend matters to a bucket: its burst offset, in ms.
+func gcraLife(burst, count int, period time.Duration) int64 {
+	if count <= 0 {
+		return 1000
+	}
+	ei := int64(period) / int64(count)
+	return max(1, msOf(time.Duration(ei*int64(burst))))
+}
+
+// threshold is the unshipped hits of a key at which it is shipped at once:
+// max(1, drift·limit/n) for a slot whose limit is limit; limit 0 means no
+// limit, and so no hurry.
+func threshold(drift float64, limit int64, n int) int64 {
+	if limit <= 0 {
+		return 1 << 62
+	}
+	if n < 1 {
+		n = 1
+	}
+	return max(1, int64(drift*float64(limit)/float64(n)))
+}
