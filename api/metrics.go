@@ -64,6 +64,9 @@ func newMetrics(s *Server) *metrics {
 	m.reg.MustRegister(m.decisions, m.latency, m.reloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		usageCollector{s})
+	if s.cluster != nil {
+		m.reg.MustRegister(clusterCollector{s.cluster})
+	}
 	return m
 }
 

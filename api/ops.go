@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/reconcile"
 )
 
 // stateReply is the reply of GET /v1/state. Instants are Unix milliseconds.
@@ -26,6 +27,9 @@ type stateReply struct {
 	Holds *int `json:"holds,omitempty"`
 	// Peek (rate kinds): the reply a peek (copies 0) would get now.
 	Peek json.RawMessage `json:"peek,omitempty"`
+	// Origins (in a cluster): each node's share of the key, this node's
+	// own first; the tiers, holds and peek above are the merged view.
+	Origins []reconcile.Contribution `json:"origins,omitempty"`
 }
 
 type tierStateReply struct {
@@ -79,6 +83,9 @@ func (s *Server) state(ctx *fasthttp.RequestCtx, _ params) {
 	if ks.Peek != nil {
 		reply.Peek = appendDecision(nil, ks.Peek)
 	}
+	if s.cluster != nil {
+		reply.Origins = s.cluster.Contributions(ks.Resource, ks.Domain, s.now())
+	}
 	s.replyJSON(ctx, reply)
 }
 
@@ -96,23 +103,6 @@ func (s *Server) showConfig(ctx *fasthttp.RequestCtx, _ params) {
 	out = append(out, cfg...)
 	out = append(out, '}')
 	writeJSON(ctx, out)
-}
-
-// peerReply is one node of GET /v1/peers.
-type peerReply struct {
-	Name          string `json:"name"`
-	Address       string `json:"address"`
-	State         string `json:"state"`
-	LastSyncAgeMs int64  `json:"last_sync_age_ms"`
-	Self          bool   `json:"self"`
-}
-
-// GET /v1/peers → {"peers": [...]}: this node alone until the cluster lands
-// (its hostname, its HTTP listen address, "alive", last sync age 0).
-func (s *Server) peers(ctx *fasthttp.RequestCtx, _ params) {
-	s.replyJSON(ctx, struct {
-		Peers []peerReply `json:"peers"`
-	}{[]peerReply{{Name: s.name, Address: *s.address.Load(), State: "alive", Self: true}}})
 }
 
 // GET /healthz → 200 {"status": "ok"} while the process serves.

@@ -30,6 +30,9 @@ type Options struct {
 	// and Reload) and names its source; nil means the agent runs on a config
 	// that cannot be re-read, and a reload answers so.
 	LoadConfig func() (cfg *config.Config, source string, err error)
+	// Cluster shows the mesh in /v1/peers, /v1/state and /metrics; nil
+	// means the node runs alone.
+	Cluster ClusterView
 }
 
 // Server serves the agent's HTTP API (API.md) over an engine. The engine sits
@@ -54,6 +57,7 @@ type Server struct {
 	realClock bool // now is time.Now: a handler's own reading may serve as the decision instant
 	load      func() (*config.Config, string, error)
 	reload    sync.Mutex // one reload at a time
+	cluster   ClusterView
 }
 
 // generation is one engine in force and what is derived from it once.
@@ -79,11 +83,12 @@ func (g *generation) name(b []byte) string {
 // 503) until SetReady(true), which Serve calls once its listeners are up.
 func New(e *local.Engine, opts Options) *Server {
 	s := &Server{
-		now:    opts.Now,
-		log:    opts.Logger,
-		name:   opts.NodeName,
-		router: newRouter(routes),
-		load:   opts.LoadConfig,
+		now:     opts.Now,
+		log:     opts.Logger,
+		name:    opts.NodeName,
+		router:  newRouter(routes),
+		load:    opts.LoadConfig,
+		cluster: opts.Cluster,
 	}
 	s.metrics = newMetrics(s)
 	if s.now == nil {

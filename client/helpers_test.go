@@ -176,6 +176,11 @@ func newClient(t testing.TB, cfg Config) (*Client, *logBuffer) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 2 * time.Second
 	}
+	if cfg.DialTimeout == 0 {
+		// A loaded CI machine (race detector, packages in parallel) can take
+		// longer than the production 10 ms to accept a connection.
+		cfg.DialTimeout = 2 * time.Second
+	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.New(rand.NewPCG(1, 2))
 	}

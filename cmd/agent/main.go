@@ -74,6 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return &exitError{exitUsage, err}
 	}
 	e := readEnv(getenv)
+	e.hostname, _ = os.Hostname()
 
 	cfg, source := config.Default(), "built-in default"
 	path := configPath(f, e)
@@ -98,7 +99,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return c, path, err
 		}
 	}
-	srv := api.New(local.New(cfg), opts)
+	engine := local.New(cfg)
+	var clu *clusterRun
+	if st.cluster.enabled {
+		if clu, err = startCluster(ctx, st.cluster, engine, log); err != nil {
+			fmt.Fprintf(stderr, "obol: %v\n", err)
+			return err
+		}
+		defer clu.stop(log)
+		opts.Cluster = clu
+		opts.NodeName = st.cluster.name
+		log.Info("obol agent joined the mesh", "node", st.cluster.name, "gossip", clu.node.Addr(),
+			"join", st.cluster.join, "sync_interval", st.cluster.sync.String(), "live", clu.node.Live())
+	}
+	srv := api.New(engine, opts)
 	ls, err := api.Listen(api.ListenConfig{Socket: st.socket, HTTP: st.http, AllowPublic: st.httpPublic, DrainTimeout: st.drain})
 	if err != nil {
 		log.Error("obol agent cannot listen", "err", err)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -283,7 +284,11 @@ func TestResolve(t *testing.T) {
 			tc.want.drain = defaultDrain
 		}
 		got, err := resolve(tc.f, tc.e, tc.cfg)
-		if err != nil || got != tc.want {
+		if got.cluster.enabled {
+			t.Errorf("%s: the cluster is on with no gossip setting", tc.name)
+		}
+		got.cluster, tc.want.cluster = clusterSettings{}, clusterSettings{}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: resolve = %+v, %v, want %+v", tc.name, got, err, tc.want)
 		}
 	}

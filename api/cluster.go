@@ -1,0 +1,137 @@
+package api
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/reconcile"
+)
+
+// cluster.go shows the cluster: GET /v1/peers, the per-origin part of
+// GET /v1/state, and the gossip series of /metrics.
+
+// ClusterView is the cluster as the operations endpoints show it. The agent
+// implements it over its gossip node and reconcile cluster. Implementations
+// must be safe for concurrent use and must not block.
+type ClusterView interface {
+	// Peers returns this node and every member it knows.
+	Peers() []Peer
+	// Contributions returns each node's share of resource/domain at now.
+	Contributions(resource, domain string, now time.Time) []reconcile.Contribution
+	// Counters returns the gossip and merge counters.
+	Counters() ClusterCounters
+}
+
+// Peer is one node as GET /v1/peers shows it.
+type Peer struct {
+	Name     string
+	Address  string
+	State    string // alive, suspect, dead, left
+	Self     bool
+	LastSync time.Time // last packet received from it; zero for none (and for self)
+	BytesIn  uint64    // gossip bytes received from it
+	BytesOut uint64    // gossip bytes sent to it
+}
+
+// ClusterCounters are the cluster's counters for /metrics.
+type ClusterCounters struct {
+	BytesIn, BytesOut     uint64 // gossip payload bytes
+	PacketsIn, PacketsOut uint64 // gossip datagrams
+	Dropped               uint64 // datagrams that failed to decode
+	SendErrors            uint64
+	Live                  int // live members, this node included
+	Merge                 reconcile.Stats
+}
+
+// peerReply is one node of GET /v1/peers.
+type peerReply struct {
+	Name          string `json:"name"`
+	Address       string `json:"address"`
+	State         string `json:"state"`
+	LastSyncAgeMs int64  `json:"last_sync_age_ms"`
+	Self          bool   `json:"self"`
+	BytesIn       uint64 `json:"bytes_in"`
+	BytesOut      uint64 `json:"bytes_out"`
+}
+
+// GET /v1/peers → {"peers": [...]}: this node first, then every member
+// memberlist knows, with its state, the age of its last sync packet (−1 when
+// none arrived yet) and the gossip bytes exchanged with it. Alone (no
+// cluster configured) it lists this node only, with its HTTP address.
+func (s *Server) peers(ctx *fasthttp.RequestCtx, _ params) {
+	out := []peerReply{}
+	if s.cluster == nil {
+		out = append(out, peerReply{Name: s.name, Address: *s.address.Load(), State: "alive", Self: true})
+	} else {
+		now := s.now()
+		for _, p := range s.cluster.Peers() {
+			r := peerReply{Name: p.Name, Address: p.Address, State: p.State, Self: p.Self, BytesIn: p.BytesIn, BytesOut: p.BytesOut, LastSyncAgeMs: -1}
+			switch {
+			case p.Self:
+				r.LastSyncAgeMs = 0
+			case !p.LastSync.IsZero():
+				r.LastSyncAgeMs = max(0, now.Sub(p.LastSync).Milliseconds())
+			}
+			if p.Self {
+				out = append([]peerReply{r}, out...)
+			} else {
+				out = append(out, r)
+			}
+		}
+	}
+	s.replyJSON(ctx, struct {
+		Peers []peerReply `json:"peers"`
+	}{out})
+}
+
+// clusterCollector exports the gossip counters.
+type clusterCollector struct{ v ClusterView }
+
+var (
+	descGossipBytes   = prometheus.NewDesc("obol_gossip_bytes_total", "Gossip payload bytes by direction (in, out).", []string{"direction"}, nil)
+	descGossipPackets = prometheus.NewDesc("obol_gossip_packets_total", "Gossip datagrams by direction (in, out).", []string{"direction"}, nil)
+	descGossipDropped = prometheus.NewDesc("obol_gossip_dropped_packets_total", "Gossip datagrams dropped because they could not be decoded (or came from another mesh).", nil, nil)
+	descGossipErrors  = prometheus.NewDesc("obol_gossip_send_errors_total", "Failed gossip sends.", nil, nil)
+	descLive          = prometheus.NewDesc("obol_cluster_live_nodes", "Live members of the mesh, this node included.", nil, nil)
+	descMerged        = prometheus.NewDesc("obol_cluster_packets_merged_total", "Peers' sync packets merged.", nil, nil)
+	descFlushes       = prometheus.NewDesc("obol_cluster_drift_flushes_total", "Shipments made at once because a key reached its drift threshold.", nil, nil)
+	descStale         = prometheus.NewDesc("obol_cluster_stale_packets_total", "Packets ignored as from an older incarnation of their node.", nil, nil)
+	descApplied       = prometheus.NewDesc("obol_cluster_remote_hits_total", "Peers' hits applied to this node's counts.", nil, nil)
+	descGone          = prometheus.NewDesc("obol_cluster_nodes_gone_total", "Nodes declared left or dead, whose holds were dropped.", nil, nil)
+	descLag           = prometheus.NewDesc("obol_cluster_merge_lag_seconds", "Age of a sync packet's newest bucket when merged.", nil, nil)
+)
+
+func (c clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descLive, descMerged, descFlushes, descStale, descApplied, descGone, descLag} {
+		ch <- d
+	}
+}
+
+func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	k := c.v.Counters()
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	counter(descGossipBytes, k.BytesIn, "in")
+	counter(descGossipBytes, k.BytesOut, "out")
+	counter(descGossipPackets, k.PacketsIn, "in")
+	counter(descGossipPackets, k.PacketsOut, "out")
+	counter(descGossipDropped, k.Dropped)
+	counter(descGossipErrors, k.SendErrors)
+	ch <- prometheus.MustNewConstMetric(descLive, prometheus.GaugeValue, float64(k.Live))
+	m := k.Merge
+	counter(descMerged, m.PacketsMerged)
+	counter(descFlushes, m.Flushes)
+	counter(descStale, m.Stale)
+	counter(descApplied, m.CountsApplied)
+	counter(descGone, m.NodesGone)
+	buckets := make(map[float64]uint64, len(reconcile.LagBoundsMs))
+	for i, b := range reconcile.LagBoundsMs {
+		if i < len(m.MergeLag.Counts) {
+			buckets[float64(b)/1000] = m.MergeLag.Counts[i]
+		}
+	}
+	ch <- prometheus.MustNewConstHistogram(descLag, m.MergeLag.Count, float64(m.MergeLag.SumMs)/1000, buckets)
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/obol-dev/obol/api"
+	"github.com/obol-dev/obol/gossip"
+	"github.com/obol-dev/obol/local"
+	"github.com/obol-dev/obol/reconcile"
+)
+
+// Cluster defaults.
+const (
+	defaultGossipBind = "0.0.0.0:7946"
+	defaultSync       = 250 * time.Millisecond
+	defaultLabel      = "obol"
+	leaveTimeout      = 2 * time.Second
+)
+
+// clusterSettings are the resolved gossip settings. The agent joins a mesh
+// only when a gossip bind address or a join list is given (flag, env or
+// the config's gossip: keys); otherwise it runs alone and opens no port.
+type clusterSettings struct {
+	enabled    bool
+	name       string
+	bind       string
+	join       []string
+	secretFile string
+	label      string
+	sync       time.Duration
+}
+
+// clusterRun is a running cluster membership: the reconcile side that ships
+// and merges counts, and the gossip node that moves them. It is the API's
+// view of the mesh.
+type clusterRun struct {
+	node   *gossip.Node
+	rec    *reconcile.Cluster
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ api.ClusterView = (*clusterRun)(nil)
+
+// startCluster joins e to the mesh cs describes. A seed that does not
+// answer is not an error: the node runs alone (fail open) until someone
+// joins it.
+func startCluster(ctx context.Context, cs clusterSettings, e *local.Engine, log *slog.Logger) (*clusterRun, error) {
+	var key []byte
+	if cs.secretFile != "" {
+		k, err := gossip.LoadSecret(cs.secretFile)
+		if err != nil {
+			return nil, &exitError{exitUsage, err}
+		}
+		key = k
+	}
+	rec := reconcile.New(reconcile.Options{Name: cs.name, SyncInterval: cs.sync, Logger: log})
+	e.Attach(rec)
+	node, err := gossip.New(gossip.Config{
+		Name: cs.name, Bind: cs.bind, Join: cs.join, SecretKey: key, Label: cs.label,
+		Incarnation: rec.Incarnation(), Logger: log,
+	}, rec)
+	if err != nil {
+		return nil, &exitError{exitFailure, fmt.Errorf("gossip: %w", err)}
+	}
+	rec.SetSender(node)
+	rctx, cancel := context.WithCancel(ctx)
+	c := &clusterRun{node: node, rec: rec, cancel: cancel}
+	c.wg.Go(func() { rec.Run(rctx) })
+	return c, nil
+}
+
+// stop leaves the mesh (peers drop this node's holds at once) and shuts the
+// node down.
+func (c *clusterRun) stop(log *slog.Logger) {
+	c.cancel()
+	c.wg.Wait()
+	if err := c.node.Leave(leaveTimeout); err != nil {
+		log.Warn("gossip leave", "err", err)
+	}
+	if err := c.node.Shutdown(); err != nil {
+		log.Warn("gossip shutdown", "err", err)
+	}
+}
+
+// Peers returns this node and its peers.
+func (c *clusterRun) Peers() []api.Peer {
+	ps := c.node.Peers()
+	out := make([]api.Peer, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, api.Peer{Name: p.Name, Address: p.Addr, State: p.State, Self: p.Self,
+			LastSync: p.LastSync, BytesIn: p.BytesIn, BytesOut: p.BytesOut})
+	}
+	return out
+}
+
+// Contributions returns each node's share of resource/domain.
+func (c *clusterRun) Contributions(resource, domain string, now time.Time) []reconcile.Contribution {
+	return c.rec.Contributions(resource, domain, now)
+}
+
+// Counters returns gossip and merge counters.
+func (c *clusterRun) Counters() api.ClusterCounters {
+	s := c.node.Stats()
+	return api.ClusterCounters{
+		BytesIn: s.BytesIn, BytesOut: s.BytesOut, PacketsIn: s.PacketsIn, PacketsOut: s.PacketsOut,
+		Dropped: s.Dropped, SendErrors: s.SendErrors, Live: c.node.Live(), Merge: c.rec.Stats(),
+	}
+}
+
+// splitJoin splits a comma-separated join list, dropping empty items.
+func splitJoin(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// checkHostPort reports whether v is host:port with a numeric port.
+func checkHostPort(what, v string) error {
+	_, port, err := net.SplitHostPort(v)
+	if err != nil || port == "" {
+		return fmt.Errorf("%s: must be host:port such as 0.0.0.0:7946, got %q", what, v)
+	}
+	return nil
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/obol-dev/obol/config"
+)
+
+func TestResolveCluster(t *testing.T) {
+	file := &config.Config{Gossip: config.Gossip{Bind: "10.0.0.1:7000", Join: []string{"peers.svc"}, SyncInterval: time.Second, SecretFile: "/k"}}
+	none := &config.Config{}
+	cases := []struct {
+		name string
+		f    flags
+		e    env
+		cfg  *config.Config
+		want clusterSettings
+		err  string
+	}{
+		{name: "alone by default", e: env{hostname: "h"}, cfg: none,
+			want: clusterSettings{name: "h", bind: defaultGossipBind, label: defaultLabel, sync: defaultSync}},
+		{name: "join alone turns it on on the default bind", f: flags{join: "a:1, b:2,"}, e: env{hostname: "h"}, cfg: none,
+			want: clusterSettings{enabled: true, name: "h", bind: defaultGossipBind, join: []string{"a:1", "b:2"}, label: defaultLabel, sync: defaultSync}},
+		{name: "config file", e: env{hostname: "h"}, cfg: file,
+			want: clusterSettings{enabled: true, name: "h", bind: "10.0.0.1:7000", join: []string{"peers.svc"}, secretFile: "/k", label: defaultLabel, sync: time.Second}},
+		{name: "env over config", e: env{hostname: "h", nodeName: "n1", gossipBind: "127.0.0.1:0", join: "x:1", secretFile: "/e", label: "blue", sync: "100ms"}, cfg: file,
+			want: clusterSettings{enabled: true, name: "n1", bind: "127.0.0.1:0", join: []string{"x:1"}, secretFile: "/e", label: "blue", sync: 100 * time.Millisecond}},
+		{name: "flags over env", f: flags{nodeName: "f1", gossipBind: "127.0.0.1:9", sync: "1s", label: "red"}, e: env{nodeName: "n1", gossipBind: "127.0.0.1:0", sync: "100ms"}, cfg: none,
+			want: clusterSettings{enabled: true, name: "f1", bind: "127.0.0.1:9", label: "red", sync: time.Second}},
+		{name: "bad bind", f: flags{gossipBind: "nowhere"}, e: env{hostname: "h"}, cfg: none, err: "--gossip-bind"},
+		{name: "bad sync", f: flags{gossipBind: "127.0.0.1:0", sync: "often"}, e: env{hostname: "h"}, cfg: none, err: "--sync-interval"},
+		{name: "zero sync", f: flags{gossipBind: "127.0.0.1:0", sync: "0s"}, e: env{hostname: "h"}, cfg: none, err: "--sync-interval"},
+		{name: "no name", f: flags{gossipBind: "127.0.0.1:0"}, cfg: none, err: "--node-name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := resolve(tc.f, tc.e, tc.cfg)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want one naming %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got.cluster, tc.want) {
+				t.Fatalf("cluster settings %+v, want %+v", got.cluster, tc.want)
+			}
+		})
+	}
+}
