@@ -61,8 +61,8 @@ type Agent struct {
 	HTTP string `json:"http,omitempty"`
 }
 
-// Gossip holds the cluster settings (used once the cluster lands). The zero
-// value runs the agent alone.
+// Gossip holds the cluster settings. The zero value runs the agent alone;
+// a Bind or a Join list makes it join a mesh (docs/cluster.md).
 type Gossip struct {
 	// Bind is the host:port memberlist listens on (UDP and TCP); "" = the
 	// built-in default (0.0.0.0:7946).
