@@ -78,6 +78,7 @@ type Cluster struct {
 	live    atomic.Int64
 
 	kick chan struct{}
+	tick atomic.Uint32 // Steps taken: the schedule of resends counts in ticks
 
 	mu  sync.Mutex // the remote table
 	tab *table
@@ -85,7 +86,6 @@ type Cluster struct {
 	gmu     sync.Mutex // own gauges (Step only, and Snapshot)
 	gauges  map[uint64]*ownGauge
 	gver    uint64
-	steps   uint64
 	scratch map[uint64]int64
 
 	stats statsCounters
@@ -98,7 +98,7 @@ type ownGauge struct {
 	resource, domain string
 	value            int64
 	version          uint64
-	ships            int8
+	changed          uint32 // the tick it changed before
 	names            int8
 }
 
@@ -229,6 +229,7 @@ func (c *Cluster) packet() *gossip.Packet {
 // Flush ships, at now, the keys that reached their drift threshold.
 func (c *Cluster) Flush(now time.Time) {
 	ms := now.UnixMilli()
+	s := c.tick.Load()
 	pkt := c.packet()
 	for _, r := range c.resources() {
 		if !r.urgentFlag.Swap(false) {
@@ -243,7 +244,7 @@ func (c *Cluster) Flush(now time.Time) {
 			sh := &r.shards[i]
 			sh.mu.Lock()
 			if all || len(sh.urgent) > 0 {
-				r.ship(sh, p, ms, pkt, !all)
+				r.ship(sh, p, s, ms, pkt, !all)
 			}
 			sh.mu.Unlock()
 		}
@@ -261,10 +262,8 @@ func (c *Cluster) Step(now time.Time) {
 	if b := c.sender.Load(); b != nil {
 		c.live.Store(int64(max(1, b.s.Live())))
 	}
-	c.gmu.Lock()
-	c.steps++
-	housekeeping := c.steps%4 == 0
-	c.gmu.Unlock()
+	s := c.tick.Add(1)
+	housekeeping := s%4 == 0
 	pkt := c.packet()
 	for _, r := range c.resources() {
 		p := r.p.Load()
@@ -274,15 +273,15 @@ func (c *Cluster) Step(now time.Time) {
 			sh := &r.shards[i]
 			sh.mu.Lock()
 			if len(sh.dirty) > 0 {
-				r.ship(sh, p, ms, pkt, false)
+				r.ship(sh, p, s, ms, pkt, false)
 			}
 			sh.mu.Unlock()
 		}
 		if housekeeping {
-			r.sweep(p, ms)
+			r.sweep(p, s, ms)
 		}
 	}
-	c.stepGauges(pkt, false)
+	c.stepGauges(pkt, s, false)
 	// An idle node still sends an empty packet every fourth tick: peers
 	// read a silence as loss and resync (gossip.Config.ResyncAfter).
 	c.send(pkt, housekeeping)
@@ -327,9 +326,11 @@ func (c *Cluster) life(resource string, slot uint32, mark bool) (int64, bool) {
 	return l[slot], true
 }
 
-// stepGauges reads this node's holds and appends the changed ones (every
-// one, every eighth tick or when all is set) to pkt.
-func (c *Cluster) stepGauges(pkt *gossip.Packet, all bool) {
+// stepGauges reads this node's holds at tick s and appends to pkt the ones
+// due (every nonzero one every eighth tick, and all of them with a
+// watermark when all is set, for a snapshot). A gauge that fell to zero is
+// forgotten once its resends are over.
+func (c *Cluster) stepGauges(pkt *gossip.Packet, s uint32, all bool) {
 	b := c.applier.Load()
 	if b == nil {
 		return
@@ -343,33 +344,29 @@ func (c *Cluster) stepGauges(pkt *gossip.Packet, all bool) {
 	clear(cur)
 	b.a.EachHold(func(resource, domain string, holds int64) {
 		h := KeyHash(resource, domain)
-		cur[h] += holds
 		if g, ok := c.gauges[h]; !ok {
 			c.gauges[h] = &ownGauge{resource: resource, domain: domain, names: resends}
 		} else if g.resource != resource || g.domain != domain {
 			return // a hash collision: keep the first
 		}
+		cur[h] += holds
 	})
-	refresh := all || c.steps%8 == 0
+	refresh := s%8 == 0
 	for h, g := range c.gauges {
-		v := cur[h]
-		if v != g.value {
+		if v := cur[h]; v != g.value || g.version == 0 {
 			c.gver++
-			g.value, g.version, g.ships = v, c.gver, resends
+			g.value, g.version, g.changed = v, c.gver, s
 		}
-		if g.ships > 0 || (refresh && g.value != 0) {
+		if all || due(s, g.changed) || (refresh && g.value != 0) {
 			pkt.Gauges = append(pkt.Gauges, gossip.Gauge{Hash: h, Value: g.value, Version: g.version})
-			if g.names > 0 || all {
+			if g.names > 0 || all || int32(s-g.changed) > 2 || refresh {
 				pkt.Names = append(pkt.Names, gossip.Name{Hash: h, Resource: g.resource, Domain: g.domain})
-				if !all {
+				if g.names > 0 && !all {
 					g.names--
 				}
 			}
-			if g.ships > 0 && !all {
-				g.ships--
-			}
 		}
-		if g.value == 0 && g.ships == 0 {
+		if g.value == 0 && !pending(s, g.changed) {
 			delete(c.gauges, h)
 		}
 	}
@@ -448,9 +445,9 @@ func (c *Cluster) Snapshot() *gossip.Packet {
 	pkt := c.packet()
 	pkt.Full = true
 	for _, r := range c.resources() {
-		r.snapshot(r.p.Load(), ms, pkt)
+		r.snapshot(r.p.Load(), c.tick.Load(), ms, pkt)
 	}
-	c.stepGauges(pkt, true)
+	c.stepGauges(pkt, c.tick.Load(), true)
 	return pkt
 }
 

@@ -13,10 +13,27 @@ import (
 // recording methods while it holds the key's lock, so they only take a shard
 // lock of their own, never block, and never call back.
 
-// resends is how many times a changed bucket, entry or gauge is shipped: the
-// first send and two repeats, so that one lost packet is repaired without
-// waiting for the key to change again or for anti-entropy.
+// resends is how many shipments carry a key's name.
 const resends = 3
+
+// A changed bucket, entry or gauge is shipped on the tick after the change
+// and again 1, 2, 4, 8 and 16 ticks later (while it is still live): a lost
+// packet is repaired within a tick, and whatever changed during a network
+// cut of up to 16 ticks (4 s at 250 ms) is shipped again after it heals. A
+// longer cut is a silence, which makes gossip resync the peers with a
+// push/pull (gossip.Config.ResyncAfter).
+const lastResend = 16
+
+// due reports whether an entry that changed before tick changed ships at
+// tick s (changed > s: it changed since the last tick, and a flush ships it).
+func due(s, changed uint32) bool {
+	d := int32(s - changed)
+	return d <= 2 || d == 4 || d == 8 || d == lastResend
+}
+
+// pending reports whether an entry that changed before tick changed still
+// has shipments ahead after tick s.
+func pending(s, changed uint32) bool { return int32(s-changed) < lastResend }
 
 // ownShards is the number of locks a resource's own keys are spread over.
 const ownShards = 32
@@ -42,16 +59,16 @@ type ownShard struct {
 }
 
 type ownCount struct {
-	slot   uint32
-	bucket int64 // ms
-	value  uint64
-	ships  int8
+	slot    uint32
+	bucket  int64 // ms
+	value   uint64
+	changed uint32 // the tick it changed before
 }
 
 type ownMark struct {
-	slot  uint32
-	at    int64
-	ships int8
+	slot    uint32
+	at      int64
+	changed uint32
 }
 
 // ownKey is this node's record of one key.
@@ -84,8 +101,8 @@ func (r *Res) key(sh *ownShard, domain string) *ownKey {
 	return k
 }
 
-// add counts n in slot's bucket holding at.
-func (k *ownKey) add(p *params, slot int, at, n int64) {
+// add counts n in slot's bucket holding at, changed before tick next.
+func (k *ownKey) add(p *params, slot int, at, n int64, next uint32) {
 	if slot >= len(p.bucket) || n <= 0 {
 		return
 	}
@@ -94,22 +111,22 @@ func (k *ownKey) add(p *params, slot int, at, n int64) {
 		c := &k.counts[i]
 		if c.slot == uint32(slot) && c.bucket == b {
 			c.value += uint64(n)
-			c.ships = resends
+			c.changed = next
 			return
 		}
 	}
-	k.counts = append(k.counts, ownCount{slot: uint32(slot), bucket: b, value: uint64(n), ships: resends})
+	k.counts = append(k.counts, ownCount{slot: uint32(slot), bucket: b, value: uint64(n), changed: next})
 }
 
-// mark records that tier slot was entered at at.
-func (k *ownKey) mark(slot int, at int64) {
+// mark records that tier slot was entered at at, before tick next.
+func (k *ownKey) mark(slot int, at int64, next uint32) {
 	for i := range k.marks {
 		if m := &k.marks[i]; m.slot == uint32(slot) {
-			m.at, m.ships = at, resends
+			m.at, m.changed = at, next
 			return
 		}
 	}
-	k.marks = append(k.marks, ownMark{slot: uint32(slot), at: at, ships: resends})
+	k.marks = append(k.marks, ownMark{slot: uint32(slot), at: at, changed: next})
 }
 
 // touch marks k changed and ships it at once when its unshipped hits reach
@@ -144,7 +161,8 @@ func (r *Res) TierHits(domain string, at, total int64, taken []int64, entered ui
 	sh := r.shard(domain)
 	sh.mu.Lock()
 	k := r.key(sh, domain)
-	k.add(p, SlotTotal, at, total)
+	next := r.c.tick.Load() + 1
+	k.add(p, SlotTotal, at, total, next)
 	thr := int64(1 << 62)
 	n := r.c.n()
 	if p.hard > 0 {
@@ -152,10 +170,10 @@ func (r *Res) TierHits(domain string, at, total int64, taken []int64, entered ui
 	}
 	for i, v := range taken {
 		if entered&(1<<uint(i)) != 0 && i < 64 {
-			k.mark(i+1, at)
+			k.mark(i+1, at, next)
 		}
 		if v > 0 {
-			k.add(p, i+1, at, v)
+			k.add(p, i+1, at, v, next)
 			if i+1 < len(p.limit) {
 				thr = min(thr, threshold(p.drift, p.limit[i+1], n))
 			}
@@ -176,29 +194,29 @@ func (r *Res) gcra(domain string, slot int, at, n int64) {
 	sh := r.shard(domain)
 	sh.mu.Lock()
 	k := r.key(sh, domain)
-	k.add(p, slot, at, n)
+	k.add(p, slot, at, n, r.c.tick.Load()+1)
 	r.touch(sh, k, n, threshold(p.drift, p.limit[slot], r.c.n()), 1<<62)
 	sh.mu.Unlock()
 }
 
-// collect appends k's entries to pkt: the buckets still to ship and, with
-// them, the key's live tier entries and (while it still travels) its name.
-// It drops buckets and entries that no longer matter at now and reports
-// whether k still has anything to ship later.
-func (r *Res) collect(p *params, k *ownKey, now int64, pkt *gossip.Packet, all bool) bool {
+// collect appends k's entries to pkt at tick s: the buckets due (every
+// live one when all is set) and, with them, the key's live tier entries and
+// its name while it still travels (and on late resends, which may be the
+// first to arrive after a cut). It drops buckets and entries that no longer
+// matter at now and reports whether k has shipments ahead.
+func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *gossip.Packet, all bool) bool {
 	keep := k.counts[:0]
-	shipped := false
+	shipped, late, ahead := false, false, false
 	for _, c := range k.counts {
 		if int(c.slot) < len(p.life) && c.bucket+p.life[c.slot] <= now {
 			continue // out of every window: forget it
 		}
-		if c.ships > 0 || all {
+		if all || due(s, c.changed) {
 			pkt.Counts = append(pkt.Counts, gossip.Count{Hash: k.hash, Slot: c.slot, Bucket: c.bucket, Value: c.value})
-			if c.ships > 0 && !all {
-				c.ships--
-			}
 			shipped = true
+			late = late || int32(s-c.changed) > 2
 		}
+		ahead = ahead || pending(s, c.changed)
 		keep = append(keep, c)
 	}
 	k.counts = keep
@@ -207,46 +225,34 @@ func (r *Res) collect(p *params, k *ownKey, now int64, pkt *gossip.Packet, all b
 		if int(m.slot) < len(p.mark) && m.at+p.mark[m.slot] <= now {
 			continue
 		}
-		if shipped || m.ships > 0 || all {
+		if shipped || all || due(s, m.changed) {
 			pkt.Marks = append(pkt.Marks, gossip.Mark{Hash: k.hash, Slot: m.slot, At: m.at})
-			if m.ships > 0 && !all {
-				m.ships--
-			}
 			shipped = true
 		}
+		ahead = ahead || pending(s, m.changed)
 		mk = append(mk, m)
 	}
 	k.marks = mk
-	if shipped && (k.names > 0 || all) {
+	if shipped && (k.names > 0 || all || late) {
 		pkt.Names = append(pkt.Names, gossip.Name{Hash: k.hash, Resource: r.name, Domain: k.domain})
 		if k.names > 0 && !all {
 			k.names--
 		}
 	}
 	if all {
-		return false
+		return ahead
 	}
 	k.unshipped = 0
 	k.urgent = false
-	for _, c := range k.counts {
-		if c.ships > 0 {
-			return true
-		}
-	}
-	for _, m := range k.marks {
-		if m.ships > 0 {
-			return true
-		}
-	}
-	return false
+	return ahead
 }
 
 // ship collects the shard's dirty keys (or only its urgent ones) into pkt.
-func (r *Res) ship(sh *ownShard, p *params, now int64, pkt *gossip.Packet, urgentOnly bool) {
+func (r *Res) ship(sh *ownShard, p *params, s uint32, now int64, pkt *gossip.Packet, urgentOnly bool) {
 	if urgentOnly {
 		for _, k := range sh.urgent {
 			if k.urgent {
-				r.collect(p, k, now, pkt, false)
+				r.collect(p, k, s, now, pkt, false)
 			}
 		}
 		sh.urgent = sh.urgent[:0]
@@ -254,7 +260,7 @@ func (r *Res) ship(sh *ownShard, p *params, now int64, pkt *gossip.Packet, urgen
 	}
 	keep := sh.dirty[:0]
 	for _, k := range sh.dirty {
-		if r.collect(p, k, now, pkt, false) {
+		if r.collect(p, k, s, now, pkt, false) {
 			keep = append(keep, k)
 		} else {
 			k.dirty = false
@@ -265,8 +271,8 @@ func (r *Res) ship(sh *ownShard, p *params, now int64, pkt *gossip.Packet, urgen
 	sh.urgent = sh.urgent[:0]
 }
 
-// sweep forgets keys with nothing live left at now.
-func (r *Res) sweep(p *params, now int64) {
+// sweep forgets keys with nothing live left at now (tick s).
+func (r *Res) sweep(p *params, s uint32, now int64) {
 	for i := range r.shards {
 		sh := &r.shards[i]
 		sh.mu.Lock()
@@ -275,7 +281,7 @@ func (r *Res) sweep(p *params, now int64) {
 				continue
 			}
 			var drop gossip.Packet
-			r.collect(p, k, now, &drop, false)
+			r.collect(p, k, s-lastResend-1, now, &drop, true) // drops what aged out, ships nothing
 			if len(k.counts) == 0 && len(k.marks) == 0 {
 				delete(sh.keys, d)
 			}
@@ -285,12 +291,12 @@ func (r *Res) sweep(p *params, now int64) {
 }
 
 // snapshot appends every live entry of every key to pkt.
-func (r *Res) snapshot(p *params, now int64, pkt *gossip.Packet) {
+func (r *Res) snapshot(p *params, s uint32, now int64, pkt *gossip.Packet) {
 	for i := range r.shards {
 		sh := &r.shards[i]
 		sh.mu.Lock()
 		for _, k := range sh.keys {
-			r.collect(p, k, now, pkt, true) // a snapshot is not a shipment to everyone: ships stay
+			r.collect(p, k, s, now, pkt, true) // a snapshot is not a shipment to everyone: the schedule stays
 		}
 		sh.mu.Unlock()
 	}
