@@ -43,6 +43,10 @@ var routes = []route{
 	{"POST", "/v1/transfer", (*Server).transfer},
 	{"POST", "/v1/seize", (*Server).seize},
 
+	// Adaptive windows (adaptive.go).
+	{"POST", "/v1/admit", (*Server).admit},
+	{"POST", "/v1/complete", (*Server).complete},
+
 	// Simulation (simulate.go).
 	{"POST", "/v1/simulate", (*Server).simulate},
 

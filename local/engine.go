@@ -58,6 +58,7 @@ type resource struct {
 	tiers     *tiersRes
 	gcra      *gcraRes
 	copies    *copiesRes
+	adaptive  *adaptiveRes // nil when the namespace ignores the config
 }
 
 type tiersRes struct {
@@ -154,6 +155,8 @@ func buildResource(name string, rc *config.Resource, ignore bool) *resource {
 		r.gcra = gr
 	case config.KindCopies:
 		r.copies = copiesFromConfig(name, rc, ignore)
+	case config.KindAdaptive:
+		r.adaptive = adaptiveFromConfig(rc, ignore)
 	}
 	return r
 }
@@ -238,7 +241,7 @@ func (e *Engine) lookup(name string, kind config.Kind) (*resource, error) {
 }
 
 func wrongKind(r *resource, call string) error {
-	return fmt.Errorf("%w: %q is a %s resource; %s is for %s", ErrWrongKind, r.name, r.kind, call, map[bool]string{true: "copies resources", false: "tiers and gcra resources"}[call == "reserve"])
+	return fmt.Errorf("%w: %q is %s resource; %s is for %s", ErrWrongKind, r.name, kindArticle(r.kind), call, kindsFor(call))
 }
 
 func checkCopies(copies, minCopies int) error {
@@ -435,7 +438,7 @@ func (e *Engine) Refund(t time.Time, resource, domain string, copies int) (int, 
 		if r == nil || r.unlimited {
 			return MaxCopies, nil
 		}
-		return 0, fmt.Errorf("%w: %q is a %s resource; refund is for gcra resources", ErrWrongKind, r.name, r.kind)
+		return 0, fmt.Errorf("%w: %q is %s resource; refund is for gcra resources", ErrWrongKind, r.name, kindArticle(r.kind))
 	}
 	gr, tn := r.gcra, t.UnixNano()
 	p := gr.params(domain)
@@ -663,8 +666,10 @@ func (e *Engine) Keys(resource string) int {
 	return 0
 }
 
-// Step drops keys that have fully reset and ends expired sessions and
-// transfers as of t. The agent calls it from a ticker; tests call it directly.
+// Step drops keys that have fully reset, ends expired sessions and
+// transfers, and counts adaptive tickets outstanding for their resource's
+// timeout as backoffs, as of t. The agent calls it from a ticker; tests call
+// it directly.
 // It visits every key: about 10 ms per million keys.
 func (e *Engine) Step(t time.Time) {
 	tm, tn := t.UnixMilli(), t.UnixNano()
@@ -674,6 +679,8 @@ func (e *Engine) Step(t time.Time) {
 			r.tiers.keys.sweep(func(s *tiersState) bool { return s.resetAt <= tm })
 		case r.gcra != nil:
 			r.gcra.keys.sweep(func(tat int64) bool { return tat <= tn })
+		case r.adaptive != nil:
+			sweepAdaptive(r, t)
 		}
 	}
 	for _, r := range e.res {

@@ -105,5 +105,9 @@ func adoptState(nr, old *resource, rc *config.Resource) {
 	case nr.copies != nil:
 		old.copies.adopt(nr.copies)
 		nr.copies = old.copies
+	case nr.adaptive != nil:
+		// The window, what it learned and the open tickets carry over;
+		// new limits are put in force (the window clamped into them).
+		adoptAdaptive(nr, old, rc)
 	}
 }

@@ -1,0 +1,230 @@
+package local
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/obol-dev/obol/adaptive"
+	"github.com/obol-dev/obol/config"
+)
+
+func adaptiveConfigFor(t *testing.T) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(`
+namespaces:
+  open: {allow_unconfigured: true}
+  off: {ignore_configured: true}
+resources:
+  a/login: {kind: adaptive, min_window: 1, max_window: 3, grow_every: 1, margin: 1, timeout: 10s}
+  a/shadow: {kind: adaptive, min_window: 1, max_window: 1, shadow: true}
+  a/gcra: {kind: gcra, burst: 1, count: 1, period: 1s}
+  a/jobs: {kind: copies, domain_limit: 1}
+  off/login: {kind: adaptive, min_window: 1, max_window: 1}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestAdaptiveAdmitComplete(t *testing.T) {
+	e := New(adaptiveConfigFor(t))
+	// t0: three admitted, the fourth rejected.
+	var tickets []string
+	for i := range 3 {
+		a, err := e.Admit(at(0), "a/login")
+		if err != nil || !a.Admitted || a.Position != i+1 || a.Window != 3 || a.Shadow || a.Lenient {
+			t.Fatalf("admit %d: %+v %v", i, a, err)
+		}
+		tk := a.Ticket()
+		if !strings.HasPrefix(tk, "a/login#") || string(a.AppendTicket([]byte("x"))) != "x"+tk {
+			t.Fatalf("ticket %q", tk)
+		}
+		tickets = append(tickets, tk)
+	}
+	a, err := e.Admit(at(0), "a/login")
+	if err != nil || a.Admitted || a.Ticket() != "" || a.Window != 3 || a.Position != 4 {
+		t.Fatalf("the fourth: %+v %v", a, err)
+	}
+	// t1: the third backs off at position 3: window 3 − 1 = 2.
+	if w, err := e.Complete(at(100), tickets[2], adaptive.Backoff); err != nil || w != 2 {
+		t.Fatalf("backoff: window %d, %v", w, err)
+	}
+	// t2: the first succeeds (grow_every 1): 3.
+	if w, err := e.Complete(at(200), tickets[0], adaptive.Success); err != nil || w != 3 {
+		t.Fatalf("success: window %d, %v", w, err)
+	}
+	// Completing twice, a made-up ticket, a ticket of another resource.
+	for _, tk := range []string{tickets[0], "a/login#1.1", "nope", "a/gcra#1.1", "zz/zz#1.1", "a/login#", "a/login#x.y"} {
+		if _, err := e.Complete(at(300), tk, adaptive.Success); !errors.Is(err, ErrUnknownTicket) || !strings.Contains(err.Error(), tk) {
+			t.Errorf("complete %q: %v, want ErrUnknownTicket naming it", tk, err)
+		}
+	}
+	if _, err := e.Complete(at(300), tickets[1], 0); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("an outcome of 0: %v", err)
+	}
+	if w, o, ok := e.AdaptiveWindow("a/login"); !ok || w != 3 || o != 1 {
+		t.Fatalf("window %d outstanding %d %v", w, o, ok)
+	}
+}
+
+func TestAdaptiveStepSweepsTimeouts(t *testing.T) {
+	e := New(adaptiveConfigFor(t))
+	a, _ := e.Admit(at(0), "a/login")
+	b, _ := e.Admit(at(0), "a/login")
+	e.Step(at(9999))
+	if _, o, _ := e.AdaptiveWindow("a/login"); o != 2 {
+		t.Fatalf("outstanding %d before the timeout, want 2", o)
+	}
+	// At t0 + timeout both expire: backoffs at positions 1 and 2 → the floor.
+	e.Step(at(10000))
+	if w, o, _ := e.AdaptiveWindow("a/login"); o != 0 || w != 1 {
+		t.Fatalf("after the sweep: window %d outstanding %d, want 1 and 0", w, o)
+	}
+	for _, tk := range []string{a.Ticket(), b.Ticket()} {
+		if _, err := e.Complete(at(10001), tk, adaptive.Success); !errors.Is(err, ErrUnknownTicket) {
+			t.Fatalf("an expired ticket: %v", err)
+		}
+	}
+}
+
+func TestAdaptiveShadowAndLenient(t *testing.T) {
+	e := New(adaptiveConfigFor(t))
+	first, _ := e.Admit(at(0), "a/shadow")
+	second, err := e.Admit(at(0), "a/shadow")
+	if err != nil || !first.Admitted || first.Shadow || !second.Admitted || !second.Shadow || second.Position != 2 || second.Window != 1 {
+		t.Fatalf("shadow: %+v %+v %v", first, second, err)
+	}
+	if w, err := e.Complete(at(1), second.Ticket(), adaptive.Backoff); err != nil || w != 1 {
+		t.Fatalf("completing a shadow ticket: %d %v", w, err)
+	}
+	if _, o, _ := e.AdaptiveWindow("a/shadow"); o != 1 {
+		t.Fatalf("outstanding %d: the shadow ticket counted", o)
+	}
+	for _, res := range []string{"open/anything", "off/login"} {
+		l, err := e.Admit(at(0), res)
+		if err != nil || !l.Admitted || !l.Lenient || l.Window != 0 || l.Ticket() != res+"#l" {
+			t.Fatalf("%s: %+v %v", res, l, err)
+		}
+		if _, err := e.Complete(at(1), l.Ticket(), adaptive.Success); err != nil {
+			t.Fatalf("completing a lenient ticket: %v", err)
+		}
+	}
+}
+
+func TestAdaptiveWrongKindAndUnknown(t *testing.T) {
+	e := New(adaptiveConfigFor(t))
+	cases := []struct {
+		name string
+		call func() error
+		want error
+		says string
+	}{
+		{"admit on gcra", func() error { _, err := e.Admit(at(0), "a/gcra"); return err }, ErrWrongKind, `"a/gcra" is a gcra resource; admit is for adaptive resources`},
+		{"admit on copies", func() error { _, err := e.Admit(at(0), "a/jobs"); return err }, ErrWrongKind, "admit is for adaptive resources"},
+		{"request on adaptive", func() error { _, err := e.Request(at(0), "a/login", "d", 1, 1); return err }, ErrWrongKind, `"a/login" is an adaptive resource; request is for tiers and gcra resources`},
+		{"refund on adaptive", func() error { _, err := e.Refund(at(0), "a/login", "d", 1); return err }, ErrWrongKind, "is an adaptive resource; refund"},
+		{"reserve on adaptive", func() error {
+			sid, _ := e.OpenSession(at(0), time.Minute)
+			_, err := e.Reserve(at(0), "a/login", "d", 1, 1, sid)
+			return err
+		}, ErrWrongKind, "reserve is for copies resources"},
+		{"admit unknown", func() error { _, err := e.Admit(at(0), "nope/x"); return err }, ErrUnknownResource, `"nope/x"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("%v, want %v saying %q", err, tc.want, tc.says)
+			}
+		})
+	}
+}
+
+func TestAdaptiveReloadKeepsTheWindow(t *testing.T) {
+	cfg := adaptiveConfigFor(t)
+	e := New(cfg)
+	a, _ := e.Admit(at(0), "a/login")
+	b, _ := e.Admit(at(0), "a/login")
+	c, _ := e.Admit(at(0), "a/login")
+	if _, err := e.Complete(at(1), c.Ticket(), adaptive.Backoff); err != nil { // window 2
+		t.Fatal(err)
+	}
+	// The same config: the window, the open tickets and their epoch carry over.
+	n, ch := e.Reload(adaptiveConfigFor(t))
+	if len(ch.Changed)+len(ch.KindChanged)+len(ch.Added)+len(ch.Removed) != 0 {
+		t.Fatalf("changes %+v", ch)
+	}
+	if w, o, _ := n.AdaptiveWindow("a/login"); w != 2 || o != 2 {
+		t.Fatalf("after the reload: window %d outstanding %d, want 2 and 2", w, o)
+	}
+	if _, err := n.Complete(at(2), a.Ticket(), adaptive.Success); err != nil {
+		t.Fatalf("a ticket from before the reload: %v", err)
+	}
+	// New limits: the window is clamped into them, tickets still complete.
+	cfg2 := adaptiveConfigFor(t)
+	cfg2.Resources["a/login"].MinWindow, cfg2.Resources["a/login"].MaxWindow = 5, 8
+	n2, ch := n.Reload(cfg2)
+	if len(ch.Changed) != 1 || ch.Changed[0] != "a/login" {
+		t.Fatalf("changes %+v", ch)
+	}
+	if w, _, _ := n2.AdaptiveWindow("a/login"); w != 5 {
+		t.Fatalf("window %d, want clamped to the new min 5", w)
+	}
+	if _, err := n2.Complete(at(3), b.Ticket(), adaptive.Success); err != nil {
+		t.Fatalf("a ticket from before the second reload: %v", err)
+	}
+	// A change of kind starts afresh: old tickets are unknown.
+	d, _ := n2.Admit(at(4), "a/login")
+	cfg3 := adaptiveConfigFor(t)
+	cfg3.Resources["a/login"] = &config.Resource{Kind: config.KindGCRA, Burst: 1, Count: 1, Period: time.Second}
+	cfg3.Resources["a/login"].Normalize()
+	cfg4 := adaptiveConfigFor(t)
+	n3, _ := n2.Reload(cfg3)
+	n4, _ := n3.Reload(cfg4)
+	if _, err := n4.Complete(at(5), d.Ticket(), adaptive.Success); !errors.Is(err, ErrUnknownTicket) {
+		t.Fatalf("a ticket from before a change of kind: %v", err)
+	}
+}
+
+func BenchmarkAdaptiveAdmitComplete(b *testing.B) {
+	cfg := &config.Config{Resources: map[string]*config.Resource{
+		"b/login": {Kind: config.KindAdaptive, MinWindow: 5, MaxWindow: 1000, GrowEvery: 10, Margin: 10, Timeout: time.Minute},
+	}}
+	e := New(cfg)
+	t0 := time.Unix(1_700_000_000, 0)
+	buf := make([]byte, 0, 64)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		now := t0.Add(time.Duration(i) * time.Microsecond)
+		a, err := e.Admit(now, "b/login")
+		if err != nil || !a.Admitted {
+			b.Fatalf("%+v %v", a, err)
+		}
+		buf = a.AppendTicket(buf[:0])
+		if _, err := e.Complete(now, string(buf), adaptive.Success); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkAdaptiveAdmit(b *testing.B) {
+	cfg := &config.Config{Resources: map[string]*config.Resource{
+		"b/login": {Kind: config.KindAdaptive, MinWindow: 5, MaxWindow: 10, GrowEvery: 10, Margin: 10, Timeout: time.Minute},
+	}}
+	e := New(cfg)
+	t0 := time.Unix(1_700_000_000, 0)
+	for range 10 { // a full window: every further admit is a rejection
+		_, _ = e.Admit(t0, "b/login")
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if a, _ := e.Admit(t0, "b/login"); a.Admitted {
+			b.Fatal("admitted")
+		}
+	}
+}
