@@ -17,13 +17,17 @@
 // as a child process of its own (this binary with a hidden -serve-floor
 // flag), so that its CPU time is read exactly as the agent's is.
 //
-// Each of the -c connections is a goroutine with its own persistent HTTP/1.1
-// connection (keep-alive, no pipelining), over the Unix socket or, with
-// -tcp, loopback TCP. Bodies are built before a phase starts; a request picks
-// one uniformly at random. The load is closed loop (the next request leaves
-// when the reply arrives) or, with -rate, open loop at a fixed total rate,
-// where each latency is measured from the instant the request was scheduled
-// (the coordinated-omission correction).
+// The -c persistent HTTP/1.1 connections (keep-alive, no pipelining), over
+// the Unix socket or, with -tcp, loopback TCP, are all driven by one event
+// loop on an OS thread of its own (epoll, non-blocking sockets), so that the
+// generator takes as little as it can from the cores it shares with the
+// server. Requests are encoded before a phase starts; a request picks one
+// uniformly at random, and a reply is parsed no further than its status line
+// and three headers. The load is closed loop (the next request leaves when
+// the reply arrives) or, with -rate, open loop at a fixed total rate, where a
+// request that leaves late has its latency measured from the instant it was
+// scheduled (the coordinated-omission correction). -cpuprofile profiles the
+// generator itself.
 //
 // The last line of the default run is machine-readable:
 //

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -135,4 +139,129 @@ func TestFloorServer(t *testing.T) {
 	if string(reply) != string(body) || ctype != "application/json" {
 		t.Errorf("floor replied %s (%s)", reply, ctype)
 	}
+}
+
+// roundTrip writes req on a new connection to the Unix socket and returns the
+// bytes read until they hold a whole reply.
+func roundTrip(t *testing.T, socket string, req []byte) []byte {
+	t.Helper()
+	c, err := net.Dial("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := c.Read(buf)
+		got = append(got, buf[:n]...)
+		if _, m, _, perr := parseReply(got); m > 0 || perr != nil {
+			return got
+		}
+		if err != nil {
+			t.Fatalf("read %q: %v", got, err)
+		}
+	}
+}
+
+// TestLargeAndClosing sends requests larger than a socket buffer takes at
+// once (so that a write is partial) and gets replies larger than the read
+// buffer, every other one with Connection: close: all succeed, none is lost.
+func TestLargeAndClosing(t *testing.T) {
+	reply := []byte(`{"granted":1,"pad":"` + strings.Repeat("x", 100_000) + `"}`)
+	var n atomic.Int64
+	srv := serveInProcess(t, func(ctx *fasthttp.RequestCtx) {
+		if len(ctx.PostBody()) < 1_000_000 {
+			ctx.SetStatusCode(fasthttp.StatusBadRequest)
+		}
+		if n.Add(1)%2 == 0 {
+			ctx.SetConnectionClose()
+		}
+		ctx.SetContentType("application/json")
+		ctx.SetBody(reply)
+	})
+	big := []byte(`{"resource":"r","domain":"` + strings.Repeat("d", 1_200_000) + `"}`)
+	for _, rate := range []float64{0, 200} {
+		spec := loadSpec{srv: srv, sc: requestJSON, bodies: [][]byte{big}, conns: 2, rate: rate, seed: 1}
+		res, err := runPhase(context.Background(), spec, phaseTiming{dur: 300 * time.Millisecond, hz: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.requests < 10 || res.errors != 0 || res.hist.TotalCount() != res.requests || res.grantShare() != 1 {
+			t.Errorf("rate %g: %d requests, %d errors (%s), %d latencies, grant share %g",
+				rate, res.requests, res.errors, res.firstErr, res.hist.TotalCount(), res.grantShare())
+		}
+	}
+}
+
+// TestMalformedReplies checks that a server answering what is not HTTP, or
+// the wrong Content-Type, or a reply that is not a decision, is charged an
+// error per request, and that the phase still ends on time.
+func TestMalformedReplies(t *testing.T) {
+	for _, tc := range []struct {
+		name, reply, wantErr string
+		sampled              bool // only the fully decoded replies (1 in 64) can fail
+	}{
+		{"not HTTP", "SSH-2.0-x\r\n\r\n", "malformed reply: status line", false},
+		{"chunked", "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "Transfer-Encoding", false},
+		{"wrong type", "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok", `reply Content-Type "text/plain"`, false},
+		{"no decision", "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", "decision without granted", true},
+		{"error status", "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nContent-Length: 43\r\n\r\n" +
+			`{"error":{"code":"busy","message":"later"}}`, "status 429 busy: later", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sock := rawServer(t, []byte(tc.reply))
+			bodies, _ := buildBodies(requestJSON, testResources, 10, 1)
+			srv := &server{name: "raw", socket: sock}
+			start := time.Now()
+			res, err := runPhase(context.Background(), loadSpec{srv: srv, sc: requestJSON, bodies: bodies, conns: 2, seed: 1},
+				phaseTiming{dur: 200 * time.Millisecond, hz: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.errors == 0 || (res.requests != 0) != tc.sampled || !strings.Contains(res.firstErr, tc.wantErr) || time.Since(start) > 3*time.Second {
+				t.Errorf("%d requests, %d errors, the first %q (want %q), took %s", res.requests, res.errors, res.firstErr, tc.wantErr, time.Since(start))
+			}
+		})
+	}
+}
+
+// rawServer answers every request on a Unix socket with reply, written as
+// is, and keeps the connection open.
+func rawServer(t *testing.T, reply []byte) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "raw.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(r)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					if _, err := c.Write(reply); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return sock
 }

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -71,6 +72,7 @@ type options struct {
 	soakEvery   time.Duration
 	printConfig bool
 	seed        uint64
+	cpuProfile  string
 	set         map[string]bool // the flags given on the command line
 }
 
@@ -85,7 +87,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{set: map[string]bool{}}
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&o.conns, "c", 64, "connections, each a goroutine with its own persistent HTTP/1.1 connection")
+	fs.IntVar(&o.conns, "c", 64, "persistent HTTP/1.1 connections, all driven by one event loop")
 	fs.BoolVar(&o.tcp, "tcp", false, "connect over loopback TCP instead of the Unix socket")
 	fs.StringVar(&o.encName, "enc", "json", "body and reply encoding: json or msgpack (setting it runs that one scenario)")
 	fs.IntVar(&o.batch, "batch", 0, "send /v1/batch with this many items instead of /v1/request (setting it runs that one scenario)")
@@ -103,6 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.soakEvery, "soak-every", time.Minute, "how often the soak reports")
 	fs.BoolVar(&o.printConfig, "print-config", false, "print the agent config the generator uses, and exit")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the random choices")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the generator process (not the agent or the floor) to this file")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./bench/load [flags]\n\n"+
 			"Measures the agent against the floor (a bare fasthttp handler) under the same load.\n"+
@@ -191,6 +194,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (*runRepo
 	}
 	if runtime.GOOS != "linux" {
 		return nil, fmt.Errorf("the load generator reads /proc: it runs on Linux only, not %s", runtime.GOOS)
+	}
+	if o.cpuProfile != "" {
+		stopProfile, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			return nil, err
+		}
+		defer stopProfile()
 	}
 	hz, hzRead := clockTicks()
 	dir, err := os.MkdirTemp("", "obol-load-")
@@ -462,4 +472,21 @@ func (rep *runReport) failure(ctx context.Context) error {
 		return errors.New(strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// startCPUProfile starts profiling the generator's CPU into file and returns
+// the function that stops and writes it.
+func startCPUProfile(file string) (func(), error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
