@@ -1,0 +1,198 @@
+package main
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	ms1 = int64(time.Millisecond)
+	s1  = int64(time.Second)
+)
+
+// t0 is an instant on a whole second, Unix ns.
+var t0 = time.Unix(1_700_000_000, 0).UnixNano()
+
+func TestWindowCounts(t *testing.T) {
+	tests := []struct {
+		name   string
+		grants []int64
+		from   int64
+		to     int64
+		want   []int
+	}{
+		{name: "before from and past to are left out",
+			grants: []int64{t0 - 1, t0, t0 + s1 - 1, t0 + s1, t0 + 2*s1, t0 + 2*s1 + 5},
+			from:   t0, to: t0 + 2*s1, want: []int{2, 1}},
+		{name: "a partial last window is dropped",
+			grants: []int64{t0, t0 + s1 + 1},
+			from:   t0, to: t0 + s1 + s1/2, want: []int{1}},
+		{name: "shorter than a window", grants: []int64{t0}, from: t0, to: t0 + s1/2, want: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := windowCounts(tc.grants, tc.from, tc.to, s1); !slices.Equal(got, tc.want) {
+				t.Errorf("windowCounts = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSlidingMax(t *testing.T) {
+	tests := []struct {
+		name   string
+		grants []int64
+		from   int64
+		to     int64
+		want   int
+	}{
+		{name: "straddling two aligned windows",
+			grants: []int64{t0 + 900*ms1, t0 + 950*ms1, t0 + s1, t0 + s1 + 10*ms1, t0 + 2*s1 + 500*ms1},
+			from:   t0, to: t0 + 3*s1, want: 4},
+		{name: "the last second, reached by a window ending at a grant",
+			grants: []int64{t0 + 2*s1 + 100*ms1, t0 + 2*s1 + 200*ms1, t0 + 3*s1 - 1},
+			from:   t0, to: t0 + 3*s1, want: 3},
+		{name: "grants before from do not count",
+			grants: []int64{t0 - 1, t0 + 10, t0 + 20},
+			from:   t0, to: t0 + 2*s1, want: 2},
+		{name: "a window is half-open: g and g+1s are not together",
+			grants: []int64{t0, t0 + s1},
+			from:   t0, to: t0 + 3*s1, want: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := slidingMax(tc.grants, tc.from, tc.to, s1); got != tc.want {
+				t.Errorf("slidingMax = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFalseDenialsGCRA(t *testing.T) {
+	// Burst 10, 10 per second: EI = 100 ms, B = 1 s.
+	const ei, b = 100 * ms1, s1
+	five := func(at int64) []int64 { return []int64{at, at, at, at, at} }
+	tests := []struct {
+		name            string
+		grants          []int64
+		denials         []decision
+		counted, strict int
+	}{
+		{name: "an empty exact bucket: a true denial",
+			grants:  append(five(t0), five(t0+50*ms1)...),
+			denials: []decision{{at: t0 + 99*ms1, done: t0 + 99*ms1}}},
+		{name: "one token back at t0+100ms: a false denial",
+			// max(t0+500ms, t0+50ms) + 500ms = t0+1s; at t0+100ms: (100+1000−1000)/100 = 1 token.
+			grants:  append(five(t0), five(t0+50*ms1)...),
+			denials: []decision{{at: t0 + 100*ms1, done: t0 + 100*ms1}},
+			counted: 1, strict: 1},
+		{name: "a grant made while the denial ran counts only for counted",
+			grants:  append(append(five(t0), five(t0+50*ms1)...), t0+100*ms1+1),
+			denials: []decision{{at: t0 + 100*ms1, done: t0 + 100*ms1 + 5}},
+			counted: 0, strict: 1},
+		{name: "with no grant the bucket is full: a false denial",
+			denials: []decision{{at: t0, done: t0}},
+			counted: 1, strict: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			slices.Sort(tc.grants)
+			c, s := falseDenialsGCRA(tc.grants, tc.denials, ei, b)
+			if c != tc.counted || s != tc.strict {
+				t.Errorf("falseDenialsGCRA = %d, %d; want %d, %d", c, s, tc.counted, tc.strict)
+			}
+		})
+	}
+}
+
+func TestFalseDenialsTiers(t *testing.T) {
+	// Tier "3,1,1,0": 3 hits per instance of 1 s.
+	grants := []int64{t0, t0 + 10*ms1, t0 + 20*ms1, t0 + 30*ms1, // an over-admitted 4th
+		t0 + s1 + 5*ms1, // the second instance enters at t0+1.005s
+	}
+	tests := []struct {
+		name    string
+		denial  decision
+		counted int
+	}{
+		{name: "the instance is full", denial: decision{at: t0 + 500*ms1, done: t0 + 500*ms1}},
+		{name: "the instance has room before its third grant",
+			denial: decision{at: t0 + 15*ms1, done: t0 + 15*ms1}, counted: 1},
+		{name: "no instance is active: a request would enter one",
+			denial: decision{at: t0 + s1 + 2*ms1, done: t0 + s1 + 2*ms1}, counted: 1},
+		{name: "the second instance has room",
+			denial: decision{at: t0 + s1 + 500*ms1, done: t0 + s1 + 500*ms1}, counted: 1},
+		{name: "the same millisecond as the instance's end is past it",
+			denial: decision{at: t0 + s1, done: t0 + s1}, counted: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := falseDenialsTiers(grants, []decision{tc.denial}, 3, 1000)
+			if c != tc.counted {
+				t.Errorf("falseDenialsTiers = %d, want %d", c, tc.counted)
+			}
+		})
+	}
+}
+
+func TestConvergence(t *testing.T) {
+	probes := []probe{{node: 0, at: t0, domain: "probe-a"}, {node: 1, at: t0, domain: "probe-b"}}
+	seen := []map[string]int64{
+		{"probe-b": t0 + 30*ms1},
+		{"probe-a": t0 + 10*ms1},
+		{"probe-a": t0 + 20*ms1},
+	}
+	lags, lost := convergence(probes, seen)
+	if lost != 1 || len(lags) != 2 || lags[0] != 20 || !math.IsInf(lags[1], 1) {
+		t.Errorf("convergence = %v, lost %d; want [20 +Inf], lost 1", lags, lost)
+	}
+	if q := quantile(lags, 0.5); q != 20 {
+		t.Errorf("p50 = %v, want 20", q)
+	}
+}
+
+// TestHarnessTiny runs the harness at tiny scale over real memberlist: three
+// nodes, a tiers key of 200 per second offered 1000 per second, 1 s sync,
+// with drift shipping and tick-only. Drift shipping must make no false
+// denial and over-admit less than tick-only.
+func TestHarnessTiny(t *testing.T) {
+	const limit = 200
+	cfg, err := benchConfig(limit, 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]runResult{}
+	for _, mode := range []string{"drift", "tick"} {
+		c, err := startCluster(clusterSpec{n: 3, tickOnly: mode == "tick", sync: time.Second, cfg: cfg, seed: 1, prefix: "test-" + mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := runLoad(c, runSpec{n: 3, kind: "tiers", spread: "even", mode: mode, sync: time.Second,
+			limit: limit, warm: time.Second, d: 2 * time.Second, id: 1})
+		c.close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s\n  %s", r.line(), r.windowLine())
+		if len(r.windows) != 2 || r.requests < 2500 || r.grants == 0 || r.probes == 0 {
+			t.Fatalf("%s: %d windows, %d requests, %d grants, %d probes", mode, len(r.windows), r.requests, r.grants, r.probes)
+		}
+		got[mode] = r
+	}
+	drift, tick := got["drift"], got["tick"]
+	if drift.falseDen != 0 {
+		t.Errorf("drift shipping: %d false denials:\n%s", drift.falseDen, strings.Join(drift.explain, "\n"))
+	}
+	if !(drift.maxL < tick.maxL) {
+		t.Errorf("drift shipping's worst window %.3f × L is not below tick-only's %.3f × L", drift.maxL, tick.maxL)
+	}
+	var out strings.Builder
+	report(&out, options{syncs: []time.Duration{time.Second}, drift: 0.05}, []runResult{drift, tick}, nil, mlTimers{})
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "RESULT n=3 drift=0.05 overshoot_max=") {
+		t.Errorf("last line %q", last)
+	}
+}
