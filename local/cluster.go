@@ -1,6 +1,10 @@
 package local
 
-import "github.com/obol-dev/obol/reconcile"
+import (
+	"time"
+
+	"github.com/obol-dev/obol/reconcile"
+)
 
 // cluster.go joins the engine to the cluster: it records the hits the engine
 // commits on the resource's reconcile handle, and it applies the growth of
@@ -24,6 +28,9 @@ func (e *Engine) Attach(c *reconcile.Cluster) {
 			r.tiers.sync = c.Resource(name, e.cfg.Resources[name])
 		case r.gcra != nil:
 			r.gcra.sync = c.Resource(name, e.cfg.Resources[name])
+			if r.gcra.idle == nil {
+				r.gcra.idle = newStore[idleLog](int(r.gcra.keys.max.Load()))
+			}
 		case r.copies != nil:
 			c.Resource(name, e.cfg.Resources[name])
 		}
@@ -183,6 +190,35 @@ func (tr *tiersRes) applyEntry(domain string, i int, at, now int64) {
 	st.retryM = 0
 }
 
+// idleKeep is how long a clustered gcra key outlives its TAT, and its idle
+// gaps the newest of them: a peer's spend dated before the TAT must still
+// find both to land where it happened. It covers the resends of a change
+// (16 ticks: 4 s at 250 ms, 16 s at 1 s) and the resync after a silence. A
+// spend delivered later than that (a long partition) lands on a bucket
+// that forgot its past and grants more than one exact bucket would: the
+// over-admission of a partition, which fail open accepts.
+const idleKeep = 30 * time.Second
+
+// noteIdle records, in a locked key shard, that a spend at t found domain's
+// bucket idle since tat. A full idle store records nothing (a late peer's
+// spend then finds no gap to fill: toward denial).
+func (gr *gcraRes) noteIdle(domain string, tat, t int64) {
+	sh, h := gr.idle.lock(domain)
+	if l := sh.find(domain, h); l != nil {
+		l.note(tat, t)
+	} else {
+		var l idleLog
+		l.note(tat, t)
+		gr.idle.insert(sh, domain, h, l)
+	}
+	sh.mu.Unlock()
+}
+
+// applyCount applies a peer's spend or refund of n tokens to domain's
+// bucket. A spend dated at is inserted into the bucket's chain where it
+// happened (gcraApplySpend); a refund gives tokens back now. The key is
+// kept for idleKeep after its TAT passes, so that a later-delivered spend
+// dated before it still sees it.
 func (gr *gcraRes) applyCount(domain string, slot int, at, n, now int64) {
 	p := gr.params(domain)
 	atNs, nowNs := at*1e6, now*1e6
@@ -195,7 +231,24 @@ func (gr *gcraRes) applyCount(domain string, slot int, at, n, now int64) {
 	}
 	switch slot {
 	case reconcile.SlotSpend:
-		tat = max(tat, atNs) + n*p.ei
+		if gr.idle == nil {
+			tat = gcraApplySpend(p, tat, atNs, n, nil)
+			break
+		}
+		ish, ih := gr.idle.lock(domain) // after the key's shard, as in decide
+		var l idleLog
+		pl := ish.find(domain, ih)
+		if pl != nil {
+			l = *pl
+		}
+		tat = gcraApplySpend(p, tat, atNs, n, &l)
+		switch {
+		case pl != nil:
+			*pl = l
+		case l.n > 0:
+			gr.idle.insert(ish, domain, ih, l)
+		}
+		ish.mu.Unlock()
 	case reconcile.SlotRefund:
 		tat, _ = gcraRefund(p, tat, nowNs, n)
 	default:
@@ -204,7 +257,7 @@ func (gr *gcraRes) applyCount(domain string, slot int, at, n, now int64) {
 	switch {
 	case ptat != nil:
 		*ptat = tat
-	case tat > nowNs:
+	case tat > nowNs || (gr.idle != nil && tat+idleKeep.Nanoseconds() > nowNs):
 		gr.keys.insert(sh, domain, h, tat)
 	}
 }

@@ -74,6 +74,9 @@ type gcraRes struct {
 	over map[string]*gcraParams
 	keys *store[int64]  // TAT, Unix ns
 	sync *reconcile.Res // nil alone
+	// idle holds, for a clustered resource, the idle gaps keys' own spends
+	// discarded lately (gcraidle.go); nil alone.
+	idle *store[idleLog]
 }
 
 // New returns an engine for cfg, which must be validated and normalized
@@ -405,6 +408,9 @@ func (gr *gcraRes) decide(d *Decision, stats *Stats, domain string, t, q, m int6
 	o := gcraDecide(p, tat, t, q, m)
 	if o.changed && gr.sync != nil {
 		gr.sync.Spend(domain, t/1e6, o.granted)
+		if tat < t && gr.idle != nil {
+			gr.noteIdle(domain, tat, t)
+		}
 	}
 	if o.changed {
 		if ptat != nil {
@@ -454,7 +460,7 @@ func (e *Engine) Refund(t time.Time, resource, domain string, copies int) (int, 
 	}
 	tat, remaining := gcraRefund(p, tat, tn, int64(copies))
 	if ptat != nil {
-		if tat <= tn {
+		if tat <= tn && gr.idle == nil { // clustered, a key outlives its TAT (applyCount)
 			gr.keys.remove(sh, domain, h)
 		} else {
 			*ptat = tat
@@ -678,7 +684,14 @@ func (e *Engine) Step(t time.Time) {
 		case r.tiers != nil:
 			r.tiers.keys.sweep(func(s *tiersState) bool { return s.resetAt <= tm })
 		case r.gcra != nil:
-			r.gcra.keys.sweep(func(tat int64) bool { return tat <= tn })
+			if r.gcra.idle == nil {
+				r.gcra.keys.sweep(func(tat int64) bool { return tat <= tn })
+			} else {
+				// Clustered: kept idleKeep past the TAT (see applyCount).
+				keep := idleKeep.Nanoseconds()
+				r.gcra.keys.sweep(func(tat int64) bool { return tat+keep <= tn })
+				r.gcra.idle.sweep(func(l idleLog) bool { return l.last()+keep <= tn })
+			}
 		case r.adaptive != nil:
 			sweepAdaptive(r, t)
 		}

@@ -100,8 +100,11 @@ func adoptState(nr, old *resource, rc *config.Resource) {
 	case nr.gcra != nil:
 		// A bucket keeps its TAT: what remains is read with the new burst
 		// and emission interval.
-		nr.gcra.keys = old.gcra.keys
+		nr.gcra.keys, nr.gcra.idle = old.gcra.keys, old.gcra.idle
 		nr.gcra.keys.max.Store(maxKeys)
+		if nr.gcra.idle != nil {
+			nr.gcra.idle.max.Store(maxKeys)
+		}
 	case nr.copies != nil:
 		old.copies.adopt(nr.copies)
 		nr.copies = old.copies

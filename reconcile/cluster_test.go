@@ -333,3 +333,41 @@ func TestFailOpenWhenCutOff(t *testing.T) {
 		t.Fatalf("contributions after heal: %+v", c)
 	}
 }
+
+// A peer's spend that arrives after this node's own later spend lands where
+// it happened: each node ends on the exact bucket's TAT, and neither denies
+// what one bucket fed both spends in time order would grant.
+func TestGCRALateSpendLandsWhereItHappened(t *testing.T) {
+	fc := clock.NewFake(t0) // g/bucket: burst 10, 10/s: EI 100 ms, B 1 s
+	_, nodes := cluster(t, fc, "a", "b")
+	a, b := nodes[0], nodes[1]
+	req(t, a, fc.Now(), "g/bucket", "k", 5)
+	req(t, b, fc.Now().Add(50*time.Millisecond), "g/bucket", "k", 5)
+	fc.Advance(100 * time.Millisecond)
+	step(fc, nodes)
+	// Exact: TAT t0+500ms after a's, t0+1000ms after b's; at t0+100ms one
+	// token fits.
+	for _, n := range nodes {
+		if d := req(t, n, fc.Now(), "g/bucket", "k", 0); d.Remaining != 1 {
+			t.Errorf("%s: remaining %d at t0+100ms, want 1 (the exact bucket's)", n.name, d.Remaining)
+		}
+	}
+}
+
+// A gcra bucket that ages out before the first tick after it (a sync
+// interval longer than the burst offset) is still shipped: the spend keeps
+// a busy bucket's TAT late.
+func TestGCRABucketAgedOutBeforeShippingStillShips(t *testing.T) {
+	fc := clock.NewFake(t0)
+	_, nodes := cluster(t, fc, "a", "b")
+	a, b := nodes[0], nodes[1]
+	a.c.Step(fc.Now())                                                // a tick before the spends
+	req(t, a, fc.Now(), "g/bucket", "k", 10)                          // TAT t0+1s
+	req(t, a, fc.Now().Add(600*time.Millisecond), "g/bucket", "k", 5) // TAT t0+1.5s
+	fc.Advance(1100 * time.Millisecond)                               // t0's bucket aged out at t0+1s
+	step(fc, nodes)
+	// Exact: TAT t0+1.5s; at t0+1.1s, floor((1.1+1−1.5)/0.1) = 6 fit.
+	if d := req(t, b, fc.Now(), "g/bucket", "k", 0); d.Remaining != 6 {
+		t.Fatalf("b: remaining %d, want 6 (a's spend at t0 was never shipped?)", d.Remaining)
+	}
+}

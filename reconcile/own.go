@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/gossip"
 )
 
@@ -59,10 +60,11 @@ type ownShard struct {
 }
 
 type ownCount struct {
-	slot    uint32
 	bucket  int64 // ms
 	value   uint64
+	slot    uint32
 	changed uint32 // the tick it changed before
+	unsent  bool   // changed since it was last shipped
 }
 
 type ownMark struct {
@@ -111,11 +113,11 @@ func (k *ownKey) add(p *params, slot int, at, n int64, next uint32) {
 		c := &k.counts[i]
 		if c.slot == uint32(slot) && c.bucket == b {
 			c.value += uint64(n)
-			c.changed = next
+			c.changed, c.unsent = next, true
 			return
 		}
 	}
-	k.counts = append(k.counts, ownCount{slot: uint32(slot), bucket: b, value: uint64(n), changed: next})
+	k.counts = append(k.counts, ownCount{slot: uint32(slot), bucket: b, value: uint64(n), changed: next, unsent: true})
 }
 
 // mark records that tier slot was entered at at, before tick next.
@@ -204,17 +206,30 @@ func (r *Res) gcra(domain string, slot int, at, n int64) {
 // its name while it still travels (and on late resends, which may be the
 // first to arrive after a cut). It drops buckets and entries that no longer
 // matter at now and reports whether k has shipments ahead.
+//
+// A gcra bucket that aged out before it was ever shipped (a sync interval
+// longer than the bucket's life, or a long stall) is shipped once on its way
+// out: a spend keeps pushing the TAT of a busy bucket long after its own
+// burst offset, so peers must see it. A tiers bucket that aged out counts
+// in no window any more and goes unshipped.
 func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *gossip.Packet, all bool) bool {
 	keep := k.counts[:0]
 	shipped, late, ahead := false, false, false
 	for _, c := range k.counts {
 		if int(c.slot) < len(p.life) && c.bucket+p.life[c.slot] <= now {
+			if c.unsent && !all && p.kind == config.KindGCRA {
+				pkt.Counts = append(pkt.Counts, gossip.Count{Hash: k.hash, Slot: c.slot, Bucket: c.bucket, Value: c.value})
+				shipped = true
+			}
 			continue // out of every window: forget it
 		}
 		if all || due(s, c.changed) {
 			pkt.Counts = append(pkt.Counts, gossip.Count{Hash: k.hash, Slot: c.slot, Bucket: c.bucket, Value: c.value})
 			shipped = true
 			late = late || int32(s-c.changed) > 2
+			if !all {
+				c.unsent = false
+			}
 		}
 		ahead = ahead || pending(s, c.changed)
 		keep = append(keep, c)

@@ -1,0 +1,180 @@
+package local
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestIdleLogTake(t *testing.T) {
+	tests := []struct {
+		name      string
+		gaps      []idleGap
+		at, need  int64
+		want      int64
+		wantAfter []idleGap
+	}{
+		{"none", nil, 0, 50, 0, nil},
+		{"gap before at", []idleGap{{0, 10}}, 10, 50, 0, []idleGap{{0, 10}}},
+		{"whole gap", []idleGap{{10, 20}}, 0, 50, 10, nil},
+		{"head", []idleGap{{10, 20}}, 5, 4, 4, []idleGap{{14, 20}}},
+		{"tail from at", []idleGap{{10, 20}}, 15, 50, 5, []idleGap{{10, 15}}},
+		{"middle splits", []idleGap{{10, 20}}, 12, 3, 3, []idleGap{{10, 12}, {15, 20}}},
+		{"earliest first", []idleGap{{10, 20}, {30, 40}}, 0, 15, 15, []idleGap{{35, 40}}},
+		{"across gaps", []idleGap{{10, 20}, {30, 40}, {50, 60}}, 35, 100, 15, []idleGap{{10, 20}, {30, 35}}},
+		{"split when full keeps head", []idleGap{{10, 20}, {30, 40}, {50, 60}, {70, 80}}, 12, 3, 3,
+			[]idleGap{{10, 12}, {30, 40}, {50, 60}, {70, 80}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var l idleLog
+			for _, g := range tt.gaps {
+				l.note(g.from, g.to)
+			}
+			if got := l.take(tt.at, tt.need); got != tt.want {
+				t.Errorf("take(%d, %d) = %d, want %d", tt.at, tt.need, got, tt.want)
+			}
+			if got := l.gaps[:l.n]; !slices.Equal(got, tt.wantAfter) && !(len(got) == 0 && len(tt.wantAfter) == 0) {
+				t.Errorf("gaps after = %v, want %v", got, tt.wantAfter)
+			}
+		})
+	}
+}
+
+func TestIdleLogNoteDropsOldest(t *testing.T) {
+	var l idleLog
+	for i := int64(0); i < idleLen+2; i++ {
+		l.note(i*10, i*10+5)
+	}
+	if l.n != idleLen || l.gaps[0].from != 20 || l.last() != (idleLen+1)*10+5 {
+		t.Fatalf("log = %v (n %d), want the newest %d gaps", l.gaps, l.n, idleLen)
+	}
+	l.note(7, 7) // empty: ignored
+	if l.n != idleLen {
+		t.Fatalf("an empty gap was recorded")
+	}
+}
+
+// The case: a spends 5 at t0, b spends 5 at t0+50ms; each applies
+// the other's spend late. Both must end on the exact bucket's TAT.
+func TestGCRAApplySpendLate(t *testing.T) {
+	p := newGCRAParams(10, 10, time.Second) // EI 100 ms, B 1 s
+	const ms = int64(time.Millisecond)
+	t0 := int64(1e12)
+	exact := gcraDecide(&p, 0, t0, 5, 5).tat
+	exact = gcraDecide(&p, exact, t0+50*ms, 5, 5).tat
+
+	// b: its own spend first, a's applied after.
+	var lb idleLog
+	tb := gcraDecide(&p, 0, t0+50*ms, 5, 5).tat
+	lb.note(0, t0+50*ms)
+	tb = gcraApplySpend(&p, tb, t0, 5, &lb)
+	// a: its own spend first, b's applied after (no gap after b's instant).
+	var la idleLog
+	ta := gcraDecide(&p, 0, t0, 5, 5).tat
+	la.note(0, t0)
+	ta = gcraApplySpend(&p, ta, t0+50*ms, 5, &la)
+	if ta != exact || tb != exact {
+		t.Fatalf("TAT a %d, b %d; exact %d (b without the log: %d)", ta-t0, tb-t0, exact-t0,
+			gcraApplySpend(&p, gcraDecide(&p, 0, t0+50*ms, 5, 5).tat, t0, 5, nil)-t0)
+	}
+	if r := gcraDecide(&p, tb, t0+100*ms, 0, 0).remaining; r != 1 {
+		t.Fatalf("b's remaining at t0+100ms = %d, want 1", r)
+	}
+}
+
+// Random interleavings: a node decides its own spends in time order and
+// gets a peer's (granted) spends late, in any order. With no more idle gaps
+// than the log holds, its TAT must be the exact bucket's, fed every spend
+// in time order.
+func TestGCRAApplySpendMatchesExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	p := newGCRAParams(20, 10, time.Second) // EI 100 ms, B 2 s
+	checked := 0
+	for trial := 0; trial < 5000; trial++ {
+		type ev struct {
+			at, n  int64
+			remote bool
+		}
+		var evs []ev
+		tm := int64(1e12)
+		for i := 0; i < 2+rng.IntN(5); i++ {
+			tm += rng.Int64N(int64(400 * time.Millisecond))
+			evs = append(evs, ev{tm, 1 + rng.Int64N(3), rng.IntN(2) == 0})
+		}
+		// The exact bucket decides every spend in time order; only granted
+		// spends happen (the peer's were granted by the peer).
+		var exact int64
+		var local, remote []ev
+		for _, e := range evs {
+			o := gcraDecide(&p, exact, e.at, e.n, e.n)
+			if !o.changed {
+				continue
+			}
+			exact = o.tat
+			if e.remote {
+				remote = append(remote, e)
+			} else {
+				local = append(local, e)
+			}
+		}
+		var l idleLog
+		var tat int64
+		notes := len(remote) // each remote spend adds at most one gap (a note or a split)
+		for _, e := range local {
+			if tat < e.at {
+				l.note(tat, e.at)
+				notes++
+			}
+			tat = max(tat, e.at) + e.n*p.ei
+		}
+		rng.Shuffle(len(remote), func(i, j int) { remote[i], remote[j] = remote[j], remote[i] })
+		for _, e := range remote {
+			tat = gcraApplySpend(&p, tat, e.at, e.n, &l)
+		}
+		if notes > idleLen {
+			// The log dropped gaps: the TAT may run late (toward denial),
+			// never early.
+			if tat < exact {
+				t.Fatalf("trial %d: TAT %d before the exact %d with an overflowing log", trial, tat, exact)
+			}
+			continue
+		}
+		checked++
+		if tat != exact {
+			t.Fatalf("trial %d: TAT %d, exact %d; local %v remote (arrival order) %v", trial, tat, exact, local, remote)
+		}
+	}
+	t.Logf("%d trials fit the log", checked)
+	if checked < 2000 {
+		t.Fatalf("only %d of 5000 trials fit the log", checked)
+	}
+}
+
+func FuzzIdleLog(f *testing.F) {
+	f.Add(int64(10), int64(20), int64(15), int64(3), int64(30), int64(40))
+	f.Fuzz(func(t *testing.T, a, b, at, need, c, d int64) {
+		var l idleLog
+		l.note(a, b)
+		l.note(c, d)
+		before := int64(0)
+		for _, g := range l.gaps[:l.n] {
+			before += g.to - g.from
+		}
+		if need < 0 {
+			need = -need
+		}
+		got := l.take(at, need)
+		after := int64(0)
+		for i, g := range l.gaps[:l.n] {
+			if g.from >= g.to || (i > 0 && g.from < l.gaps[i-1].to) {
+				t.Fatalf("gaps %v not ordered and non-empty", l.gaps[:l.n])
+			}
+			after += g.to - g.from
+		}
+		if got < 0 || got > need || before-after != got {
+			t.Fatalf("take(%d, %d) = %d; idle %d → %d", at, need, got, before, after)
+		}
+	})
+}
