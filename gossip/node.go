@@ -309,7 +309,7 @@ var (
 // New creates a node, starts memberlist and joins the seeds. Memberlist is
 // configured from DefaultLANConfig (false suspicion is worse than slow
 // detection when every node fails open) with compression off,
-// HandoffQueueDepth 4096, UDPBufferSize MaxDatagram, the key and label, then
+// DeadNodeReclaimTime 1 s, HandoffQueueDepth 4096, UDPBufferSize MaxDatagram, the key and label, then
 // Tune. A failed join is logged, never fatal: the node runs alone and the
 // rejoin loop retries. h must be ready before New is called.
 func New(cfg Config, h Handler) (*Node, error) {
@@ -366,6 +366,11 @@ func New(cfg Config, h Handler) (*Node, error) {
 		}
 	}
 	mc.EnableCompression = false
+	// A node declared dead may come back under its name at a new address
+	// (a restarted pod) a second after its death; memberlist's default, 0,
+	// refuses it ("conflicting address") until the dead entry is reaped,
+	// about 30 s later.
+	mc.DeadNodeReclaimTime = time.Second
 	mc.HandoffQueueDepth = 4096
 	mc.UDPBufferSize = MaxDatagram
 	mc.SecretKey = slices.Clone(cfg.SecretKey)

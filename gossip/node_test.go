@@ -374,17 +374,19 @@ func TestRestartNewIncarnation(t *testing.T) {
 		t.Run(fmt.Sprintf("leave=%v", leave), func(t *testing.T) {
 			t.Parallel()
 			fn := NewFaultNet()
-			tune := func(c *memberlist.Config) {
-				fast(c)
-				c.DeadNodeReclaimTime = time.Millisecond // accept the dead name at a new address
-			}
+			tune := fast // the default DeadNodeReclaimTime lets the dead name back at a new address
 			nodes := mesh(t, fn, 3, func(c *Config) { c.Tune = tune })
 			old := nodes[2]
 			if leave {
 				_ = old.Leave(2 * time.Second)
 			}
 			_ = old.Shutdown()
-			eventually(t, 10*time.Second, "n0 sees n2 gone", func() bool { return nodes[0].rec.goneCount("n2") == 1 })
+			eventually(t, 10*time.Second, "n0 and n1 see n2 gone", func() bool {
+				return nodes[0].rec.goneCount("n2") == 1 && nodes[1].rec.goneCount("n2") == 1
+			})
+			if !leave {
+				time.Sleep(1100 * time.Millisecond) // the dead name is reclaimable a second after the death
+			}
 
 			inc := old.Incarnation() + 1
 			re := start(t, fn, "n2", func(c *Config) {
