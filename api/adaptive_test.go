@@ -320,3 +320,20 @@ func BenchmarkDecodeComplete(b *testing.B) {
 		}
 	}
 }
+
+func TestAdaptiveMetrics(t *testing.T) {
+	h := newAdaptiveHarness(t)
+	a := h.ok("/v1/admit", `{"resource":"t/login"}`)
+	h.ok("/v1/admit", `{"resource":"t/login"}`)
+	h.ok("/v1/complete", `{"ticket":"`+str(t, a, "ticket")+`","outcome":"backoff"}`) // position 1 of 2: window 1
+	page := string(h.do("GET", "/metrics", "").body)
+	for _, want := range []string{
+		`obol_adaptive_window{resource="t/login"} 1`,
+		`obol_adaptive_outstanding{resource="t/login"} 1`,
+		`obol_adaptive_window{resource="t/shadowed"} 1`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}

@@ -135,10 +135,12 @@ var (
 	transfersDesc = prometheus.NewDesc("obol_transfers_staged", "Transfers staged and not yet seized.", nil, nil)
 	fullDesc      = prometheus.NewDesc("obol_lenient_max_keys_total", "Grants made leniently because a resource tracked max_keys keys.", nil, nil)
 	unrecDesc     = prometheus.NewDesc("obol_lenient_unrecorded_total", "Grants to unconfigured resources past the number the agent records.", nil, nil)
+	windowDesc    = prometheus.NewDesc("obol_adaptive_window", "An adaptive resource's window: the calls it admits at once (as of its last admit, complete or sweep).", []string{"resource"}, nil)
+	outstandDesc  = prometheus.NewDesc("obol_adaptive_outstanding", "An adaptive resource's calls admitted and not yet completed.", []string{"resource"}, nil)
 )
 
 func (c usageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{keysDesc, holdsDesc, sessionsDesc, holdsOpenDesc, transfersDesc, fullDesc, unrecDesc} {
+	for _, d := range []*prometheus.Desc{keysDesc, holdsDesc, sessionsDesc, holdsOpenDesc, transfersDesc, fullDesc, unrecDesc, windowDesc, outstandDesc} {
 		ch <- d
 	}
 }
@@ -151,6 +153,11 @@ func (c usageCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(holdsDesc, prometheus.GaugeValue, float64(u.Holds), u.Resource)
 		case "tiers", "gcra":
 			ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(u.Keys), u.Resource)
+		case "adaptive":
+			if w, out, ok := e.AdaptiveWindow(u.Resource); ok {
+				ch <- prometheus.MustNewConstMetric(windowDesc, prometheus.GaugeValue, float64(w), u.Resource)
+				ch <- prometheus.MustNewConstMetric(outstandDesc, prometheus.GaugeValue, float64(out), u.Resource)
+			}
 		}
 	}
 	sessions, holds, transfers := e.Sessions()
