@@ -16,55 +16,78 @@ package local
 // gaps, so the node's TAT runs later than the cluster's true one and it
 // denies what a single exact bucket would grant.
 //
-// So a clustered gcra key keeps the last few idle gaps its own spends
-// discarded, and a remote spend consumes the gaps after its instant, the
-// earliest first (that is where its shift is absorbed), before it advances
-// the TAT. A consumed stretch is busy from then on. The log is bounded
-// (idleLen gaps, newest kept): a gap that fell out of it is treated as not
-// there, which errs toward denial, by at most what a peer's spend older
-// than the log would have been forgiven. A remote spend is placed at the
-// start of its time bucket (a fiftieth of the burst offset), which errs the
-// other way by at most that bucket's width.
+// So a clustered gcra key keeps the idle gaps its own spends discarded, and
+// a remote spend consumes the gaps after its instant, the earliest first
+// (that is where its shift is absorbed), before it advances the TAT. A
+// consumed stretch is busy from then on. The log is bounded (idleLen
+// entries): when it is full, its two oldest entries merge into one that
+// knows how much idle time lies in its span but not where. A spend dated
+// inside such a span is credited as if the idle time lay as early in it as
+// possible, which errs toward denial, by at most the span's busy time. A
+// remote spend is placed at the start of its time bucket (a fiftieth of
+// the burst offset), which errs the other way by at most that bucket's
+// width.
 
-// idleLen is how many idle gaps a key remembers.
+// idleLen is how many entries a key's log holds.
 const idleLen = 4
 
-// idleGap is idle time [from, to) a bucket's own spend discarded, in Unix
-// ns: the bucket's TAT was from when a spend came at to.
-type idleGap struct{ from, to int64 }
+// idleGap is idle time a bucket's own spends discarded within [from, to),
+// in Unix ns: idle of it. An exact gap (a spend at to found the bucket's TAT
+// at from) has idle = to − from; a merged one, less.
+type idleGap struct{ from, to, idle int64 }
 
-// idleLog is a key's recent idle gaps, oldest first.
+func (g *idleGap) exact() bool { return g.idle == g.to-g.from }
+
+// idleLog is a key's recent idle gaps, oldest first, in disjoint spans.
 type idleLog struct {
 	n    int
 	gaps [idleLen]idleGap
 }
 
 // note records that a spend at to found the bucket idle since from
-// (from < to). The oldest gap is dropped when the log is full.
+// (from < to). When the log is full its two oldest entries merge.
 func (l *idleLog) note(from, to int64) {
 	if from >= to {
 		return
 	}
-	if l.n > 0 && l.gaps[l.n-1].to == from {
-		l.gaps[l.n-1].to = to // adjoining (after a split): one gap
-		return
+	if l.n > 0 {
+		if g := &l.gaps[l.n-1]; g.to == from && g.exact() {
+			g.to, g.idle = to, g.idle+to-from // adjoining: one gap
+			return
+		}
 	}
 	if l.n == idleLen {
-		copy(l.gaps[:], l.gaps[1:])
-		l.n--
+		g0, g1 := l.gaps[0], l.gaps[1]
+		l.gaps[1] = idleGap{g0.from, g1.to, g0.idle + g1.idle}
+		l.remove(0)
 	}
-	l.gaps[l.n] = idleGap{from, to}
+	l.gaps[l.n] = idleGap{from, to, to - from}
 	l.n++
 }
 
 // take consumes up to need ns of idle time at or after at, earliest first,
-// and returns how much it consumed. The part of a gap before at stays idle
-// (for a spend dated earlier still), room permitting.
+// and returns how much it consumed. The part of an exact gap before at
+// stays idle (for a spend dated earlier still): the gap splits, or, when
+// the log is full, becomes a merged entry. A merged
+// entry's idle time is taken to lie as early in its span as it can.
 func (l *idleLog) take(at, need int64) int64 {
 	got := int64(0)
 	for i := 0; i < l.n && got < need; i++ {
 		g := &l.gaps[i]
 		if g.to <= at {
+			continue
+		}
+		if !g.exact() {
+			avail := g.idle
+			if at > g.from {
+				avail = max(0, g.idle-(at-g.from))
+			}
+			x := min(need-got, avail)
+			got += x
+			if g.idle -= x; g.idle == 0 {
+				l.remove(i)
+				i--
+			}
 			continue
 		}
 		start := max(g.from, at)
@@ -76,17 +99,20 @@ func (l *idleLog) take(at, need int64) int64 {
 			i--
 		case start == g.from: // its head
 			g.from += x
+			g.idle -= x
 		case start+x == g.to: // its tail
 			g.to = start
-		default: // its middle: split it, or keep the head only when full
-			tail := idleGap{start + x, g.to}
+			g.idle = g.to - g.from
+		case l.n == idleLen: // its middle, with no room to split: merged
+			g.idle -= x
+		default: // its middle: split it
+			tail := idleGap{start + x, g.to, g.to - start - x}
 			g.to = start
-			if l.n < idleLen {
-				copy(l.gaps[i+2:l.n+1], l.gaps[i+1:l.n])
-				l.gaps[i+1] = tail
-				l.n++
-				i++
-			}
+			g.idle = g.to - g.from
+			copy(l.gaps[i+2:l.n+1], l.gaps[i+1:l.n])
+			l.gaps[i+1] = tail
+			l.n++
+			i++
 		}
 	}
 	return got

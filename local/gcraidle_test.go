@@ -7,6 +7,9 @@ import (
 	"time"
 )
 
+// e is an exact gap.
+func e(from, to int64) idleGap { return idleGap{from, to, to - from} }
+
 func TestIdleLogTake(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -16,22 +19,23 @@ func TestIdleLogTake(t *testing.T) {
 		wantAfter []idleGap
 	}{
 		{"none", nil, 0, 50, 0, nil},
-		{"gap before at", []idleGap{{0, 10}}, 10, 50, 0, []idleGap{{0, 10}}},
-		{"whole gap", []idleGap{{10, 20}}, 0, 50, 10, nil},
-		{"head", []idleGap{{10, 20}}, 5, 4, 4, []idleGap{{14, 20}}},
-		{"tail from at", []idleGap{{10, 20}}, 15, 50, 5, []idleGap{{10, 15}}},
-		{"middle splits", []idleGap{{10, 20}}, 12, 3, 3, []idleGap{{10, 12}, {15, 20}}},
-		{"earliest first", []idleGap{{10, 20}, {30, 40}}, 0, 15, 15, []idleGap{{35, 40}}},
-		{"across gaps", []idleGap{{10, 20}, {30, 40}, {50, 60}}, 35, 100, 15, []idleGap{{10, 20}, {30, 35}}},
-		{"split when full keeps head", []idleGap{{10, 20}, {30, 40}, {50, 60}, {70, 80}}, 12, 3, 3,
-			[]idleGap{{10, 12}, {30, 40}, {50, 60}, {70, 80}}},
+		{"gap before at", []idleGap{e(0, 10)}, 10, 50, 0, []idleGap{e(0, 10)}},
+		{"whole gap", []idleGap{e(10, 20)}, 0, 50, 10, nil},
+		{"head", []idleGap{e(10, 20)}, 5, 4, 4, []idleGap{e(14, 20)}},
+		{"tail from at", []idleGap{e(10, 20)}, 15, 50, 5, []idleGap{e(10, 15)}},
+		{"middle splits", []idleGap{e(10, 20)}, 12, 3, 3, []idleGap{e(10, 12), e(15, 20)}},
+		{"earliest first", []idleGap{e(10, 20), e(30, 40)}, 0, 15, 15, []idleGap{e(35, 40)}},
+		{"across gaps", []idleGap{e(10, 20), e(30, 40), e(50, 60)}, 35, 100, 15, []idleGap{e(10, 20), e(30, 35)}},
+		{"middle when full: merged", []idleGap{e(10, 20), e(30, 40), e(50, 60), e(70, 80)}, 12, 3, 3,
+			[]idleGap{{10, 20, 7}, e(30, 40), e(50, 60), e(70, 80)}},
+		{"merged, at before its span", []idleGap{{10, 40, 12}}, 0, 5, 5, []idleGap{{10, 40, 7}}},
+		{"merged, at inside: idle taken as early as it can lie", []idleGap{{10, 40, 12}}, 15, 50, 7, []idleGap{{10, 40, 5}}},
+		{"merged, at past its idle", []idleGap{{10, 40, 12}}, 30, 50, 0, []idleGap{{10, 40, 12}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var l idleLog
-			for _, g := range tt.gaps {
-				l.note(g.from, g.to)
-			}
+			l.n = copy(l.gaps[:], tt.gaps)
 			if got := l.take(tt.at, tt.need); got != tt.want {
 				t.Errorf("take(%d, %d) = %d, want %d", tt.at, tt.need, got, tt.want)
 			}
@@ -42,17 +46,20 @@ func TestIdleLogTake(t *testing.T) {
 	}
 }
 
-func TestIdleLogNoteDropsOldest(t *testing.T) {
+func TestIdleLogNoteMergesOldest(t *testing.T) {
 	var l idleLog
 	for i := int64(0); i < idleLen+2; i++ {
 		l.note(i*10, i*10+5)
 	}
-	if l.n != idleLen || l.gaps[0].from != 20 || l.last() != (idleLen+1)*10+5 {
-		t.Fatalf("log = %v (n %d), want the newest %d gaps", l.gaps, l.n, idleLen)
+	// Six gaps of 5 in four entries: the oldest three merged.
+	want := []idleGap{{0, 25, 15}, e(30, 35), e(40, 45), e(50, 55)}
+	if got := l.gaps[:l.n]; !slices.Equal(got, want) {
+		t.Fatalf("log = %v, want %v", got, want)
 	}
-	l.note(7, 7) // empty: ignored
-	if l.n != idleLen {
-		t.Fatalf("an empty gap was recorded")
+	l.note(7, 7)   // empty: ignored
+	l.note(55, 60) // adjoining the newest exact gap: extends it
+	if l.n != idleLen || l.last() != 60 || l.gaps[l.n-1] != e(50, 60) {
+		t.Fatalf("log = %v", l.gaps[:l.n])
 	}
 }
 
@@ -153,28 +160,33 @@ func TestGCRAApplySpendMatchesExact(t *testing.T) {
 }
 
 func FuzzIdleLog(f *testing.F) {
-	f.Add(int64(10), int64(20), int64(15), int64(3), int64(30), int64(40))
-	f.Fuzz(func(t *testing.T, a, b, at, need, c, d int64) {
+	f.Add([]byte{0, 10, 5, 3, 1, 1, 9, 9, 2, 2}, int64(12), int64(7))
+	f.Fuzz(func(t *testing.T, ops []byte, at, need int64) {
 		var l idleLog
-		l.note(a, b)
-		l.note(c, d)
-		before := int64(0)
-		for _, g := range l.gaps[:l.n] {
-			before += g.to - g.from
+		tm := int64(0)
+		for i := 0; i+1 < len(ops); i += 2 { // gaps in time order, as spends make them
+			from := tm + int64(ops[i])
+			tm = from + int64(ops[i+1]) + 1
+			l.note(from, tm)
 		}
-		if need < 0 {
-			need = -need
-		}
-		got := l.take(at, need)
-		after := int64(0)
-		for i, g := range l.gaps[:l.n] {
-			if g.from >= g.to || (i > 0 && g.from < l.gaps[i-1].to) {
-				t.Fatalf("gaps %v not ordered and non-empty", l.gaps[:l.n])
+		idle := func() int64 {
+			sum := int64(0)
+			for i, g := range l.gaps[:l.n] {
+				if g.from >= g.to || g.idle <= 0 || g.idle > g.to-g.from || (i > 0 && g.from < l.gaps[i-1].to) {
+					t.Fatalf("gaps %v not ordered, disjoint and non-empty", l.gaps[:l.n])
+				}
+				sum += g.idle
 			}
-			after += g.to - g.from
+			return sum
 		}
-		if got < 0 || got > need || before-after != got {
-			t.Fatalf("take(%d, %d) = %d; idle %d → %d", at, need, got, before, after)
+		for range 2 {
+			before := idle()
+			need = max(need, -need, 0)
+			got := l.take(at, need)
+			if after := idle(); got < 0 || got > need || before-after != got {
+				t.Fatalf("take(%d, %d) = %d; idle %d → %d", at, need, got, before, after)
+			}
+			at /= 2
 		}
 	})
 }
