@@ -153,7 +153,16 @@ type Config struct {
 	// it has been idle (reconcile: every fourth tick), so silence means
 	// loss. 0: 2.5 s; negative: never.
 	ResyncAfter time.Duration
-	// Clock drives the rejoin loop; nil: the real clock.
+	// BeaconInterval is how often the node sends an empty packet (one small
+	// datagram) to each peer memberlist declared dead, not left, in the
+	// last five minutes. memberlist neither probes nor, once its broadcasts
+	// are spent, gossips to a dead node, so after a partition heals both
+	// sides may go on thinking the other dead until a push/pull or a
+	// rejoin, tens of seconds later. A peer that hears a beacon after a
+	// silence resyncs at once (ResyncAfter), which revives both views and
+	// exchanges what the partition kept apart. 0: 200 ms; negative: never.
+	BeaconInterval time.Duration
+	// Clock drives the rejoin and beacon loops; nil: the real clock.
 	Clock clock.Clock
 	// Rand jitters the rejoin loop; nil: seeded from the incarnation. Used
 	// only by the loop's goroutine.
@@ -425,14 +434,22 @@ func New(cfg Config, h Handler) (*Node, error) {
 			n.log.Warn("gossip: join still in progress; continuing", "seeds", n.seeds, "waited", wait)
 		}
 	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	if cfg.BeaconInterval >= 0 {
+		every := cfg.BeaconInterval
+		if every == 0 {
+			every = 200 * time.Millisecond
+		}
+		n.wg.Add(1)
+		go n.beaconLoop(clk, every)
+	}
 	if cfg.RejoinInterval >= 0 && len(n.seeds) > 0 {
 		every := cfg.RejoinInterval
 		if every == 0 {
 			every = 30 * time.Second
-		}
-		clk := cfg.Clock
-		if clk == nil {
-			clk = clock.Real{}
 		}
 		rng := cfg.Rand
 		if rng == nil {
@@ -618,7 +635,8 @@ func (n *Node) received(p *Packet, size int) {
 	now := time.Now()
 	n.mu.Lock()
 	ps := n.peer(p.From)
-	if !ps.lastSync.IsZero() && n.resyncAfter > 0 && now.Sub(ps.lastSync) > n.resyncAfter {
+	silent := !ps.lastSync.IsZero() && now.Sub(ps.lastSync) > n.resyncAfter
+	if n.resyncAfter > 0 && (silent || ps.state == "dead") { // a dead peer speaking is back
 		n.queueResyncLocked(p.From, ps, now)
 	}
 	ps.lastSync = now
@@ -703,6 +721,61 @@ func (n *Node) dispatch() {
 			n.exit()
 		}
 	}
+}
+
+// beaconLoop sends a beacon to the recently dead peers every interval
+// until Shutdown.
+func (n *Node) beaconLoop(clk clock.Clock, every time.Duration) {
+	defer n.wg.Done()
+	beacon, err := Encode(&Packet{From: n.name, Incarnation: n.inc})
+	if err != nil {
+		n.log.Error("gossip: beacon", "err", err)
+		return
+	}
+	for {
+		select {
+		case <-n.done:
+			return
+		case <-clk.After(every):
+		}
+		n.beacon(beacon)
+	}
+}
+
+// beacon sends b to every peer declared dead (not left) within
+// goneRetention, and returns how many it sent to.
+func (n *Node) beacon(b []byte) int {
+	if n.stopped() {
+		return 0
+	}
+	now := time.Now()
+	var to []*memberlist.Node
+	n.mu.Lock()
+	for name, ps := range n.peers {
+		if ps.state != "dead" || ps.leaving || now.Sub(ps.changed) > goneRetention || name == n.name {
+			continue
+		}
+		host, port, err := net.SplitHostPort(ps.addr)
+		if err != nil {
+			continue
+		}
+		p, err := strconv.Atoi(port)
+		ip := net.ParseIP(host)
+		if err != nil || ip == nil {
+			continue
+		}
+		to = append(to, &memberlist.Node{Name: name, Addr: ip, Port: uint16(p)})
+	}
+	n.mu.Unlock()
+	for _, m := range to {
+		if err := n.ml.SendBestEffort(m, b); err != nil {
+			n.sendErrors.Add(1)
+			continue
+		}
+		n.packetsOut.Add(1)
+		n.bytesOut.Add(uint64(len(b)))
+	}
+	return len(to)
 }
 
 // rejoinLoop calls rejoin every interval (±20%) until Shutdown.
