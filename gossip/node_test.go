@@ -544,6 +544,7 @@ func TestJoinFailOpenThenRejoin(t *testing.T) {
 	n, err := New(Config{
 		Name: "late", Transport: tr, Tune: quick, Logger: testLogger(t),
 		Join: []string{seed.Addr()}, RejoinInterval: time.Second, Clock: fake,
+		BeaconInterval: -1, // the fake clock drives the rejoin loop alone
 	}, rec)
 	if err != nil {
 		t.Fatalf("New with an unreachable seed: %v", err)
