@@ -195,7 +195,7 @@ func TestMsgpackRequestReplies(t *testing.T) {
 	sameFields(t, m, tiersFields)
 	want := map[string]any{
 		"granted": int64(1), "remaining": int64(54), "retry_after_ms": int64(0), "reset_after_ms": int64(1000),
-		"tier": int64(1), "tier_limit": int64(5), "tier_hits": int64(1), "hard_limit": int64(100), "global_limit": int64(0),
+		"tier": int64(1), "tier_limit": int64(5), "tier_hits": int64(1), "hard_limit": int64(100),
 		"domain_hits_last_second": int64(1), "global_hits_last_second": int64(1),
 		"burst": true, "limited_by_hard": false, "limited_by_global": false, "shadow": false,
 	}

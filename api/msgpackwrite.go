@@ -144,7 +144,13 @@ func (e *mpEncoder) strField(name, v string) {
 func (e *mpEncoder) decision(d *local.Decision) {
 	n := 5
 	if d.Kind == config.KindTiers {
-		n += 10
+		n += 8
+		if d.HardLimit != local.NoLimit {
+			n++
+		}
+		if d.GlobalLimit != local.NoLimit {
+			n++
+		}
 	}
 	if d.Lenient {
 		n++
@@ -159,8 +165,12 @@ func (e *mpEncoder) decision(d *local.Decision) {
 		e.int(keyTierLimit, int64(d.TierLimit))
 		e.int(keyTierHits, int64(d.TierHits))
 		e.bool(keyBurst, d.Burst)
-		e.int(keyHardLimit, int64(d.HardLimit))
-		e.int(keyGlobalLimit, int64(d.GlobalLimit))
+		if d.HardLimit != local.NoLimit {
+			e.int(keyHardLimit, int64(d.HardLimit))
+		}
+		if d.GlobalLimit != local.NoLimit {
+			e.int(keyGlobalLimit, int64(d.GlobalLimit))
+		}
 		e.int(keyDomainHitsLastSecond, int64(d.DomainHitsLastSecond))
 		e.int(keyGlobalHitsLastSecond, int64(d.GlobalHitsLastSecond))
 		e.bool(keyLimitedByHard, d.LimitedByHard)
@@ -189,7 +199,13 @@ func (e *mpEncoder) errorObject(code, msg string) {
 // reservation encodes the reply of a reserve: the fields of
 // appendReservation, in its order.
 func (e *mpEncoder) reservation(r *local.Reservation) {
-	n := 6
+	n := 4
+	if r.DomainLimit != local.NoLimit {
+		n++
+	}
+	if r.GlobalLimit != local.NoLimit {
+		n++
+	}
 	if r.Hold != "" {
 		n++
 	}
@@ -204,16 +220,25 @@ func (e *mpEncoder) reservation(r *local.Reservation) {
 	if r.Hold != "" {
 		e.strField("hold", r.Hold)
 	}
-	e.intField("domain_limit", int64(r.DomainLimit))
-	e.intField("global_limit", int64(r.GlobalLimit))
+	if r.DomainLimit != local.NoLimit {
+		e.intField("domain_limit", int64(r.DomainLimit))
+	}
+	if r.GlobalLimit != local.NoLimit {
+		e.intField("global_limit", int64(r.GlobalLimit))
+	}
 	e.intField("domain_holds", int64(r.DomainHolds))
 	e.intField("global_holds", int64(r.GlobalHolds))
 	e.str("groups")
 	e.arrayLen(len(r.Groups))
 	for _, g := range r.Groups {
-		e.mapLen(3)
-		e.strField("name", g.Name)
-		e.intField("limit", int64(g.Limit))
+		if g.Limit != local.NoLimit {
+			e.mapLen(3)
+			e.strField("name", g.Name)
+			e.intField("limit", int64(g.Limit))
+		} else {
+			e.mapLen(2)
+			e.strField("name", g.Name)
+		}
 		e.intField("holds", int64(g.Holds))
 	}
 	if r.Shadow {

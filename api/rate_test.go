@@ -7,10 +7,15 @@ import (
 )
 
 var (
-	tiersFields = []string{"granted", "remaining", "retry_after_ms", "reset_after_ms", "tier", "tier_limit",
-		"tier_hits", "burst", "hard_limit", "global_limit", "domain_hits_last_second",
+	// tiersBareFields is a tiers reply with no hard or global limit: "replies
+	// omit hard_limit/global_limit when there is none".
+	tiersBareFields = []string{"granted", "remaining", "retry_after_ms", "reset_after_ms", "tier", "tier_limit",
+		"tier_hits", "burst", "domain_hits_last_second",
 		"global_hits_last_second", "limited_by_hard", "limited_by_global", "shadow"}
-	gcraFields = []string{"granted", "remaining", "retry_after_ms", "reset_after_ms", "shadow"}
+	// tiersFields is the reply of the harness's t/tiers, which has a hard
+	// limit and no global one.
+	tiersFields = append(slices.Clone(tiersBareFields), "hard_limit")
+	gcraFields  = []string{"granted", "remaining", "retry_after_ms", "reset_after_ms", "shadow"}
 )
 
 func sameFields(t *testing.T, m map[string]any, want []string) {
@@ -29,7 +34,7 @@ func TestRequestTiersReply(t *testing.T) {
 	sameFields(t, m, tiersFields)
 	want := map[string]int64{
 		"granted": 1, "remaining": 54, "retry_after_ms": 0, "reset_after_ms": 1000,
-		"tier": 1, "tier_limit": 5, "tier_hits": 1, "hard_limit": 100, "global_limit": 0,
+		"tier": 1, "tier_limit": 5, "tier_hits": 1, "hard_limit": 100,
 		"domain_hits_last_second": 1, "global_hits_last_second": 1,
 	}
 	for k, v := range want {

@@ -72,7 +72,7 @@ func TestSimulateTiersAndItemErrors(t *testing.T) {
 		if got := num(t, ds[i], "granted"); got != g {
 			t.Errorf("decision %d: granted %d, want %d", i, got, g)
 		}
-		sameFields(t, ds[i], tiersFields)
+		sameFields(t, ds[i], tiersBareFields)
 	}
 
 	// An item the engine refuses is an error item; the rest are decided.

@@ -611,10 +611,14 @@ func appendDecision(b []byte, d *local.Decision) []byte {
 		b = strconv.AppendInt(b, int64(d.TierHits), 10)
 		b = append(b, `,"burst":`...)
 		b = appendBool(b, d.Burst)
-		b = append(b, `,"hard_limit":`...)
-		b = strconv.AppendInt(b, int64(d.HardLimit), 10)
-		b = append(b, `,"global_limit":`...)
-		b = strconv.AppendInt(b, int64(d.GlobalLimit), 10)
+		if d.HardLimit != local.NoLimit {
+			b = append(b, `,"hard_limit":`...)
+			b = strconv.AppendInt(b, int64(d.HardLimit), 10)
+		}
+		if d.GlobalLimit != local.NoLimit {
+			b = append(b, `,"global_limit":`...)
+			b = strconv.AppendInt(b, int64(d.GlobalLimit), 10)
+		}
 		b = append(b, `,"domain_hits_last_second":`...)
 		b = strconv.AppendInt(b, int64(d.DomainHitsLastSecond), 10)
 		b = append(b, `,"global_hits_last_second":`...)
@@ -648,8 +652,12 @@ func appendReservation(b []byte, r *local.Reservation) []byte {
 	if r.Hold != "" {
 		b = appendStringField(b, "hold", r.Hold)
 	}
-	b = appendIntField(b, "domain_limit", int64(r.DomainLimit))
-	b = appendIntField(b, "global_limit", int64(r.GlobalLimit))
+	if r.DomainLimit != local.NoLimit {
+		b = appendIntField(b, "domain_limit", int64(r.DomainLimit))
+	}
+	if r.GlobalLimit != local.NoLimit {
+		b = appendIntField(b, "global_limit", int64(r.GlobalLimit))
+	}
 	b = appendIntField(b, "domain_holds", int64(r.DomainHolds))
 	b = appendIntField(b, "global_holds", int64(r.GlobalHolds))
 	b = appendField(b, "groups")
@@ -660,7 +668,9 @@ func appendReservation(b []byte, r *local.Reservation) []byte {
 		}
 		b = append(b, '{')
 		b = appendStringField(b, "name", g.Name)
-		b = appendIntField(b, "limit", int64(g.Limit))
+		if g.Limit != local.NoLimit {
+			b = appendIntField(b, "limit", int64(g.Limit))
+		}
 		b = appendIntField(b, "holds", int64(g.Holds))
 		b = append(b, '}')
 	}

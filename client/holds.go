@@ -19,8 +19,8 @@ type ReserveReply struct {
 	Granted int
 	// Hold is the hold's id; "" when rejected.
 	Hold        string
-	DomainLimit int // effective; 0 = none
-	GlobalLimit int // 0 = none
+	DomainLimit int // effective; NoLimit = none, 0 grants nothing
+	GlobalLimit int // NoLimit = none
 	DomainHolds int
 	GlobalHolds int
 	Groups      []GroupHolds
@@ -31,7 +31,7 @@ type ReserveReply struct {
 // GroupHolds is one domain group's pool as a reservation saw it.
 type GroupHolds struct {
 	Name  string
-	Limit int
+	Limit int // NoLimit = none
 	Holds int
 }
 

@@ -42,6 +42,11 @@ type Decision struct {
 	Reply Reply
 }
 
+// NoLimit is the value of a limit field (Reply.HardLimit, GlobalLimit,
+// ReserveReply.DomainLimit, GlobalLimit, GroupHolds.Limit) when the agent
+// reports no such limit. A limit of 0 is a real limit that grants nothing.
+const NoLimit = -1
+
 // Reply is the agent's reply to a rate decision, field by field (API.md,
 // SEMANTICS.md). Fields that do not apply to the resource's kind are zero.
 type Reply struct {
@@ -54,8 +59,8 @@ type Reply struct {
 	TierLimit            int
 	TierHits             int
 	Burst                bool
-	HardLimit            int
-	GlobalLimit          int
+	HardLimit            int // NoLimit when the domain has none (the reply omits it)
+	GlobalLimit          int // NoLimit when the resource has none
 	DomainHitsLastSecond int
 	GlobalHitsLastSecond int
 	LimitedByHard        bool
@@ -196,7 +201,7 @@ func (c *Client) checkOnce(ctx context.Context, resource, domain string, o *opti
 	if err := c.do(ctx, k); err != nil {
 		return err
 	}
-	*d = Decision{Retries: d.Retries}
+	*d = Decision{Retries: d.Retries, Reply: Reply{HardLimit: NoLimit, GlobalLimit: NoLimit}}
 	if v := k.resp.Header.PeekBytes(hdrPolicy); len(v) > 0 {
 		d.RateLimitPolicy = string(v)
 	}

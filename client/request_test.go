@@ -26,23 +26,23 @@ func TestRequestGrantsAndRejects(t *testing.T) {
 	}
 	steps := []step{
 		{resource: "t/one", domain: "d1",
-			want: Decision{Granted: 1, RetryAfter: time.Second, Reply: Reply{Granted: 1, RetryAfterMs: 1000, ResetAfterMs: 1000}}},
+			want: Decision{Granted: 1, RetryAfter: time.Second, Reply: Reply{Granted: 1, RetryAfterMs: 1000, ResetAfterMs: 1000, HardLimit: NoLimit, GlobalLimit: NoLimit}}},
 		{resource: "t/one", domain: "d1",
-			want: Decision{Granted: 0, RetryAfter: time.Second, Reply: Reply{RetryAfterMs: 1000, ResetAfterMs: 1000}}},
+			want: Decision{Granted: 0, RetryAfter: time.Second, Reply: Reply{RetryAfterMs: 1000, ResetAfterMs: 1000, HardLimit: NoLimit, GlobalLimit: NoLimit}}},
 		{resource: "t/one", domain: "d1", opts: []Option{Copies(0)}, // a peek
-			want: Decision{RetryAfter: time.Second, Reply: Reply{RetryAfterMs: 1000, ResetAfterMs: 1000}}},
+			want: Decision{RetryAfter: time.Second, Reply: Reply{RetryAfterMs: 1000, ResetAfterMs: 1000, HardLimit: NoLimit, GlobalLimit: NoLimit}}},
 		{resource: "t/gcra", domain: "d1", opts: []Option{Copies(5)},
-			want: Decision{Granted: 5, Remaining: 15, Reply: Reply{Granted: 5, Remaining: 15, ResetAfterMs: 250}}},
+			want: Decision{Granted: 5, Remaining: 15, Reply: Reply{Granted: 5, Remaining: 15, ResetAfterMs: 250, HardLimit: NoLimit, GlobalLimit: NoLimit}}},
 		{resource: "t/tiers", domain: "d1", opts: []Option{Copies(60), MinCopies(1)},
 			want: Decision{Granted: 55, RetryAfter: 5 * time.Second, Reply: Reply{Granted: 55, RetryAfterMs: 5000, ResetAfterMs: 20000,
-				Tier: 2, TierLimit: 50, TierHits: 50, Burst: true, HardLimit: 100, DomainHitsLastSecond: 55, GlobalHitsLastSecond: 55}}},
+				Tier: 2, TierLimit: 50, TierHits: 50, Burst: true, HardLimit: 100, DomainHitsLastSecond: 55, GlobalHitsLastSecond: 55, GlobalLimit: NoLimit}}},
 		{resource: "t/none", domain: "d1",
-			want: Decision{RetryAfter: Never, Reply: Reply{RetryAfterMs: -1}}},
+			want: Decision{RetryAfter: Never, Reply: Reply{RetryAfterMs: -1, HardLimit: NoLimit, GlobalLimit: NoLimit}}},
 		{resource: "t/shadow", domain: "d1",
-			want: Decision{Granted: 1, RetryAfter: time.Second, Reply: Reply{Granted: 1, RetryAfterMs: 1000, ResetAfterMs: 1000}}},
+			want: Decision{Granted: 1, RetryAfter: time.Second, Reply: Reply{Granted: 1, RetryAfterMs: 1000, ResetAfterMs: 1000, HardLimit: NoLimit, GlobalLimit: NoLimit}}},
 		{resource: "t/shadow", domain: "d1",
 			want: Decision{Granted: 1, Shadow: true, RetryAfter: time.Second,
-				Reply: Reply{Granted: 1, Shadow: true, RetryAfterMs: 1000, ResetAfterMs: 1000}}},
+				Reply: Reply{Granted: 1, Shadow: true, RetryAfterMs: 1000, ResetAfterMs: 1000, HardLimit: NoLimit, GlobalLimit: NoLimit}}},
 	}
 	for i, s := range steps {
 		got, err := c.Request(ctx, s.resource, s.domain, s.opts...)
@@ -327,7 +327,7 @@ func TestCheckCarriesRateLimitFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Decision{Granted: 5, Remaining: 15, RateLimitPolicy: `"t/gcra";q=20;w=1`, RateLimit: `"t/gcra";r=15;t=1`,
-		Reply: Reply{Granted: 5, Remaining: 15, ResetAfterMs: 1000}}
+		Reply: Reply{Granted: 5, Remaining: 15, ResetAfterMs: 1000, HardLimit: NoLimit, GlobalLimit: NoLimit}}
 	if d != want {
 		t.Fatalf("Check = %+v\nwant %+v", d, want)
 	}

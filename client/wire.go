@@ -404,7 +404,7 @@ func decodeDecision(b []byte, r *Reply) error {
 }
 
 func (s *scanner) decision(r *Reply) {
-	*r = Reply{}
+	*r = Reply{HardLimit: NoLimit, GlobalLimit: NoLimit} // absent from the reply: none
 	if !s.expect('{') {
 		return
 	}
@@ -498,7 +498,7 @@ func (s *scanner) errorBody() (code, msg string, ok bool) {
 
 // decodeReservation reads the reply of /v1/reserve.
 func decodeReservation(b []byte, r *ReserveReply) error {
-	*r = ReserveReply{}
+	*r = ReserveReply{DomainLimit: NoLimit, GlobalLimit: NoLimit} // absent from the reply: none
 	s := scanner{b: b}
 	if !s.expect('{') {
 		return errMalformed
@@ -542,7 +542,7 @@ func (s *scanner) groupHolds() []GroupHolds {
 	var gs []GroupHolds
 	n := 0
 	for s.next(&n, ']') {
-		var g GroupHolds
+		g := GroupHolds{Limit: NoLimit}
 		if !s.expect('{') {
 			return nil
 		}

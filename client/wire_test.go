@@ -15,16 +15,16 @@ func TestDecodeDecision(t *testing.T) {
 		bad  bool
 	}{
 		{name: "gcra", in: `{"granted":1,"remaining":19,"retry_after_ms":0,"reset_after_ms":50,"shadow":false}`,
-			want: Reply{Granted: 1, Remaining: 19, ResetAfterMs: 50}},
+			want: Reply{Granted: 1, Remaining: 19, ResetAfterMs: 50, HardLimit: NoLimit, GlobalLimit: NoLimit}},
 		{name: "tiers", in: `{"granted":1,"remaining":4,"retry_after_ms":0,"reset_after_ms":1000,"tier":1,"tier_limit":5,` +
 			`"tier_hits":1,"burst":true,"hard_limit":100,"global_limit":7,"domain_hits_last_second":1,` +
 			`"global_hits_last_second":2,"limited_by_hard":true,"limited_by_global":true,"shadow":true,"lenient":true}`,
 			want: Reply{Granted: 1, Remaining: 4, ResetAfterMs: 1000, Tier: 1, TierLimit: 5, TierHits: 1, Burst: true,
 				HardLimit: 100, GlobalLimit: 7, DomainHitsLastSecond: 1, GlobalHitsLastSecond: 2, LimitedByHard: true,
 				LimitedByGlobal: true, Shadow: true, Lenient: true}},
-		{name: "never", in: `{"granted":0,"retry_after_ms":-1}`, want: Reply{RetryAfterMs: -1}},
+		{name: "never", in: `{"granted":0,"retry_after_ms":-1}`, want: Reply{RetryAfterMs: -1, HardLimit: NoLimit, GlobalLimit: NoLimit}},
 		{name: "unknown fields are skipped", in: ` { "future": {"a": [1, 2.5e3, "x\"y", null, true]}, "granted" : 2 , "z":-0.5 } `,
-			want: Reply{Granted: 2}},
+			want: Reply{Granted: 2, HardLimit: NoLimit, GlobalLimit: NoLimit}},
 		{name: "not a decision", in: `{"remaining":1}`, bad: true},
 		{name: "a fraction", in: `{"granted":1.5}`, bad: true},
 		{name: "trailing data", in: `{"granted":1} x`, bad: true},

@@ -782,9 +782,9 @@ var (
 		KindAdaptive: {"min_window", "max_window"},
 	}
 	requiredOverride = map[Kind][]string{
-		KindTiers:  {"tiers"},
-		KindGCRA:   {"burst", "count", "period"},
-		KindCopies: {"domain_limit"},
+		KindTiers: {"tiers"},
+		KindGCRA:  {"burst", "count", "period"},
+		// copies: domain_limit absent is none, as in the resource.
 	}
 )
 
@@ -906,13 +906,13 @@ func (d *decoder) resource(path string, n *yaml.Node) *Resource {
 		case "shadow":
 			r.Shadow = d.boolean(p.path, p.v)
 		case "drift":
-			r.Drift = d.number(p.path, p.v)
+			r.Drift = Fraction(d.number(p.path, p.v))
 		case "max_keys":
 			r.MaxKeys = d.integer(p.path, p.v)
 		case "hard_limit":
-			r.HardLimit = d.integer(p.path, p.v)
+			r.HardLimit = Limit(d.integer(p.path, p.v))
 		case "global_limit":
-			r.GlobalLimit = d.integer(p.path, p.v)
+			r.GlobalLimit = Limit(d.integer(p.path, p.v))
 		case "tiers":
 			r.Tiers = d.tiers(p.path, p.v)
 		case "burst":
@@ -922,7 +922,7 @@ func (d *decoder) resource(path string, n *yaml.Node) *Resource {
 		case "period":
 			r.Period = d.duration(p.path, p.v)
 		case "domain_limit":
-			r.DomainLimit = d.integer(p.path, p.v)
+			r.DomainLimit = Limit(d.integer(p.path, p.v))
 		case "groups":
 			r.Groups = d.groups(p.path, p.v)
 		case "min_window":
@@ -979,7 +979,7 @@ func (d *decoder) override(path string, n *yaml.Node, k Kind) *Override {
 		}
 		switch p.key {
 		case "hard_limit":
-			o.HardLimit = d.integer(p.path, p.v)
+			o.HardLimit = Limit(d.integer(p.path, p.v))
 		case "tiers":
 			o.Tiers = d.tiers(p.path, p.v)
 		case "burst":
@@ -989,7 +989,7 @@ func (d *decoder) override(path string, n *yaml.Node, k Kind) *Override {
 		case "period":
 			o.Period = d.duration(p.path, p.v)
 		case "domain_limit":
-			o.DomainLimit = d.integer(p.path, p.v)
+			o.DomainLimit = Limit(d.integer(p.path, p.v))
 		default:
 			keys := overrideKeys
 			if known {
@@ -1078,7 +1078,7 @@ func (d *decoder) groups(path string, n *yaml.Node) []Group {
 			case "name":
 				g.Name = d.text(f.path, f.v)
 			case "limit":
-				g.Limit = d.integer(f.path, f.v)
+				g.Limit = Limit(d.integer(f.path, f.v))
 			case "domains":
 				ds, _ := d.list(f.path, f.v)
 				for j, dn := range ds {
@@ -1089,7 +1089,7 @@ func (d *decoder) groups(path string, n *yaml.Node) []Group {
 			}
 		}
 		if ok {
-			for _, f := range groupKeys {
+			for _, f := range []string{"name", "domains"} { // limit absent = none
 				if !has(fs, f) {
 					d.fail(field(p, f), it, "required")
 				}

@@ -20,7 +20,7 @@ resources:
 		return
 	}
 	r := cfg.Resources["api/search"]
-	fmt.Println(r.Kind, r.HardLimit, r.Drift)
+	fmt.Println(r.Kind, *r.HardLimit, *r.Drift)
 	for _, t := range r.Tiers {
 		fmt.Printf("%d per %v, active %v, cooldown %v\n", t.Limit, t.Window, t.Active, t.Cooldown)
 	}

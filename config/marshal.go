@@ -54,10 +54,10 @@ type tierJSON struct {
 
 // resourceJSON is the file schema of a resource; a nil pointer is omitted.
 type resourceJSON struct {
-	Kind    Kind    `json:"kind"`
-	Shadow  bool    `json:"shadow,omitempty"`
-	Drift   float64 `json:"drift"`
-	MaxKeys int     `json:"max_keys"`
+	Kind    Kind     `json:"kind"`
+	Shadow  bool     `json:"shadow,omitempty"`
+	Drift   *float64 `json:"drift,omitempty"`
+	MaxKeys int      `json:"max_keys"`
 
 	HardLimit   *int    `json:"hard_limit,omitempty"`
 	GlobalLimit *int    `json:"global_limit,omitempty"`
@@ -91,17 +91,19 @@ type overrideJSON struct {
 // MarshalJSON renders r in the config-file schema: kind, shadow (when
 // true), drift, max_keys, every field of r's kind even when zero, any field
 // of another kind that is set (only an invalid Resource has one), and the
-// per-domain overrides, each showing its kind's fields.
+// per-domain overrides, each showing its kind's fields. The limit fields
+// (hard_limit, global_limit, domain_limit, a group's limit) are the
+// exception: they appear exactly when set, so that absent (no limit) and 0
+// (grants nothing) round-trip.
 func (r Resource) MarshalJSON() ([]byte, error) {
 	show := func(name string, set bool) bool { return set || belongs(name, r.Kind) }
 	j := resourceJSON{Kind: r.Kind, Shadow: r.Shadow, Drift: r.Drift, MaxKeys: r.MaxKeys}
-	j.HardLimit = intIf(show("hard_limit", r.HardLimit != 0), r.HardLimit)
-	j.GlobalLimit = intIf(show("global_limit", r.GlobalLimit != 0), r.GlobalLimit)
+	j.HardLimit, j.GlobalLimit = r.HardLimit, r.GlobalLimit // absent stays absent
 	j.Tiers = tiersIf(show("tiers", len(r.Tiers) != 0), r.Tiers)
 	j.Burst = intIf(show("burst", r.Burst != 0), r.Burst)
 	j.Count = intIf(show("count", r.Count != 0), r.Count)
 	j.Period = durationIf(show("period", r.Period != 0), r.Period)
-	j.DomainLimit = intIf(show("domain_limit", r.DomainLimit != 0), r.DomainLimit)
+	j.DomainLimit = r.DomainLimit
 	if show("groups", len(r.Groups) != 0) {
 		gs := r.Groups
 		if gs == nil {
@@ -141,12 +143,12 @@ func (o Override) MarshalJSON() ([]byte, error) {
 func (o *Override) toJSON(k Kind) *overrideJSON {
 	show := func(name string, set bool) bool { return set || overrideBelongs(name, k) }
 	return &overrideJSON{
-		HardLimit:   intIf(show("hard_limit", o.HardLimit != 0), o.HardLimit),
+		HardLimit:   o.HardLimit, // absent stays absent: none
 		Tiers:       tiersIf(show("tiers", len(o.Tiers) != 0), o.Tiers),
 		Burst:       intIf(show("burst", o.Burst != 0), o.Burst),
 		Count:       intIf(show("count", o.Count != 0), o.Count),
 		Period:      durationIf(show("period", o.Period != 0), o.Period),
-		DomainLimit: intIf(show("domain_limit", o.DomainLimit != 0), o.DomainLimit),
+		DomainLimit: o.DomainLimit,
 	}
 }
 

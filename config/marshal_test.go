@@ -72,7 +72,7 @@ resources:
 	got := string(b)
 	for _, want := range []string{
 		`"gossip":{"sync_interval":"250ms"}`,
-		`"a/t":{"kind":"tiers","drift":0.05,"max_keys":1000000,"hard_limit":0,"global_limit":0,"tiers":[{"limit":5,"window":"1s","active":"1s","cooldown":"0s","skippable":false}],"domains":{"d":{"hard_limit":0,"tiers":[]}}}`,
+		`"a/t":{"kind":"tiers","drift":0.05,"max_keys":1000000,"tiers":[{"limit":5,"window":"1s","active":"1s","cooldown":"0s","skippable":false}],"domains":{"d":{"tiers":[]}}}`,
 		`"a/g":{"kind":"gcra","drift":0.05,"max_keys":1000000,"burst":20,"count":20,"period":"1s"}`,
 		`"namespaces":{}`,
 	} {
@@ -99,7 +99,7 @@ resources:
 		{Gossip{}, `{}`},
 		{Config{}, `{"agent":{},"gossip":{},"resources":{}}`},
 		// An invalid resource shows the stray field rather than hiding it.
-		{Resource{Kind: KindGCRA, HardLimit: 3}, `{"kind":"gcra","drift":0,"max_keys":0,"hard_limit":3,"burst":0,"count":0,"period":"0s"}`},
+		{Resource{Kind: KindGCRA, HardLimit: Limit(3)}, `{"kind":"gcra","max_keys":0,"hard_limit":3,"burst":0,"count":0,"period":"0s"}`},
 	} {
 		b, err := json.Marshal(tt.v)
 		if err != nil || string(b) != tt.want {
@@ -120,6 +120,46 @@ func TestMarshalResourceRoundTrip(t *testing.T) {
 		}
 		if !reflect.DeepEqual(r, r2) {
 			t.Errorf("%s: round trip changed it:\n%+v\n%+v", name, r, r2)
+		}
+	}
+}
+
+// TestMarshalLimitsRoundTrip: "Config rendering (GET /v1/config) must
+// round-trip the difference between absent and 0" for every limit field, in
+// resources, overrides and groups, and for drift.
+func TestMarshalLimitsRoundTrip(t *testing.T) {
+	src := `
+resources:
+  a/zero: {kind: tiers, tiers: "5,1,1,0", hard_limit: 0, global_limit: 0, drift: 0,
+           domains: {x: {tiers: "1,1,1,0", hard_limit: 0}, y: {tiers: "1,1,1,0"}}}
+  a/none: {kind: tiers, tiers: "5,1,1,0"}
+  c/zero: {kind: copies, domain_limit: 0, global_limit: 0, groups: [{name: g, limit: 0, domains: [m]}],
+           domains: {x: {domain_limit: 0}, y: {}}}
+  c/none: {kind: copies, groups: [{name: g, domains: [m]}], domains: {y: {}}}
+`
+	c := mustParse(t, src)
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse(b)
+	if err != nil {
+		t.Fatalf("Parse(Marshal(c)): %v\n%s", err, b)
+	}
+	if !reflect.DeepEqual(c, again) {
+		t.Errorf("round trip changed the config:\n%s", b)
+	}
+	got := string(b)
+	for _, want := range []string{
+		`"a/zero":{"kind":"tiers","drift":0,"max_keys":1000000,"hard_limit":0,"global_limit":0,`,
+		`"x":{"hard_limit":0,"tiers"`,
+		`"y":{"tiers"`,
+		`"a/none":{"kind":"tiers","drift":0.05,"max_keys":1000000,"tiers"`,
+		`"c/zero":{"kind":"copies","drift":0.05,"max_keys":1000000,"global_limit":0,"domain_limit":0,"groups":[{"name":"g","limit":0,"domains":["m"]}],"domains":{"x":{"domain_limit":0},"y":{"domain_limit":0}}}`, // y: absent, lowered to G
+		`"c/none":{"kind":"copies","drift":0.05,"max_keys":1000000,"groups":[{"name":"g","domains":["m"]}],"domains":{"y":{}}}`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %s\nin %s", want, got)
 		}
 	}
 }

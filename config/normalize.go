@@ -37,11 +37,13 @@ func (c *Config) Normalize() {
 //     are removed; a window longer than active is shortened to active; an
 //     active that is not a multiple of window is cut down to the largest
 //     multiple (NormalizeTiers);
-//   - drift 0 becomes DefaultDrift; max_keys 0 becomes DefaultMaxKeys;
+//   - drift absent becomes DefaultDrift (0 stays 0: every hit ships at
+//     once); max_keys 0 becomes DefaultMaxKeys;
 //   - kind adaptive: grow_every 0 becomes DefaultGrowEvery, margin 0
 //     DefaultMargin, timeout 0 DefaultTimeout;
-//   - kind copies: with a nonzero global_limit G, a domain_limit (default or
-//     override) or group limit above G is lowered to G, the effective limit;
+//   - kind copies: with a global_limit G set, a domain_limit (default or
+//     override) or group limit above G, or absent, is lowered to G, the
+//     effective limit; limits stay absent when G is;
 //   - empty lists and maps become nil.
 //
 // It is idempotent and never panics; r may be nil. Not safe for concurrent
@@ -50,8 +52,8 @@ func (r *Resource) Normalize() {
 	if r == nil {
 		return
 	}
-	if r.Drift == 0 {
-		r.Drift = DefaultDrift
+	if r.Drift == nil {
+		r.Drift = Fraction(DefaultDrift)
 	}
 	if r.MaxKeys == 0 {
 		r.MaxKeys = DefaultMaxKeys
@@ -91,12 +93,19 @@ func (r *Resource) Normalize() {
 	}
 }
 
-// capLimit returns limit lowered to global when global is set (nonzero).
-func capLimit(limit, global int) int {
-	if global > 0 && limit > global {
-		return global
+// capLimit returns limit lowered to global when global is set: an absent
+// limit becomes global, a larger one is cut to it. The result is a fresh
+// pointer, so normalizing never aliases two fields.
+func capLimit(limit, global *int) *int {
+	switch {
+	case global == nil && limit == nil:
+		return nil
+	case global == nil:
+		return Limit(*limit)
+	case limit == nil || *limit > *global:
+		return Limit(*global)
 	}
-	return limit
+	return Limit(*limit)
 }
 
 // NormalizeTiers returns ts normalized by the three rules of SEMANTICS.md:

@@ -86,7 +86,7 @@ resources:
   a/u:
     kind: copies
     domain_limit: 500
-    groups: [{name: g, limit: 0, domains: [x]}]
+    groups: [{name: g, limit: 0, domains: [x]}, {name: h, domains: [y]}]
 `)
 	s := time.Second
 	wantT := []Tier{{Limit: 10, Window: 3 * s, Active: 3 * s}, {Limit: 20, Window: 2 * s, Active: 6 * s, Cooldown: s}}
@@ -98,7 +98,7 @@ resources:
 	}
 	// Defaults: drift 0 → DefaultDrift, max_keys 0 → DefaultMaxKeys.
 	for name, r := range c.Resources {
-		if r.Drift != DefaultDrift || r.MaxKeys != DefaultMaxKeys {
+		if *r.Drift != DefaultDrift || r.MaxKeys != DefaultMaxKeys {
 			t.Errorf("%s: drift %v max_keys %d", name, r.Drift, r.MaxKeys)
 		}
 	}
@@ -112,14 +112,15 @@ resources:
 	}
 	// SEMANTICS.md (copies): "A limit above G is lowered to G (effective limit)."
 	cp := c.Resources["a/c"]
-	if cp.DomainLimit != 100 || cp.Groups[0].Limit != 100 || cp.Groups[1].Limit != 10 {
+	if lim(cp.DomainLimit) != 100 || lim(cp.Groups[0].Limit) != 100 || lim(cp.Groups[1].Limit) != 10 {
 		t.Errorf("copies = %+v %+v", cp, cp.Groups)
 	}
-	if cp.Domains["x"].DomainLimit != 100 || cp.Domains["y"].DomainLimit != 50 {
+	if lim(cp.Domains["x"].DomainLimit) != 100 || lim(cp.Domains["y"].DomainLimit) != 50 {
 		t.Errorf("copies overrides = %+v %+v", cp.Domains["x"], cp.Domains["y"])
 	}
-	// With G = 0 (none) nothing is lowered.
-	if u := c.Resources["a/u"]; u.DomainLimit != 500 || u.Groups[0].Limit != 0 {
+	// With G absent (none) nothing is lowered; a group limit of 0 stays 0
+	// (it grants nothing) and an absent one stays absent.
+	if u := c.Resources["a/u"]; lim(u.DomainLimit) != 500 || lim(u.Groups[0].Limit) != 0 || u.Groups[1].Limit != nil || u.GlobalLimit != nil {
 		t.Errorf("copies without G = %+v", u)
 	}
 	if err := c.Validate(); err != nil {
@@ -135,8 +136,8 @@ func TestNormalizeIdempotent(t *testing.T) {
 			Resources: map[string]*Resource{
 				"a/t": {Kind: KindTiers, Tiers: []Tier{{Limit: 1, Window: 5 * time.Second, Active: 3 * time.Second}, {Limit: 2, Window: time.Second}},
 					Domains: map[string]*Override{"d": {Tiers: []Tier{{Limit: 3, Window: 2 * time.Second, Active: 5 * time.Second}}}}},
-				"a/c": {Kind: KindCopies, DomainLimit: 9, GlobalLimit: 4, Groups: []Group{{Name: "g", Limit: 7, Domains: []string{"x"}}},
-					Domains: map[string]*Override{"d": {DomainLimit: 8}}},
+				"a/c": {Kind: KindCopies, DomainLimit: Limit(9), GlobalLimit: Limit(4), Groups: []Group{{Name: "g", Limit: Limit(7), Domains: []string{"x"}}},
+					Domains: map[string]*Override{"d": {DomainLimit: Limit(8)}}},
 				"a/a": {Kind: KindAdaptive, MinWindow: 1, MaxWindow: 1},
 				"a/g": {Kind: KindGCRA, Burst: 1, Count: 1, Period: time.Second, Domains: map[string]*Override{}},
 			},
@@ -170,3 +171,6 @@ func TestNormalizeIdempotent(t *testing.T) {
 	nilr.Normalize()
 	(&Config{Resources: map[string]*Resource{"a/b": nil, "a/c": {Tiers: []Tier{{Window: -1, Active: 5}, {Window: 0, Active: 3}}, Domains: map[string]*Override{"x": nil}}}}).Normalize()
 }
+
+// lim is a limit field as a number, -1 when absent.
+func lim(p *int) int { return LimitOr(p, -1) }

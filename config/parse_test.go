@@ -103,7 +103,7 @@ func TestParseValid(t *testing.T) {
 				if o := c.Resources["api/export"].Domains["10.0.0.2"]; o.Count != 40 || o.Period != time.Second {
 					t.Errorf("10.0.0.2 override = %+v", o)
 				}
-				if g := c.Resources["jobs/sandbox"].Groups; len(g) != 1 || g[0].Name != "enterprise" || g[0].Limit != 40 {
+				if g := c.Resources["jobs/sandbox"].Groups; len(g) != 1 || g[0].Name != "enterprise" || lim(g[0].Limit) != 40 {
 					t.Errorf("groups = %+v", g)
 				}
 				if l := c.Resources["auth/login"]; l.MinWindow != 5 || l.MaxWindow != 250 || l.GrowEvery != 10 || l.Margin != 10 || l.Timeout != 30*time.Second {
@@ -215,7 +215,7 @@ resources:
 `,
 			check: func(t *testing.T, c *Config) {
 				two := c.Resources["a/two"]
-				if two.Kind != KindTiers || two.HardLimit != 9 || len(two.Tiers) != 1 {
+				if two.Kind != KindTiers || lim(two.HardLimit) != 9 || len(two.Tiers) != 1 {
 					t.Errorf("a/two = %+v", two)
 				}
 				if len(c.Resources["a/three"].Tiers) != 1 {
@@ -237,7 +237,7 @@ resources:
 			src:  `resources: {a/b: {kind: adaptive, shadow: true, drift: 1, max_keys: 10, min_window: 1, max_window: 1, grow_every: 3, margin: 2, timeout: 1m}}`,
 			check: func(t *testing.T, c *Config) {
 				r := c.Resources["a/b"]
-				if !r.Shadow || r.Drift != 1 || r.MaxKeys != 10 || r.GrowEvery != 3 || r.Margin != 2 || r.Timeout != time.Minute {
+				if !r.Shadow || *r.Drift != 1 || r.MaxKeys != 10 || r.GrowEvery != 3 || r.Margin != 2 || r.Timeout != time.Minute {
 					t.Errorf("resource = %+v", r)
 				}
 			},
@@ -246,7 +246,7 @@ resources:
 			name: "explicit zero of its own kind's optional fields",
 			src:  `resources: {a/b: {kind: copies, domain_limit: 0, global_limit: 0, groups: []}}`,
 			check: func(t *testing.T, c *Config) {
-				if r := c.Resources["a/b"]; r.DomainLimit != 0 || r.Groups != nil {
+				if r := c.Resources["a/b"]; lim(r.DomainLimit) != 0 || r.Groups != nil {
 					t.Errorf("resource = %+v", r)
 				}
 			},
@@ -384,9 +384,9 @@ func TestParseInvalid(t *testing.T) {
 		{"copies group with no domains",
 			`resources: {a/b: {kind: copies, groups: [{name: g, limit: 1, domains: []}]}}`,
 			`resources["a/b"].groups[0].domains`, "at least one domain"},
-		{"copies group limit missing",
-			`resources: {a/b: {kind: copies, groups: [{name: g, domains: [x]}]}}`,
-			`resources["a/b"].groups[0].limit`, "required"},
+		{"copies group name missing",
+			`resources: {a/b: {kind: copies, groups: [{limit: 1, domains: [x]}]}}`,
+			`resources["a/b"].groups[0].name`, "required"},
 		{"adaptive min_window 0",
 			`resources: {a/b: {kind: adaptive, min_window: 0, max_window: 5}}`,
 			`resources["a/b"].min_window`, "must be ≥ 1, got 0"},
@@ -661,7 +661,7 @@ func TestParseResource(t *testing.T) {
 	if want := []Tier{{Limit: 5, Window: time.Second, Active: time.Second}}; !reflect.DeepEqual(r.Tiers, want) {
 		t.Errorf("tiers = %+v", r.Tiers)
 	}
-	if r.Domains["x"].Tiers != nil || r.Drift != DefaultDrift {
+	if r.Domains["x"].Tiers != nil || *r.Drift != DefaultDrift {
 		t.Errorf("resource = %+v", r)
 	}
 
@@ -729,21 +729,21 @@ func TestDefault(t *testing.T) {
 		}
 	}
 	s := c.Resources["demo/search"]
-	if s.HardLimit != 100 || len(s.Tiers) != 2 || s.Tiers[1].Limit != 50 {
+	if lim(s.HardLimit) != 100 || s.GlobalLimit != nil || len(s.Tiers) != 2 || s.Tiers[1].Limit != 50 || lim(s.Domains["blocked"].HardLimit) != 0 {
 		t.Errorf("demo/search = %+v", s)
 	}
 	if e := c.Resources["demo/export"]; e.Burst != 20 || e.Count != 20 || e.Period != time.Second {
 		t.Errorf("demo/export = %+v", e)
 	}
-	if j := c.Resources["demo/jobs"]; j.DomainLimit != 5 || j.GlobalLimit != 100 || len(j.Groups) != 1 {
+	if j := c.Resources["demo/jobs"]; lim(j.DomainLimit) != 5 || lim(j.GlobalLimit) != 100 || len(j.Groups) != 2 || lim(j.Groups[1].Limit) != 0 {
 		t.Errorf("demo/jobs = %+v", j)
 	}
 	if l := c.Resources["demo/login"]; l.MinWindow != 5 || l.MaxWindow != 250 {
 		t.Errorf("demo/login = %+v", l)
 	}
 	// Each call is a fresh copy.
-	c.Resources["demo/search"].HardLimit = 1
-	if Default().Resources["demo/search"].HardLimit != 100 {
+	*c.Resources["demo/search"].HardLimit = 1
+	if lim(Default().Resources["demo/search"].HardLimit) != 100 {
 		t.Error("Default shares state between calls")
 	}
 }

@@ -30,6 +30,22 @@ const DefaultMaxKeys = 1_000_000
 // DefaultDrift is the drift tolerance of a resource that sets none.
 const DefaultDrift = 0.05
 
+// Limit returns a pointer to n: the way to set a limit field (HardLimit,
+// GlobalLimit, DomainLimit, Group.Limit) in Go, where nil means no limit of
+// that scope and Limit(0) grants nothing.
+func Limit(n int) *int { return &n }
+
+// Fraction returns a pointer to f, for Resource.Drift.
+func Fraction(f float64) *float64 { return &f }
+
+// LimitOr returns *l, or none when l is nil (absent).
+func LimitOr(l *int, none int) int {
+	if l == nil {
+		return none
+	}
+	return *l
+}
+
 // Config is the whole agent configuration, as loaded from YAML or JSON.
 // The zero value is a valid, empty configuration: no resources, the built-in
 // listeners, no cluster. Parse and Load return it validated and normalized.
@@ -125,10 +141,11 @@ type Group struct {
 	// Name identifies the group in reservations (it must be non-empty and
 	// unique within the resource); releases name it.
 	Name string `json:"name"`
-	// Limit is the most copies the group's domains hold together; ≥ 0,
-	// 0 = no limit of the group's own. Above a nonzero global_limit it is
+	// Limit is the most copies the group's domains hold together; nil
+	// (absent) = no limit of the group's own, 0 = the group's domains get
+	// nothing (Charon's blacklist). Above global_limit (when set) it is
 	// lowered to global_limit by normalization.
-	Limit int `json:"limit"`
+	Limit *int `json:"limit,omitempty"`
 	// Domains are the group's members: at least one, no duplicates.
 	Domains []string `json:"domains"`
 }
@@ -148,10 +165,11 @@ type Resource struct {
 	Shadow bool `json:"shadow,omitempty"`
 	// Drift is the drift tolerance, a fraction in [0, 1] of the limit: a
 	// node ships a key's unshipped hits at once when they reach
-	// max(1, drift·limit/N) for N live nodes. 0 means DefaultDrift (filled in
-	// by normalization). Smaller keeps the cluster's over-admission tighter
-	// and costs more gossip packets under load.
-	Drift float64 `json:"drift,omitempty"`
+	// max(1, drift·limit/N) for N live nodes. nil (absent) means DefaultDrift
+	// (filled in by normalization); 0 ships every hit at once. Smaller keeps
+	// the cluster's over-admission tighter and costs more gossip packets
+	// under load.
+	Drift *float64 `json:"drift,omitempty"`
 	// MaxKeys bounds the keys (domains) tracked at once; 0 means
 	// DefaultMaxKeys (filled in by normalization). It caps the memory one
 	// resource can take; what happens at the cap is the key store's rule
@@ -161,14 +179,15 @@ type Resource struct {
 	// tiers
 
 	// HardLimit (tiers) is the most hits one domain gets in any 1 s
-	// window, whatever its tiers allow; 0 = none. A safety net under
-	// generous tiers.
-	HardLimit int `json:"hard_limit,omitempty"`
-	// GlobalLimit (tiers and copies) bounds all domains together; 0 = none.
+	// window, whatever its tiers allow; nil (absent) = none, 0 = every
+	// request is rejected. A safety net under generous tiers.
+	HardLimit *int `json:"hard_limit,omitempty"`
+	// GlobalLimit (tiers and copies) bounds all domains together; nil
+	// (absent) = none, 0 = nothing is granted to anyone.
 	// For tiers: hits per 1 s window across domains, which makes domains
 	// compete. For copies: copies held in total; a domain_limit or group
-	// limit above it is lowered to it by normalization.
-	GlobalLimit int `json:"global_limit,omitempty"` // tiers and copies
+	// limit above it (or absent) is lowered to it by normalization.
+	GlobalLimit *int `json:"global_limit,omitempty"` // tiers and copies
 	// Tiers (tiers) are the burst tiers, lowest first. In a file, a list
 	// of {limit, window, active, cooldown, skippable} or the compact string
 	// "limit,window,active,cooldown,..." in seconds (ParseTiers). Required
@@ -190,8 +209,9 @@ type Resource struct {
 	// copies
 
 	// DomainLimit (copies) is the most copies one domain holds at once;
-	// 0 = none. Lowered to a nonzero GlobalLimit by normalization.
-	DomainLimit int `json:"domain_limit,omitempty"`
+	// nil (absent) = none, 0 = the domain gets nothing. Lowered to
+	// GlobalLimit (when set) by normalization.
+	DomainLimit *int `json:"domain_limit,omitempty"`
 	// Groups (copies) are pools shared by named sets of domains, each with
 	// its own limit. Empty = none.
 	Groups []Group `json:"groups,omitempty"`
@@ -223,13 +243,14 @@ type Resource struct {
 // Override is a per-domain replacement of a resource's limit fields.
 // Only the fields of the resource's kind may be set: tiers sets Tiers (required
 // in a file) and HardLimit; gcra sets Burst, Count and Period (all three
-// required); copies sets DomainLimit (required). The same rules and the same
+// required); copies sets DomainLimit. The same rules and the same
 // normalization apply as to the resource's own fields. An override does not
 // inherit anything from the default: a tiers override without hard_limit has
-// no hard limit.
+// no hard limit, a copies override without domain_limit no domain limit.
 type Override struct {
-	// HardLimit (tiers) is the domain's own hard limit per 1 s; 0 = none.
-	HardLimit int `json:"hard_limit,omitempty"`
+	// HardLimit (tiers) is the domain's own hard limit per 1 s; nil
+	// (absent) = none, 0 = the domain is refused every request.
+	HardLimit *int `json:"hard_limit,omitempty"`
 	// Tiers (tiers) are the domain's tiers, normalized like the resource's;
 	// an empty list rejects every request of the domain.
 	Tiers []Tier `json:"tiers,omitempty"`
@@ -240,8 +261,8 @@ type Override struct {
 	// Period (gcra) is the domain's refill period; > 0, and Period/Count
 	// ≥ 1ns.
 	Period time.Duration `json:"period,omitempty"`
-	// DomainLimit (copies) is the copies the domain may hold at once;
-	// 0 = none. Lowered to the resource's nonzero global_limit by
-	// normalization.
-	DomainLimit int `json:"domain_limit,omitempty"`
+	// DomainLimit (copies) is the copies the domain may hold at once; nil
+	// (absent) = none, 0 = nothing. Lowered to the resource's global_limit
+	// (when set) by normalization.
+	DomainLimit *int `json:"domain_limit,omitempty"`
 }

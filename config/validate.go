@@ -237,6 +237,14 @@ func checkInt(l *problemList, path string, v, min int) {
 	}
 }
 
+// checkLimit checks a limit field: absent (nil) is no limit; a set one is
+// in [0, MaxLimit], 0 granting nothing.
+func checkLimit(l *problemList, path string, v *int) {
+	if v != nil {
+		checkInt(l, path, *v, 0)
+	}
+}
+
 // checkDuration checks 0 ≤ d ≤ MaxDuration, and d > 0 when positive is set.
 func checkDuration(l *problemList, path string, d time.Duration, positive bool) {
 	switch {
@@ -305,8 +313,8 @@ func checkResource(l *problemList, path string, r *Resource) {
 	case !known:
 		l.add(field(path, "kind"), "%s", badKindMsg(k))
 	}
-	if math.IsNaN(r.Drift) || r.Drift < 0 || r.Drift > 1 {
-		l.add(field(path, "drift"), "must be in [0, 1] (0 means %v), got %v", DefaultDrift, r.Drift)
+	if r.Drift != nil && (math.IsNaN(*r.Drift) || *r.Drift < 0 || *r.Drift > 1) {
+		l.add(field(path, "drift"), "must be in [0, 1] (absent means %v, 0 ships every hit at once), got %v", DefaultDrift, *r.Drift)
 	}
 	checkInt(l, field(path, "max_keys"), r.MaxKeys, 0)
 
@@ -335,10 +343,10 @@ func checkResource(l *problemList, path string, r *Resource) {
 		return set[f]
 	}
 	if want("hard_limit") {
-		checkInt(l, field(path, "hard_limit"), r.HardLimit, 0)
+		checkLimit(l, field(path, "hard_limit"), r.HardLimit)
 	}
 	if want("global_limit") {
-		checkInt(l, field(path, "global_limit"), r.GlobalLimit, 0)
+		checkLimit(l, field(path, "global_limit"), r.GlobalLimit)
 	}
 	if want("tiers") {
 		checkTiers(l, field(path, "tiers"), r.Tiers)
@@ -349,7 +357,7 @@ func checkResource(l *problemList, path string, r *Resource) {
 		checkSetGCRA(l, path, set, r.Burst, r.Count, r.Period)
 	}
 	if want("domain_limit") {
-		checkInt(l, field(path, "domain_limit"), r.DomainLimit, 0)
+		checkLimit(l, field(path, "domain_limit"), r.DomainLimit)
 	}
 	if want("groups") {
 		checkGroups(l, field(path, "groups"), r.Groups)
@@ -383,7 +391,8 @@ func checkResource(l *problemList, path string, r *Resource) {
 	}
 }
 
-// setFields returns the kind-specific fields of r that are not zero.
+// setFields returns the kind-specific fields of r that are set: limits
+// that are present (even 0), other fields that are not zero.
 func (r *Resource) setFields() []string {
 	var s []string
 	add := func(name string, set bool) {
@@ -391,13 +400,13 @@ func (r *Resource) setFields() []string {
 			s = append(s, name)
 		}
 	}
-	add("hard_limit", r.HardLimit != 0)
-	add("global_limit", r.GlobalLimit != 0)
+	add("hard_limit", r.HardLimit != nil)
+	add("global_limit", r.GlobalLimit != nil)
 	add("tiers", len(r.Tiers) != 0)
 	add("burst", r.Burst != 0)
 	add("count", r.Count != 0)
 	add("period", r.Period != 0)
-	add("domain_limit", r.DomainLimit != 0)
+	add("domain_limit", r.DomainLimit != nil)
 	add("groups", len(r.Groups) != 0)
 	add("min_window", r.MinWindow != 0)
 	add("max_window", r.MaxWindow != 0)
@@ -408,7 +417,7 @@ func (r *Resource) setFields() []string {
 	return s
 }
 
-// setFields returns the fields of o that are not zero.
+// setFields returns the fields of o that are set (limits even at 0).
 func (o *Override) setFields() []string {
 	var s []string
 	add := func(name string, set bool) {
@@ -416,12 +425,12 @@ func (o *Override) setFields() []string {
 			s = append(s, name)
 		}
 	}
-	add("hard_limit", o.HardLimit != 0)
+	add("hard_limit", o.HardLimit != nil)
 	add("tiers", len(o.Tiers) != 0)
 	add("burst", o.Burst != 0)
 	add("count", o.Count != 0)
 	add("period", o.Period != 0)
-	add("domain_limit", o.DomainLimit != 0)
+	add("domain_limit", o.DomainLimit != nil)
 	return s
 }
 
@@ -449,7 +458,7 @@ func checkOverride(l *problemList, path string, k Kind, o *Override) {
 		return set[f]
 	}
 	if want("hard_limit") {
-		checkInt(l, field(path, "hard_limit"), o.HardLimit, 0)
+		checkLimit(l, field(path, "hard_limit"), o.HardLimit)
 	}
 	if want("tiers") {
 		checkTiers(l, field(path, "tiers"), o.Tiers)
@@ -460,7 +469,7 @@ func checkOverride(l *problemList, path string, k Kind, o *Override) {
 		checkSetGCRA(l, path, set, o.Burst, o.Count, o.Period)
 	}
 	if want("domain_limit") {
-		checkInt(l, field(path, "domain_limit"), o.DomainLimit, 0)
+		checkLimit(l, field(path, "domain_limit"), o.DomainLimit)
 	}
 }
 
@@ -512,7 +521,7 @@ func checkGroups(l *problemList, path string, gs []Group) {
 		} else if len(g.Name) > MaxNameLen {
 			l.add(field(p, "name"), "must be at most %d bytes, got %d", MaxNameLen, len(g.Name))
 		}
-		checkInt(l, field(p, "limit"), g.Limit, 0)
+		checkLimit(l, field(p, "limit"), g.Limit)
 		if len(g.Domains) == 0 {
 			l.add(field(p, "domains"), "must list at least one domain")
 		}

@@ -24,14 +24,14 @@ func TestValidateBuiltInGo(t *testing.T) {
 				`resources["a/b"].count: must be ≥ 1, got 0`,
 				`resources["a/b"].period: must be > 0, got 0s`,
 			}},
-		{name: "fields of other kinds", c: &Config{Resources: map[string]*Resource{"a/b": {Kind: KindAdaptive, MinWindow: 1, MaxWindow: 1, HardLimit: 3, Groups: []Group{{Name: "g", Domains: []string{"x"}}}}}},
+		{name: "fields of other kinds", c: &Config{Resources: map[string]*Resource{"a/b": {Kind: KindAdaptive, MinWindow: 1, MaxWindow: 1, HardLimit: Limit(3), Groups: []Group{{Name: "g", Domains: []string{"x"}}}}}},
 			want: []string{
 				`resources["a/b"].groups: not a field of kind adaptive (groups is for kind copies)`,
 				`resources["a/b"].hard_limit: not a field of kind adaptive (hard_limit is for kind tiers)`,
 			}},
-		{name: "global_limit names both kinds", c: &Config{Resources: map[string]*Resource{"a/b": {Kind: KindGCRA, Burst: 1, Count: 1, Period: 1, GlobalLimit: 3}}},
+		{name: "global_limit names both kinds", c: &Config{Resources: map[string]*Resource{"a/b": {Kind: KindGCRA, Burst: 1, Count: 1, Period: 1, GlobalLimit: Limit(3)}}},
 			want: []string{`resources["a/b"].global_limit: not a field of kind gcra (global_limit is for kind tiers and copies)`}},
-		{name: "override field of another kind", c: &Config{Resources: map[string]*Resource{"a/b": {Kind: KindCopies, Domains: map[string]*Override{"x": {DomainLimit: 1, HardLimit: 2}}}}},
+		{name: "override field of another kind", c: &Config{Resources: map[string]*Resource{"a/b": {Kind: KindCopies, Domains: map[string]*Override{"x": {DomainLimit: Limit(1), HardLimit: Limit(2)}}}}},
 			want: []string{`resources["a/b"].domains["x"].hard_limit: not a field of a copies override (a copies override sets domain_limit)`}},
 		{name: "unknown kind checks only what is set", c: &Config{Resources: map[string]*Resource{"a/b": {Kind: "bucket", Burst: -1}}},
 			want: []string{

@@ -36,10 +36,10 @@ func TestDequeInsertKeepsTimeOrder(t *testing.T) {
 // 10 s), one gcra bucket and one copies resource.
 func peerCfg() *config.Config {
 	return &config.Config{Resources: map[string]*config.Resource{
-		"t/r": {Kind: config.KindTiers, Tiers: tiers(tier(5, s, s, 0, false), tier(1, 10*s, 10*s, 0, false)), HardLimit: 8},
+		"t/r": {Kind: config.KindTiers, Tiers: tiers(tier(5, s, s, 0, false), tier(1, 10*s, 10*s, 0, false)), HardLimit: config.Limit(8)},
 		"g/r": {Kind: config.KindGCRA, Burst: 10, Count: 10, Period: s},
-		"c/r": {Kind: config.KindCopies, DomainLimit: 3, GlobalLimit: 5,
-			Groups: []config.Group{{Name: "big", Limit: 4, Domains: []string{"a", "b"}}}},
+		"c/r": {Kind: config.KindCopies, DomainLimit: config.Limit(3), GlobalLimit: config.Limit(5),
+			Groups: []config.Group{{Name: "big", Limit: config.Limit(4), Domains: []string{"a", "b"}}}},
 	}}
 }
 

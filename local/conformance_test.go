@@ -38,11 +38,22 @@ type confCase struct {
 type confResource struct {
 	Kind        string          `json:"kind"`
 	Tiers       json.RawMessage `json:"tiers"`
-	HardLimit   int             `json:"hard_limit"`
-	GlobalLimit int             `json:"global_limit"`
+	HardLimit   *int            `json:"hard_limit"`   // absent: none
+	GlobalLimit *int            `json:"global_limit"` // absent: none
 	Burst       int             `json:"burst"`
 	Count       int             `json:"count"`
 	Period      string          `json:"period"`
+	// Domains are per-domain overrides: "an override replaces the default
+	// for that domain, whole".
+	Domains map[string]confOverride `json:"domains"`
+}
+
+type confOverride struct {
+	Tiers     json.RawMessage `json:"tiers"`
+	HardLimit *int            `json:"hard_limit"`
+	Burst     int             `json:"burst"`
+	Count     int             `json:"count"`
+	Period    string          `json:"period"`
 }
 
 type confTier struct {
@@ -180,25 +191,68 @@ func confBuild(r confResource) (*config.Resource, error) {
 	default:
 		return nil, fmt.Errorf("kind %q is not a rate kind", r.Kind)
 	}
+	for d, o := range r.Domains {
+		if res.Domains == nil {
+			res.Domains = map[string]*config.Override{}
+		}
+		ov := &config.Override{HardLimit: o.HardLimit, Burst: o.Burst, Count: o.Count}
+		if res.Kind == config.KindTiers {
+			ts, err := confParseTiers(o.Tiers)
+			if err != nil {
+				return nil, fmt.Errorf("domains[%q]: %v", d, err)
+			}
+			ov.Tiers = ts
+		} else {
+			p, err := time.ParseDuration(o.Period)
+			if err != nil {
+				return nil, fmt.Errorf("domains[%q].period: %v", d, err)
+			}
+			ov.Period = p
+		}
+		res.Domains[d] = ov
+	}
 	return res, nil
 }
 
-// confOracle is the oracle for one resource.
+// confOracle is the oracle for one resource. A domain with an override has
+// a model of its own: "two domains never share state except through a
+// resource's global_limit", so the split is exact as long as the resource has
+// no global limit (newConfOracle refuses the combination).
 type confOracle struct {
 	tiers *refTiers
 	gcra  *refGCRA
+	over  map[string]*confOracle
 }
 
+// refLimit is a limit field for the oracle: -1 when absent.
+func refLimit(l *int) int { return config.LimitOr(l, -1) }
+
 func newConfOracle(res *config.Resource) *confOracle {
+	var o *confOracle
 	if res.Kind == config.KindGCRA {
-		return &confOracle{gcra: newRefGCRA(res.Burst, res.Count, res.Period)}
+		o = &confOracle{gcra: newRefGCRA(res.Burst, res.Count, res.Period)}
+	} else {
+		o = &confOracle{tiers: newRefTiers(res.Tiers, refLimit(res.HardLimit), refLimit(res.GlobalLimit))}
 	}
-	return &confOracle{tiers: newRefTiers(res.Tiers, res.HardLimit, res.GlobalLimit)}
+	for d, ov := range res.Domains {
+		if res.GlobalLimit != nil {
+			panic("reference: overrides under a global limit are not modelled")
+		}
+		if o.over == nil {
+			o.over = map[string]*confOracle{}
+		}
+		o.over[d] = newConfOracle(&config.Resource{Kind: res.Kind, Tiers: ov.Tiers, HardLimit: ov.HardLimit,
+			Burst: ov.Burst, Count: ov.Count, Period: ov.Period})
+	}
+	return o
 }
 
 // do runs one vector request; a refund reports only "remaining", a client
 // error only "error".
 func (o *confOracle) do(r confRequest) map[string]string {
+	if x, ok := o.over[r.Domain]; ok {
+		return x.do(r)
+	}
 	copies, minCopies := r.args()
 	switch {
 	case r.Op == "refund" && o.gcra != nil:

@@ -17,8 +17,8 @@ import (
 // copiesRes is one copy-limited resource's limits and counts.
 type copiesRes struct {
 	name        string
-	domainLimit int64 // effective; 0 = none
-	global      int64 // 0 = none
+	domainLimit int64 // effective; NoLimit = none, 0 grants nothing
+	global      int64 // NoLimit = none
 	overrides   map[string]int64
 	groups      []copiesGroup
 	byDomain    map[string][]int // a domain's groups
@@ -37,7 +37,7 @@ type copiesRes struct {
 
 type copiesGroup struct {
 	name  string
-	limit int64 // effective; 0 = none
+	limit int64 // effective; NoLimit = none
 }
 
 // limitFor returns the effective domain limit of domain.
@@ -54,14 +54,14 @@ func (r *copiesRes) fit(domain string, q int64) int64 {
 		return q
 	}
 	n := q
-	if d := r.limitFor(domain); d > 0 {
+	if d := r.limitFor(domain); d >= 0 {
 		n = min(n, d-r.perDom[domain]-r.remote[domain])
 	}
-	if r.global > 0 {
+	if r.global >= 0 {
 		n = min(n, r.global-r.total-r.remoteTotal)
 	}
 	for _, g := range r.byDomain[domain] {
-		if l := r.groups[g].limit; l > 0 {
+		if l := r.groups[g].limit; l >= 0 {
 			n = min(n, l-r.perGroup[g]-r.remoteGroup[g])
 		}
 	}

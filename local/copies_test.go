@@ -11,12 +11,12 @@ import (
 
 func copiesEngine(t *testing.T) *Engine {
 	return engine(t, one("c/jobs", &config.Resource{
-		Kind: config.KindCopies, DomainLimit: 5, GlobalLimit: 8,
+		Kind: config.KindCopies, DomainLimit: config.Limit(5), GlobalLimit: config.Limit(8),
 		Groups: []config.Group{
-			{Name: "ent", Limit: 4, Domains: []string{"acme", "globex"}},
-			{Name: "eu", Limit: 3, Domains: []string{"acme"}},
+			{Name: "ent", Limit: config.Limit(4), Domains: []string{"acme", "globex"}},
+			{Name: "eu", Limit: config.Limit(3), Domains: []string{"acme"}},
 		},
-		Domains: map[string]*config.Override{"whale": {DomainLimit: 50}},
+		Domains: map[string]*config.Override{"whale": {DomainLimit: config.Limit(50)}},
 	}))
 }
 

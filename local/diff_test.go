@@ -156,12 +156,19 @@ func diffGenTiers(r *rand.Rand) (raw []config.Tier, res *config.Resource) {
 	for _, t := range res.Tiers {
 		sum += t.Limit
 	}
-	if r.IntN(2) == 0 {
-		res.HardLimit = 1 + r.IntN(sum+3)
+	// "an absent limit is no limit; a limit of 0 grants nothing": half the
+	// resources leave a limit absent, and one set limit in eight is 0.
+	drawLimit := func(most int) *int {
+		switch {
+		case r.IntN(2) == 0:
+			return nil
+		case r.IntN(8) == 0:
+			return config.Limit(0)
+		}
+		return config.Limit(1 + r.IntN(most))
 	}
-	if r.IntN(2) == 0 {
-		res.GlobalLimit = 1 + r.IntN(2*sum+3)
-	}
+	res.HardLimit = drawLimit(sum + 3)
+	res.GlobalLimit = drawLimit(2*sum + 3)
 	return raw, res
 }
 
@@ -339,16 +346,16 @@ func diffShrink(c *diffCase) *diffCase {
 					cur, changed = x, true
 				}
 			}
-			if cur.res.HardLimit != 0 {
+			if cur.res.HardLimit != nil {
 				res := *cur.res
-				res.HardLimit = 0
+				res.HardLimit = nil
 				if x := (&diffCase{res: &res, reqs: cur.reqs}); fails(x) {
 					cur, changed = x, true
 				}
 			}
-			if cur.res.GlobalLimit != 0 {
+			if cur.res.GlobalLimit != nil {
 				res := *cur.res
-				res.GlobalLimit = 0
+				res.GlobalLimit = nil
 				if x := (&diffCase{res: &res, reqs: cur.reqs}); fails(x) {
 					cur, changed = x, true
 				}
@@ -379,7 +386,7 @@ func diffConfigString(c *diffCase) string {
 	r := c.res
 	switch r.Kind {
 	case config.KindTiers:
-		fmt.Fprintf(&b, "kind: tiers, hard_limit: %d, global_limit: %d, tiers (normalized, whole ms): [", r.HardLimit, r.GlobalLimit)
+		fmt.Fprintf(&b, "kind: tiers, hard_limit: %d, global_limit: %d (-1 = absent), tiers (normalized, whole ms): [", refLimit(r.HardLimit), refLimit(r.GlobalLimit))
 		for i, t := range r.Tiers {
 			if i > 0 {
 				b.WriteString(", ")

@@ -137,12 +137,12 @@ func buildResource(name string, rc *config.Resource, ignore bool) *resource {
 	}
 	switch rc.Kind {
 	case config.KindTiers:
-		tr := &tiersRes{def: tiersFromConfig(rc.Tiers, rc.HardLimit, rc.GlobalLimit), keys: newStore[*tiersState](maxKeys), ring: &secondRing{}}
+		tr := &tiersRes{def: tiersFromConfig(rc.Tiers, limitOf(rc.HardLimit), limitOf(rc.GlobalLimit)), keys: newStore[*tiersState](maxKeys), ring: &secondRing{}}
 		for d, o := range rc.Domains {
 			if tr.over == nil {
 				tr.over = make(map[string]*tiersParams)
 			}
-			tr.over[d] = tiersFromConfig(o.Tiers, o.HardLimit, rc.GlobalLimit)
+			tr.over[d] = tiersFromConfig(o.Tiers, limitOf(o.HardLimit), limitOf(rc.GlobalLimit))
 		}
 		r.tiers = tr
 	case config.KindGCRA:
@@ -165,7 +165,7 @@ func buildResource(name string, rc *config.Resource, ignore bool) *resource {
 }
 
 func unlimitedTiers(maxKeys int) *tiersRes {
-	p := newTiersParams([]tierParamsInput{{limit: unconfiguredLimit, window: time.Second, active: time.Second}}, 0, 0)
+	p := newTiersParams([]tierParamsInput{{limit: unconfiguredLimit, window: time.Second, active: time.Second}}, NoLimit, NoLimit)
 	return &tiersRes{def: p, keys: newStore[*tiersState](maxKeys), ring: &secondRing{}}
 }
 
@@ -177,16 +177,21 @@ func tiersFromConfig(ts []config.Tier, hard, global int) *tiersParams {
 	return newTiersParams(in, hard, global)
 }
 
+// limitOf is a config limit field in the engine's terms: NoLimit when
+// absent, else the limit (0 grants nothing).
+func limitOf(l *int) int { return config.LimitOr(l, NoLimit) }
+
 func copiesFromConfig(name string, rc *config.Resource, unlimited bool) *copiesRes {
-	g := int64(rc.GlobalLimit)
-	eff := func(v int64) int64 {
-		if g > 0 && (v == 0 || v > g) {
+	g := int64(limitOf(rc.GlobalLimit))
+	eff := func(l *int) int64 { // a limit above the global one, or none, is the global one
+		v := int64(limitOf(l))
+		if g >= 0 && (v < 0 || v > g) {
 			return g
 		}
 		return v
 	}
 	r := &copiesRes{
-		name: name, domainLimit: eff(int64(rc.DomainLimit)), global: g,
+		name: name, domainLimit: eff(rc.DomainLimit), global: g,
 		byDomain: make(map[string][]int), perDom: make(map[string]int64),
 		unlimited: unlimited, shadow: rc.Shadow,
 	}
@@ -194,10 +199,10 @@ func copiesFromConfig(name string, rc *config.Resource, unlimited bool) *copiesR
 		if r.overrides == nil {
 			r.overrides = make(map[string]int64)
 		}
-		r.overrides[d] = eff(int64(o.DomainLimit))
+		r.overrides[d] = eff(o.DomainLimit)
 	}
 	for i, gr := range rc.Groups {
-		r.groups = append(r.groups, copiesGroup{name: gr.Name, limit: eff(int64(gr.Limit))})
+		r.groups = append(r.groups, copiesGroup{name: gr.Name, limit: eff(gr.Limit)})
 		for _, d := range gr.Domains {
 			r.byDomain[d] = append(r.byDomain[d], i)
 		}
@@ -303,7 +308,7 @@ func (e *Engine) Decide(d *Decision, t time.Time, resource, domain string, copie
 }
 
 func lenientDecision(k config.Kind, copies int) Decision {
-	return Decision{Kind: k, Granted: copies, Remaining: MaxCopies, Lenient: true}
+	return Decision{Kind: k, Granted: copies, Remaining: MaxCopies, Lenient: true, HardLimit: NoLimit, GlobalLimit: NoLimit}
 }
 
 func (tr *tiersRes) params(domain string) *tiersParams {
@@ -318,7 +323,7 @@ func (tr *tiersRes) params(domain string) *tiersParams {
 func (tr *tiersRes) decide(d *Decision, stats *Stats, domain string, t, q, m int64) {
 	p := tr.params(domain)
 	var ring *secondRing
-	if p.global > 0 {
+	if p.global >= 0 {
 		ring = tr.ring
 		ring.mu.Lock()
 		defer ring.mu.Unlock()

@@ -195,7 +195,7 @@ func TestTiersRules(t *testing.T) {
 		{
 			// A per-domain override "replaces the default for that domain, whole".
 			name: "override replaces the default whole",
-			res: &config.Resource{Kind: config.KindTiers, HardLimit: 1, Tiers: tiers(tier(1, s, s, 0, false)),
+			res: &config.Resource{Kind: config.KindTiers, HardLimit: config.Limit(1), Tiers: tiers(tier(1, s, s, 0, false)),
 				Domains: map[string]*config.Override{"big": {Tiers: tiers(tier(10, s, s, 0, false))}}},
 			steps: []step{
 				{at: 0, domain: "small", copies: 2, min: 1, wantGranted: 1},
@@ -253,7 +253,7 @@ func TestNamespacesAndErrors(t *testing.T) {
 		Resources: map[string]*config.Resource{
 			"ignore/r": {Kind: config.KindTiers, Tiers: tiers(tier(1, s, s, 0, false))},
 			"api/r":    {Kind: config.KindTiers, Tiers: tiers(tier(1, s, s, 0, false))},
-			"api/jobs": {Kind: config.KindCopies, DomainLimit: 1},
+			"api/jobs": {Kind: config.KindCopies, DomainLimit: config.Limit(1)},
 			"api/g":    {Kind: config.KindGCRA, Burst: 1, Count: 1, Period: s},
 		},
 	}

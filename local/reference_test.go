@@ -119,9 +119,9 @@ type refHit struct {
 // refTiers is the model of one tiers resource. Its whole state is hits.
 type refTiers struct {
 	tiers  []refTier // 0-based slice of tiers 1..n
-	hard   int
-	global int
-	hits   []refHit // in commit order, so in non-decreasing time
+	hard   int       // -1: absent, no hard limit ("an absent limit is no limit")
+	global int       // -1: absent; 0 grants nothing ("a limit of 0 grants nothing")
+	hits   []refHit  // in commit order, so in non-decreasing time
 
 	last    int64
 	started bool
@@ -294,13 +294,13 @@ func (v *refView) evaluate(u int64, q, minCopies int) refOutcome {
 	}
 	o.tierAllowed = q - need
 	allowed := o.tierAllowed
-	if m.hard > 0 {
+	if m.hard >= 0 {
 		// "limited_by_hard — H … cut the grant below what the tiers allowed"
 		capH := m.hard - v.domainHits(u)
 		o.limitedHard = capH < o.tierAllowed
 		allowed = min(allowed, capH)
 	}
-	if m.global > 0 {
+	if m.global >= 0 {
 		capG := m.global - v.globalHits(u)
 		o.limitedGlobal = capG < o.tierAllowed
 		allowed = min(allowed, capG)
@@ -419,7 +419,7 @@ func (m *refTiers) resetAfter(v *refView, t int64) int64 {
 func (m *refTiers) retryAfter(v *refView, d string, t int64, need int) int64 {
 	key := refMemoKey{d, need}
 	dv, av := m.domVersion[d], 0
-	if m.global > 0 {
+	if m.global >= 0 {
 		av = m.allVersion // other domains are seen only through G
 	}
 	if c, ok := m.memo[key]; ok && c.domVersion == dv && c.allVersion == av && c.from <= t {
@@ -564,14 +564,14 @@ func TestReferenceRetryAtEventInstants(t *testing.T) {
 	for i := range 200 {
 		r := rand.New(rand.NewPCG(1, uint64(i)))
 		_, res := diffGenTiers(r)
-		m := newRefTiers(res.Tiers, res.HardLimit, res.GlobalLimit)
+		m := newRefTiers(res.Tiers, refLimit(res.HardLimit), refLimit(res.GlobalLimit))
 		reqs, _ := diffGenTiersTrace(r, res)
 		for k, req := range reqs {
 			copies, minCopies := req.args()
 			d := m.Request(req.AtMs, req.Domain, copies, minCopies)
 			if ev := m.refEventRetry(req.Domain, req.AtMs, max(minCopies, 1)); ev != d.RetryAfterMs {
 				t.Fatalf("trace %d request #%d %s on %+v (hard %d, global %d): brute force retry_after %d ms, event instants %d ms",
-					i, k, confRequestString(req), res.Tiers, res.HardLimit, res.GlobalLimit, d.RetryAfterMs, ev)
+					i, k, confRequestString(req), res.Tiers, m.hard, m.global, d.RetryAfterMs, ev)
 			}
 		}
 	}

@@ -15,8 +15,8 @@ func TestReloadKeepsCountsAndHolds(t *testing.T) {
 		Resources: map[string]*config.Resource{
 			"r/tiers":   {Kind: config.KindTiers, Tiers: tiers(tier(5, s, s, 0, false), tier(5, s, s, 0, false))},
 			"r/gcra":    {Kind: config.KindGCRA, Burst: 2, Count: 1, Period: s},
-			"r/jobs":    {Kind: config.KindCopies, DomainLimit: 3, Groups: []config.Group{{Name: "g", Limit: 4, Domains: []string{"a", "b"}}}},
-			"r/gone":    {Kind: config.KindCopies, DomainLimit: 3},
+			"r/jobs":    {Kind: config.KindCopies, DomainLimit: config.Limit(3), Groups: []config.Group{{Name: "g", Limit: config.Limit(4), Domains: []string{"a", "b"}}}},
+			"r/gone":    {Kind: config.KindCopies, DomainLimit: config.Limit(3)},
 			"r/flipped": {Kind: config.KindTiers, Tiers: tiers(tier(1, s, s, 0, false))},
 		},
 	}
@@ -45,7 +45,7 @@ func TestReloadKeepsCountsAndHolds(t *testing.T) {
 			// One tier now, of 10: the key keeps tier 1's entry and its 5 hits.
 			"r/tiers":   {Kind: config.KindTiers, Tiers: tiers(tier(10, s, s, 0, false))},
 			"r/gcra":    {Kind: config.KindGCRA, Burst: 2, Count: 1, Period: s},
-			"r/jobs":    {Kind: config.KindCopies, DomainLimit: 5, Groups: []config.Group{{Name: "g2", Limit: 4, Domains: []string{"a"}}}},
+			"r/jobs":    {Kind: config.KindCopies, DomainLimit: config.Limit(5), Groups: []config.Group{{Name: "g2", Limit: config.Limit(4), Domains: []string{"a"}}}},
 			"r/flipped": {Kind: config.KindGCRA, Burst: 1, Count: 1, Period: s},
 			"r/new":     {Kind: config.KindGCRA, Burst: 1, Count: 1, Period: s},
 		},

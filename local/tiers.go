@@ -17,7 +17,8 @@ type tierParams struct {
 	skippable                       bool
 }
 
-// tiersParams is a tier list with its hard and global limits (0 = none).
+// tiersParams is a tier list with its hard and global limits (NoLimit =
+// none; 0 grants nothing).
 type tiersParams struct {
 	tiers        []tierParams
 	hard, global int64
@@ -36,10 +37,10 @@ func newTiersParams(ts []tierParamsInput, hard, global int) *tiersParams {
 		})
 		sum += int64(t.limit)
 	}
-	if p.hard > 0 {
+	if p.hard >= 0 {
 		sum = min(sum, p.hard)
 	}
-	if p.global > 0 {
+	if p.global >= 0 {
 		sum = min(sum, p.global)
 	}
 	p.freshCap = sum
@@ -204,10 +205,10 @@ func (s *tiersState) walk(p *tiersParams, t, need int64, take []int64) (int64, i
 // everyone's hits in the last second (MaxInt64 when neither is set).
 func (p *tiersParams) capAt(domainHits, globalHits int64) int64 {
 	c := int64(math.MaxInt64)
-	if p.hard > 0 {
+	if p.hard >= 0 {
 		c = min(c, p.hard-domainHits)
 	}
-	if p.global > 0 {
+	if p.global >= 0 {
 		c = min(c, p.global-globalHits)
 	}
 	return c
@@ -217,7 +218,7 @@ func (p *tiersParams) capAt(domainHits, globalHits int64) int64 {
 // fills the reply. ring is the resource's last-second record of every
 // domain's hits: when it is given, the caller holds ring.mu, and the decision
 // reads it (G) and records the grant in it. With ring nil (allowed when G is
-// 0) the caller records the grant and fills globalHits itself.
+// NoLimit) the caller records the grant and fills globalHits itself.
 // When rec is given, the decision also writes into it the hits it committed
 // to each tier and the tiers it entered, for the cluster.
 func tiersDecide(p *tiersParams, s *tiersState, t, q, m int64, ring *secondRing, rec *tierRecord) tiersOutcome {
@@ -237,11 +238,11 @@ func tiersDecide(p *tiersParams, s *tiersState, t, q, m int64, ring *secondRing,
 	tierAllowed, c0 := s.walk(p, t, q, take)
 	var o tiersOutcome
 	allowed := tierAllowed
-	if p.hard > 0 && p.hard-s.recent.sum < tierAllowed {
+	if p.hard >= 0 && p.hard-s.recent.sum < tierAllowed {
 		allowed = min(allowed, p.hard-s.recent.sum)
 		o.limitedByHard = true
 	}
-	if p.global > 0 && p.global-glob < tierAllowed {
+	if p.global >= 0 && p.global-glob < tierAllowed {
 		allowed = min(allowed, p.global-glob)
 		o.limitedByGlob = true
 	}
@@ -315,11 +316,11 @@ func (s *tiersState) report(p *tiersParams, o *tiersOutcome, t, m, glob int64, r
 		o.retryAfter = 0
 	case m > p.freshCap:
 		o.retryAfter = -1
-	case p.global == 0 && s.retryM == m && t < s.retryAt:
+	case p.global < 0 && s.retryM == m && t < s.retryAt:
 		o.retryAfter = s.retryAt - t
 	default:
 		o.retryAfter = s.retryAfter(p, t, m, ring)
-		if p.global == 0 {
+		if p.global < 0 {
 			s.retryAt, s.retryM = t+o.retryAfter, m
 		}
 	}
@@ -345,7 +346,7 @@ func (s *tiersState) retryAfter(p *tiersParams, t, m int64, ring *secondRing) in
 	}
 	recent := tierCursor{hits: s.recent.live(), sum: s.recent.sum}
 	var rc ringCursor
-	useRing := p.global > 0 && ring != nil
+	useRing := p.global >= 0 && ring != nil
 	if useRing {
 		rc = newRingCursor(ring)
 	}
@@ -367,7 +368,7 @@ func (s *tiersState) retryAfter(p *tiersParams, t, m int64, ring *secondRing) in
 				next = min(next, e)
 			}
 		}
-		if p.hard > 0 {
+		if p.hard >= 0 {
 			if e, ok := recent.nextLeave(x, second); ok {
 				next = min(next, e)
 			}
@@ -403,7 +404,7 @@ func (s *tiersState) retryAfter(p *tiersParams, t, m int64, ring *secondRing) in
 			walked += p.tiers[j-1].limit
 		}
 		capX := int64(math.MaxInt64)
-		if p.hard > 0 {
+		if p.hard >= 0 {
 			capX = min(capX, p.hard-recent.countAt(x, second))
 		}
 		if useRing {

@@ -32,8 +32,8 @@ type Decision struct {
 	Burst                bool
 	LimitedByHard        bool
 	LimitedByGlobal      bool
-	HardLimit            int
-	GlobalLimit          int
+	HardLimit            int // NoLimit when the domain has none
+	GlobalLimit          int // NoLimit when the resource has none
 	DomainHitsLastSecond int
 	GlobalHitsLastSecond int
 
@@ -49,10 +49,16 @@ type Decision struct {
 	Lenient bool
 }
 
+// NoLimit is the value of a limit field of a Decision, Reservation or
+// GroupHolds when that limit is absent (no limit of its scope). A limit of 0
+// is a real limit that grants nothing (SEMANTICS.md: absent is none, zero is
+// zero).
+const NoLimit = -1
+
 // GroupHolds is one domain group's pool as seen by a reservation.
 type GroupHolds struct {
 	Name  string
-	Limit int
+	Limit int // NoLimit = none
 	Holds int
 }
 
@@ -60,8 +66,8 @@ type GroupHolds struct {
 type Reservation struct {
 	Granted     int
 	Hold        string // "" when rejected
-	DomainLimit int    // effective (0 = none)
-	GlobalLimit int    // 0 = none
+	DomainLimit int    // effective; NoLimit = none
+	GlobalLimit int    // NoLimit = none
 	DomainHolds int
 	GlobalHolds int
 	Groups      []GroupHolds

@@ -29,8 +29,8 @@ const (
 type params struct {
 	kind   config.Kind
 	drift  float64
-	global int64   // tiers global limit (0 = none)
-	hard   int64   // tiers hard limit (0 = none)
+	global int64   // tiers global limit (0 = none or zero: a limit of 0 grants nothing, so ships nothing)
+	hard   int64   // tiers hard limit (0 = none or zero, as global)
 	limit  []int64 // per slot: the limit a drift threshold is taken of
 	bucket []int64 // per slot: bucket size, ms
 	life   []int64 // per slot: how long a bucket's hits count, ms
@@ -48,9 +48,9 @@ func msOf(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / tim
 // widened to the longest window any override has, so that no hit is dropped
 // before its window ends.
 func paramsOf(rc *config.Resource) *params {
-	p := &params{kind: rc.Kind, drift: rc.Drift}
-	if p.drift <= 0 {
-		p.drift = config.DefaultDrift
+	p := &params{kind: rc.Kind, drift: config.DefaultDrift}
+	if rc.Drift != nil {
+		p.drift = *rc.Drift // 0: every hit is its own threshold
 	}
 	switch rc.Kind {
 	case config.KindTiers:
@@ -58,7 +58,7 @@ func paramsOf(rc *config.Resource) *params {
 		for _, o := range rc.Domains {
 			n = max(n, len(o.Tiers))
 		}
-		p.hard, p.global = int64(rc.HardLimit), int64(rc.GlobalLimit)
+		p.hard, p.global = int64(config.LimitOr(rc.HardLimit, 0)), int64(config.LimitOr(rc.GlobalLimit, 0))
 		p.limit = make([]int64, n+1)
 		p.bucket = make([]int64, n+1)
 		p.life = make([]int64, n+1)
