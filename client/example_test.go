@@ -45,6 +45,15 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// The built-in config's demo/ resources too, for the README's snippet
+	// (Example_readme).
+	def := config.Default()
+	for name, r := range def.Resources {
+		cfg.Resources[name] = r
+	}
+	for name, ns := range def.Namespaces {
+		cfg.Namespaces[name] = ns
+	}
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	srv := api.New(local.New(cfg), api.Options{Now: func() time.Time { return at }, Logger: slog.New(slog.DiscardHandler)})
 	sock = filepath.Join(dir, "obol.sock")
