@@ -24,6 +24,7 @@ const (
 	codeWrongKind       = "wrong_kind"
 	codeOverRelease     = "over_release"
 	codeTooLarge        = "too_large"
+	codeTooMany         = "too_many"
 	codeNotReady        = "not_ready"
 	codeInternal        = "internal"
 	codeNotFound        = "not_found"
@@ -139,8 +140,15 @@ func writeError(ctx *fasthttp.RequestCtx, status int, code, msg string) {
 // (MessagePack when its headers, which were read, ask for it).
 func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		limit := bodyLimit(ctx.Path())
+		if limit == maxSimulateBody && s.sim.busy.Load() {
+			ctx.Response.Header.Set("Retry-After", "1")
+			writeError(ctx, fasthttp.StatusRequestEntityTooLarge, codeTooLarge,
+				fmt.Sprintf("body: a simulation is already running on this agent, and meanwhile %s takes at most %d bytes; retry when it ends", string(ctx.Path()), maxBody))
+			return
+		}
 		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, codeTooLarge,
-			fmt.Sprintf("body: larger than the limit of %s (%d bytes)", string(ctx.Path()), bodyLimit(ctx.Path())))
+			fmt.Sprintf("body: larger than the limit of %s (%d bytes)", string(ctx.Path()), limit))
 		return
 	}
 	var small *fasthttp.ErrSmallBuffer

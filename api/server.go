@@ -33,6 +33,10 @@ type Options struct {
 	// Cluster shows the mesh in /v1/peers, /v1/state and /metrics; nil
 	// means the node runs alone.
 	Cluster ClusterView
+	// SimulateTimeLimit bounds the wall-clock time one POST /v1/simulate
+	// may take; 0 means DefaultSimulateTimeLimit. A simulation past it is
+	// stopped and answered 413 too_large.
+	SimulateTimeLimit time.Duration
 }
 
 // Server serves the agent's HTTP API (API.md) over an engine. The engine sits
@@ -58,6 +62,7 @@ type Server struct {
 	load      func() (*config.Config, string, error)
 	reload    sync.Mutex // one reload at a time
 	cluster   ClusterView
+	sim       simGuard // bounds POST /v1/simulate (simulate.go)
 }
 
 // generation is one engine in force and what is derived from it once.
@@ -91,6 +96,10 @@ func New(e *local.Engine, opts Options) *Server {
 		cluster: opts.Cluster,
 	}
 	s.metrics = newMetrics(s)
+	s.sim.limit = opts.SimulateTimeLimit
+	if s.sim.limit <= 0 {
+		s.sim.limit = DefaultSimulateTimeLimit
+	}
 	if s.now == nil {
 		s.now, s.realClock = time.Now, true
 	}
@@ -156,7 +165,7 @@ func (s *Server) httpServer() *fasthttp.Server {
 	return &fasthttp.Server{
 		Handler:                      s.Handler,
 		ErrorHandler:                 s.errorHandler,
-		HeaderReceived:               headerReceived,
+		HeaderReceived:               s.headerReceived,
 		MaxRequestBodySize:           maxSimulateBody,
 		ReadTimeout:                  30 * time.Second,
 		WriteTimeout:                 30 * time.Second,

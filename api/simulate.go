@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -16,6 +17,28 @@ import (
 const (
 	// maxSimRequests bounds the requests of one simulation (413 above).
 	maxSimRequests = 100_000
+	// maxSimWork bounds a simulation's work, counted as requests × (tiers
+	// of the longest tier list + 1): 100,000 requests on up to 19 tiers, or
+	// 30,000 on the most tiers a list may have (64). A body over it is
+	// refused (413) before anything runs. (100,000 requests on 64 tiers take
+	// about 0.2 s here; the budget keeps the worst case well inside the
+	// time limit.)
+	maxSimWork = 2_000_000
+	// maxSimResource bounds the size of the simulated resource's config (as
+	// JSON), checked before it is parsed: the parse of a config is far
+	// costlier than its bytes, and one resource, overrides included, fits in
+	// the 64 KiB every other body is held to.
+	maxSimResource = 64 << 10
+	// simYieldEvery is how many simulated decisions run between two looks
+	// at the clock (the duty cycle and the time limit).
+	simYieldEvery = 64
+	// simSlice is how long a simulation works before it pauses for as long
+	// again: a simulation takes at most half of one processor, so that live
+	// decisions keep theirs.
+	simSlice = 2 * time.Millisecond
+	// DefaultSimulateTimeLimit is the wall-clock bound of one simulation
+	// when Options.SimulateTimeLimit is 0.
+	DefaultSimulateTimeLimit = 2 * time.Second
 	// simResource is the name the simulated resource has in its engine.
 	simResource = "sim/resource"
 )
@@ -23,6 +46,25 @@ const (
 // simBase is the virtual instant at_ms counts from: a fixed instant, so that
 // a simulation's replies depend on its body alone.
 var simBase = time.Unix(1_700_000_000, 0)
+
+// simGuard bounds simulations: one at a time per agent, each within a
+// wall-clock limit. Simulations are a tool for people, not part of the
+// decision path: they must never take the processor from live decisions.
+type simGuard struct {
+	busy  atomic.Bool
+	limit time.Duration
+}
+
+// simWork is the work estimate maxSimWork bounds.
+func simWork(res *config.Resource, requests int) int {
+	tiers := len(res.Tiers)
+	for _, o := range res.Domains {
+		if o != nil {
+			tiers = max(tiers, len(o.Tiers))
+		}
+	}
+	return requests * (tiers + 1)
+}
 
 // simItem is one decoded simulated request.
 type simItem struct {
@@ -76,6 +118,9 @@ func decodeSimulate(data []byte) (*simBody, error) {
 				}
 				if sb.resource, err = r.skipValue("resource", 0); err != nil {
 					return nil, err
+				}
+				if len(sb.resource) > maxSimResource {
+					return nil, tooLarge("resource: %d bytes of config is over the limit of %d for one simulated resource", len(sb.resource), maxSimResource)
 				}
 			case "requests":
 				if seenRequests {
@@ -198,6 +243,9 @@ func decodeSimulateMsgpack(data []byte) (*simBody, error) {
 				if sb.resource, err = m.appendJSONOf(nil, "resource", 0); err != nil {
 					return nil, err
 				}
+				if len(sb.resource) > maxSimResource {
+					return nil, tooLarge("resource: %d bytes of config (as JSON) is over the limit of %d for one simulated resource", len(sb.resource), maxSimResource)
+				}
 			case "requests":
 				if seenRequests {
 					return nil, &fieldError{field: "requests", msg: "given twice"}
@@ -265,7 +313,21 @@ func itemError(err error, i int) error {
 // {"remaining": N} for a refund, or {"error": {...}} for a request the engine
 // refuses (e.g. cost_over_burst). The body limit is 16 MiB here (64 KiB
 // elsewhere), for up to 100000 requests.
+//
+// Bounds: one simulation runs at a time (another gets 429 too_many with
+// Retry-After: 1); a body whose work estimate (simWork) is over maxSimWork is
+// 413 too_large before it runs; a run past the time limit is stopped and
+// answered 413 too_large; the run yields the processor every simYieldEvery
+// decisions.
 func (s *Server) simulate(ctx *fasthttp.RequestCtx, _ params) {
+	if !s.sim.busy.CompareAndSwap(false, true) {
+		ctx.Response.Header.Set("Retry-After", "1")
+		s.fail(ctx, &apiError{status: fasthttp.StatusTooManyRequests, code: codeTooMany,
+			msg: "a simulation is already running on this agent (one at a time); retry when it ends"})
+		return
+	}
+	defer s.sim.busy.Store(false)
+	deadline := time.Now().Add(s.sim.limit) // wall clock: a bound on real work, not a decision instant
 	body, bf, err := readBody(ctx)
 	if err != nil {
 		s.fail(ctx, err)
@@ -298,6 +360,10 @@ func (s *Server) simulate(ctx *fasthttp.RequestCtx, _ params) {
 			msg: fmt.Sprintf(`"refund" applies to gcra resources only, this one is %s`, res.Kind)})
 		return
 	}
+	if w := simWork(res, len(sb.requests)); w > maxSimWork {
+		s.fail(ctx, tooLarge("requests × (tiers + 1) = %d is over the simulation budget of %d; send fewer requests or fewer tiers", w, maxSimWork))
+		return
+	}
 	normalized, err := json.Marshal(res)
 	if err != nil {
 		s.fail(ctx, fmt.Errorf("rendering the simulated resource: %w", err))
@@ -327,7 +393,19 @@ func (s *Server) simulate(ctx *fasthttp.RequestCtx, _ params) {
 		out = append(out, `,"decisions":[`...)
 	}
 	var d local.Decision
+	slice := time.Now()
 	for i, it := range sb.requests {
+		if i > 0 && i%simYieldEvery == 0 {
+			now := time.Now()
+			if now.After(deadline) {
+				s.fail(ctx, tooLarge("the simulation took more than its time limit of %s and was stopped after %d of %d requests; send fewer requests", s.sim.limit, i, len(sb.requests)))
+				return
+			}
+			if now.Sub(slice) >= simSlice {
+				time.Sleep(now.Sub(slice)) // the duty cycle: rest as long as it worked
+				slice = time.Now()
+			}
+		}
 		if i > 0 && e == nil {
 			out = append(out, ',')
 		}

@@ -65,6 +65,18 @@ func headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	return fasthttp.RequestConfig{MaxRequestBodySize: bodyLimit(uri)}
 }
 
+// headerReceived is headerReceived, plus: while a simulation runs, another
+// simulation's body is held to the 64 KiB of every other endpoint, so that a
+// client looping on large simulations cannot make the agent read megabytes
+// only to refuse them (413 too_large, saying why).
+func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	rc := headerReceived(h)
+	if rc.MaxRequestBodySize == maxSimulateBody && s.sim.busy.Load() {
+		rc.MaxRequestBodySize = maxBody
+	}
+	return rc
+}
+
 // format is the encoding of a body or a reply.
 type format uint8
 

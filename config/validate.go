@@ -23,6 +23,12 @@ const (
 	// bytes. (The API refuses longer names, so a longer override key could
 	// never match.)
 	MaxNameLen = 256
+	// MaxTiers is the most tiers one tier list (a resource's or an
+	// override's) may have. Charon's configurations use a handful; the bound
+	// keeps every decision's tier walk short (a decision's cost grows with
+	// the tiers it may visit) and matches what a tier entry shared across a
+	// cluster can name (64 tiers).
+	MaxTiers = 64
 )
 
 // Defaults filled in by normalization for kind adaptive.
@@ -276,6 +282,10 @@ func checkTier(l *problemList, path string, t Tier) {
 }
 
 func checkTiers(l *problemList, path string, ts []Tier) {
+	if len(ts) > MaxTiers {
+		l.add(path, "at most %d tiers, got %d", MaxTiers, len(ts))
+		return // one problem, not one per tier
+	}
 	for i, t := range ts {
 		checkTier(l, index(path, i), t)
 	}

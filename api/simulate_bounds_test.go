@@ -1,0 +1,79 @@
+package api
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// simBody builds a /v1/simulate body: tiers repeated n times, k requests.
+func simBodyOf(tiers string, n, k int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"resource":{"kind":"tiers","tiers":"%s"},"requests":[`, strings.TrimSuffix(strings.Repeat(tiers+",", n), ","))
+	for i := range k {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"at_ms":%d,"domain":"d","copies":1}`, i)
+	}
+	b.WriteString("]}")
+	return b.String()
+}
+
+// TestSimulateCannotPinTheCPU is the regression test of the hardening
+// issue's first attack: one /v1/simulate body of 100k tiers × 10k requests
+// took 21.5 s of CPU, and three at once pushed every client into fail-open.
+// Now the tiers of a list are capped (config.MaxTiers), the work of one body
+// is budgeted, a run has a time limit, and one runs at a time.
+func TestSimulateCannotPinTheCPU(t *testing.T) {
+	h := newHarness(t)
+
+	// The tier cap: 65 tiers are refused by the config's rules, naming them.
+	r := h.post("/v1/simulate", simBodyOf("1,1,1,0", 65, 1))
+	if code, msg := errorReply(t, r.body); r.status != 400 || code != "bad_request" || !strings.Contains(msg, "at most 64 tiers, got 65") {
+		t.Errorf("65 tiers: %d %s %s", r.status, code, msg)
+	}
+
+	// The red team's body, 100k tiers: refused on its size before the config
+	// is parsed.
+	r = h.post("/v1/simulate", simBodyOf("1,1,1,0", 100_000, 10))
+	if code, msg := errorReply(t, r.body); r.status != 413 || code != "too_large" || !strings.Contains(msg, "bytes of config is over the limit of 65536") {
+		t.Errorf("100k tiers: %d %s %s", r.status, code, msg)
+	}
+
+	// The work budget: 64 tiers × 40,000 requests is over 2,000,000.
+	r = h.post("/v1/simulate", simBodyOf("1,1,1,0", 64, 40_000))
+	if code, msg := errorReply(t, r.body); r.status != 413 || code != "too_large" || !strings.Contains(msg, "2600000 is over the simulation budget of 2000000") {
+		t.Errorf("over budget: %d %s %s", r.status, code, msg)
+	}
+	// At the edge: 64 tiers × 30,000 requests (1,950,000) runs.
+	if r = h.post("/v1/simulate", simBodyOf("1,1,1,0", 64, 30_000)); r.status != 200 {
+		t.Errorf("64 tiers × 30000 requests: %d %.200s", r.status, r.body)
+	}
+
+	// One at a time: while one runs, another is 429 too_many with Retry-After.
+	h.srv.sim.busy.Store(true)
+	r = h.post("/v1/simulate", simBodyOf("5,1,1,0", 1, 1))
+	if code, msg := errorReply(t, r.body); r.status != 429 || code != "too_many" || r.header.Get("Retry-After") != "1" || !strings.Contains(msg, "one at a time") {
+		t.Errorf("concurrent simulation: %d %s %q (Retry-After %q)", r.status, code, msg, r.header.Get("Retry-After"))
+	}
+	// …and a large body is refused before it is read, saying why.
+	r = h.post("/v1/simulate", simBodyOf("5,1,1,0", 1, 5000))
+	if code, msg := errorReply(t, r.body); r.status != 413 || code != "too_large" || !strings.Contains(msg, "a simulation is already running") {
+		t.Errorf("large body during a simulation: %d %s %q", r.status, code, msg)
+	}
+	h.srv.sim.busy.Store(false)
+
+	// The time limit: a run past it is stopped and named.
+	h.srv.sim.limit = time.Nanosecond
+	r = h.post("/v1/simulate", simBodyOf("5,1,1,0", 1, 1000))
+	if code, msg := errorReply(t, r.body); r.status != 413 || code != "too_large" || !strings.Contains(msg, "more than its time limit of 1ns and was stopped after 64 of 1000 requests") {
+		t.Errorf("time limit: %d %s %s", r.status, code, msg)
+	}
+	// The guard is released after a refusal: the next run proceeds.
+	h.srv.sim.limit = DefaultSimulateTimeLimit
+	if r = h.post("/v1/simulate", simBodyOf("5,1,1,0", 1, 10)); r.status != 200 {
+		t.Errorf("after the refusals: %d %s", r.status, r.body)
+	}
+}

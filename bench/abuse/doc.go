@@ -1,0 +1,17 @@
+// Command abuse replays, against a real agent, the attacks of the hardening
+// review, and prints one line per attack with held or broke and its figure,
+// beside the decision latency an honest client sees idle and during the
+// attack.
+//
+//	go run ./bench/abuse            # every attack
+//	go run ./bench/abuse -attack simulate -d 10s
+//
+// It builds the agent with `go build`, starts a fresh one per attack on a
+// temporary socket with the built-in config, and runs a probe: one client
+// asking /v1/request over the socket, one request at a time, whose p50 and
+// p99 latency are measured idle and then while the attack runs. An attack
+// holds when its own check passes (stated per attack) and the probe's p99
+// during the attack is within 2× of idle. The last line is
+//
+//	RESULT attacks=N held=H broke=B
+package main

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// attack is one replayed attack: run drives it until ctx ends and returns
+// its own verdict (nil when the defence held) and a figure to print.
+type attack struct {
+	name string
+	what string
+	run  func(ctx context.Context, a *agentProc) (figure string, err error)
+}
+
+var attacks = []attack{
+	{name: "simulate", what: "three clients post the heaviest /v1/simulate bodies in a loop (the red team's 100k tiers, and the largest the budget allows)", run: attackSimulate},
+}
+
+func main() {
+	only := flag.String("attack", "", "run only the attack of this name")
+	d := flag.Duration("d", 5*time.Second, "how long each phase (idle, attack) lasts")
+	flag.Parse()
+	if err := run(*only, *d); err != nil {
+		fmt.Fprintln(os.Stderr, "abuse:", err)
+		os.Exit(1)
+	}
+}
+
+func run(only string, d time.Duration) error {
+	dir, err := os.MkdirTemp("", "obol-abuse")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "agent")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/obol-dev/obol/cmd/agent").CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	held, broke := 0, 0
+	for _, at := range attacks {
+		if only != "" && at.name != only {
+			continue
+		}
+		a, err := startAgent(bin, dir)
+		if err != nil {
+			return err
+		}
+		idle := probe(context.Background(), a, d)
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		var figure string
+		var aerr error
+		done := make(chan struct{})
+		go func() { figure, aerr = at.run(ctx, a); close(done) }()
+		during := probe(ctx, a, d)
+		<-done
+		cancel()
+		a.stop()
+		verdict := "held"
+		ratio := float64(during.p99) / float64(max(idle.p99, time.Microsecond))
+		switch {
+		case aerr != nil:
+			verdict = "broke (" + aerr.Error() + ")"
+		case ratio > 2:
+			verdict = fmt.Sprintf("broke (probe p99 %.1f× idle)", ratio)
+		}
+		if strings.HasPrefix(verdict, "held") {
+			held++
+		} else {
+			broke++
+		}
+		fmt.Printf("%-10s %s: %s; probe idle p50 %v p99 %v, during p50 %v p99 %v (p99 ×%.2f, %d probes); %s\n",
+			at.name, verdict, at.what, idle.p50, idle.p99, during.p50, during.p99, ratio, during.n, figure)
+	}
+	fmt.Printf("RESULT attacks=%d held=%d broke=%d\n", held+broke, held, broke)
+	return nil
+}
+
+// agentProc is a running agent.
+type agentProc struct {
+	cmd    *exec.Cmd
+	socket string
+	client *http.Client
+	stderr *bytes.Buffer
+}
+
+func startAgent(bin, dir string) (*agentProc, error) {
+	sock := filepath.Join(dir, fmt.Sprintf("obol-%d.sock", time.Now().UnixNano()))
+	cmd := exec.Command(bin, "--socket", sock, "--http", "127.0.0.1:0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	a := &agentProc{cmd: cmd, socket: sock, stderr: &stderr, client: unixClient(sock)}
+	for range 100 {
+		if st, err := os.Stat(sock); err == nil && st.Mode()&os.ModeSocket != 0 {
+			return a, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	a.stop()
+	return nil, fmt.Errorf("the agent did not open its socket in 5 s: %s", stderr.String())
+}
+
+func (a *agentProc) stop() {
+	_ = a.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = a.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func unixClient(sock string) *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		MaxIdleConnsPerHost: 16,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}}}
+}
+
+// post sends body to path and returns the status and reply.
+func (a *agentProc) post(ctx context.Context, path, body string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://obol"+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+type latency struct {
+	p50, p99 time.Duration
+	n        int
+}
+
+// probe asks /v1/request one at a time until ctx ends or d passes.
+func probe(ctx context.Context, a *agentProc, d time.Duration) latency {
+	c := unixClient(a.socket)
+	end := time.Now().Add(d)
+	var ds []time.Duration
+	body := `{"resource":"demo/export","domain":"probe","copies":0}`
+	for time.Now().Before(end) && ctx.Err() == nil {
+		req, _ := http.NewRequest("POST", "http://obol/v1/request", strings.NewReader(body))
+		t := time.Now()
+		resp, err := c.Do(req)
+		if err != nil {
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		ds = append(ds, time.Since(t))
+		time.Sleep(time.Millisecond) // a steady client, not a load generator
+	}
+	if len(ds) == 0 {
+		return latency{}
+	}
+	slices.Sort(ds)
+	return latency{p50: ds[len(ds)/2], p99: ds[len(ds)*99/100], n: len(ds)}
+}
+
+// attackSimulate: the hardening review's first attack. One body of 100k
+// tiers × 10k requests took 21.5 s of CPU and three at once pushed every
+// client past its timeout. The defence holds when the 100k-tier body is
+// refused at once, the heaviest accepted body finishes within the time limit,
+// concurrent runs are refused, and the probe stays within 2× of idle.
+func attackSimulate(ctx context.Context, a *agentProc) (string, error) {
+	redTeam := simBody(100_000, 10_000)
+	heaviest := simBody(64, 30_000)
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var slowest time.Duration
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				body := heaviest
+				if (i+w)%2 == 0 {
+					body = redTeam
+				}
+				t := time.Now()
+				code, _, err := a.post(context.Background(), "/v1/simulate", body)
+				if err != nil {
+					continue
+				}
+				mu.Lock()
+				codes[code]++
+				if code == 200 {
+					slowest = max(slowest, time.Since(t))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	fig := fmt.Sprintf("replies by status %v, slowest accepted run %v", codes, slowest.Round(time.Millisecond))
+	switch {
+	case codes[200] == 0:
+		return fig, errors.New("no simulation was accepted: the test did not exercise the limit")
+	case codes[413] == 0:
+		return fig, errors.New("the 100k-tier body was not refused as too large")
+	case slowest > 3*time.Second:
+		return fig, fmt.Errorf("an accepted simulation took %v", slowest)
+	}
+	return fig, nil
+}
+
+// simBody is a /v1/simulate body of a tiers resource with n tiers and k
+// requests of 1 hit, a millisecond apart.
+func simBody(n, k int) string {
+	var b strings.Builder
+	b.WriteString(`{"resource":{"kind":"tiers","tiers":"`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("1,1,1,0")
+	}
+	b.WriteString(`"},"requests":[`)
+	for i := range k {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"at_ms":%d,"domain":"d%d","copies":2}`, i, i%7)
+	}
+	b.WriteString("]}")
+	return b.String()
+}
