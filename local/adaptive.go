@@ -25,6 +25,7 @@ var ErrUnknownTicket = errors.New("local: unknown ticket")
 type adaptiveRes struct {
 	tr    *adaptive.Tracker
 	epoch uint32
+	key   *ticketKey // signs the tickets (ids.go)
 }
 
 // adaptiveConfig returns the window config of rc (validated and normalized,
@@ -51,7 +52,7 @@ func adaptiveFromConfig(rc *config.Resource, ignore bool) *adaptiveRes {
 	if err != nil {
 		panic(fmt.Sprintf("local: adaptive config %+v: %v", rc, err)) // adaptiveConfig makes it valid
 	}
-	return &adaptiveRes{tr: tr, epoch: rand.Uint32()}
+	return &adaptiveRes{tr: tr, epoch: rand.Uint32(), key: newTicketKey()}
 }
 
 // adoptAdaptive makes nr (freshly built by a reload) run on old's tracker:
@@ -107,6 +108,7 @@ type Admission struct {
 	resource string
 	epoch    uint32
 	ticket   adaptive.Ticket
+	key      *ticketKey
 }
 
 // Ticket returns the admission's ticket, an opaque string; "" when the call
@@ -119,8 +121,11 @@ func (a *Admission) Ticket() string {
 }
 
 // AppendTicket appends the admission's ticket to b (nothing when it was not
-// admitted). A ticket is "RESOURCE#EPOCH.SEQ" (base 36) for a tracked call,
-// "RESOURCE#s" for a shadow admission and "RESOURCE#l" for a lenient one.
+// admitted). A ticket is "RESOURCE#EPOCH.SEQ.MAC" for a tracked call (EPOCH
+// and SEQ in base 36, MAC the window's signature of what precedes it, so
+// that a ticket cannot be forged from another), "RESOURCE#s" for a shadow
+// admission and "RESOURCE#l" for a lenient one (completing those changes
+// nothing).
 func (a *Admission) AppendTicket(b []byte) []byte {
 	if !a.Admitted {
 		return b
@@ -133,9 +138,13 @@ func (a *Admission) AppendTicket(b []byte) []byte {
 	case a.Shadow:
 		return append(b, 's')
 	}
+	start := len(b) - len(a.resource) - 1
 	b = strconv.AppendUint(b, uint64(a.epoch), 36)
 	b = append(b, '.')
-	return strconv.AppendUint(b, uint64(a.ticket), 36)
+	b = strconv.AppendUint(b, uint64(a.ticket), 36)
+	msg := b[start:]
+	b = append(b, '.')
+	return a.key.appendMAC(b, msg)
 }
 
 // Admit asks, at t, whether one more call of the adaptive resource may go
@@ -158,7 +167,7 @@ func (e *Engine) Admit(t time.Time, resource string) (Admission, error) {
 		return Admission{Admitted: true, Lenient: true, resource: r.name}, nil
 	}
 	tk, pos, win, ok := r.adaptive.tr.Admit(t)
-	a := Admission{Admitted: ok, Position: pos, Window: win, resource: r.name, epoch: r.adaptive.epoch, ticket: tk}
+	a := Admission{Admitted: ok, Position: pos, Window: win, resource: r.name, epoch: r.adaptive.epoch, ticket: tk, key: r.adaptive.key}
 	if !ok && r.shadow {
 		a.Admitted, a.Shadow = true, true
 	}
@@ -195,14 +204,19 @@ func (e *Engine) Complete(t time.Time, ticket string, outcome adaptive.Outcome) 
 	if rest == "s" {
 		return r.adaptive.tr.Window(), nil // shadow: the window never counted it
 	}
+	signed, mac, okMAC := cutLast(ticket, '.')
 	ep, seq, ok := strings.Cut(rest, ".")
+	seq, _, _ = strings.Cut(seq, ".")
 	epoch, err1 := strconv.ParseUint(ep, 36, 32)
 	n, err2 := strconv.ParseUint(seq, 36, 64)
-	if !ok || err1 != nil || err2 != nil {
+	if !ok || !okMAC || err1 != nil || err2 != nil {
 		return unknown("is not a ticket (expected one returned by admit)")
 	}
 	if uint32(epoch) != r.adaptive.epoch {
 		return unknown("was issued by another window (before a restart or a change of kind)")
+	}
+	if !r.adaptive.key.verify([]byte(signed), mac) {
+		return unknown("was not issued by this window (its signature does not match)")
 	}
 	w, err := r.adaptive.tr.Complete(adaptive.Ticket(n), outcome, t)
 	if err != nil {
@@ -228,4 +242,12 @@ func sweepAdaptive(r *resource, t time.Time) {
 	if r.adaptive != nil {
 		r.adaptive.tr.Sweep(t)
 	}
+}
+
+// cutLast slices s around the last sep.
+func cutLast(s string, sep byte) (before, after string, found bool) {
+	if i := strings.LastIndexByte(s, sep); i >= 0 {
+		return s[:i], s[i+1:], true
+	}
+	return s, "", false
 }

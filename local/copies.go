@@ -3,7 +3,6 @@ package local
 import (
 	"container/heap"
 	"fmt"
-	"strconv"
 	"sync"
 )
 
@@ -109,31 +108,23 @@ type transfer struct {
 // so sessions and holds outlive a reload. Its methods expect mu held.
 type book struct {
 	mu        sync.Mutex
-	prefix    string
-	next      uint64
 	sessions  map[string]*session
 	holds     map[string]*hold
 	transfers map[string]*transfer
 	deadlines deadlineHeap
 }
 
-func newBook(prefix string) *book {
+func newBook() *book {
 	return &book{
-		prefix:    prefix,
 		sessions:  make(map[string]*session),
 		holds:     make(map[string]*hold),
 		transfers: make(map[string]*transfer),
 	}
 }
 
-func (b *book) newID(kind byte) string {
-	b.next++
-	buf := make([]byte, 0, 2+len(b.prefix)+12)
-	buf = append(buf, kind, '-')
-	buf = append(buf, b.prefix...)
-	buf = strconv.AppendUint(buf, b.next, 36)
-	return string(buf)
-}
+// newID returns a fresh session ('s'), hold ('h') or transfer ('x') id: 128
+// random bits (ids.go), so that holding an id is holding the thing.
+func (b *book) newID(kind byte) string { return newRandomID(kind) }
 
 // expire ends every session and transfer whose deadline is at or before t.
 // A lease is alive for [renewed, renewed+ttl).

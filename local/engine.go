@@ -1,10 +1,8 @@
 package local
 
 import (
-	"crypto/rand"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,13 +80,7 @@ type gcraRes struct {
 // New returns an engine for cfg, which must be validated and normalized
 // (config.Parse does both). The engine keeps cfg and never changes it.
 func New(cfg *config.Config) *Engine {
-	var p [6]byte
-	_, _ = rand.Read(p[:])
-	prefix := ""
-	for _, c := range p {
-		prefix += strconv.FormatUint(uint64(c)%36, 36)
-	}
-	return build(cfg, newBook(prefix+"."), &Stats{})
+	return build(cfg, newBook(), &Stats{})
 }
 
 // build makes an engine for cfg over the given book and counters.
