@@ -67,6 +67,7 @@ var sentinels = [...]struct {
 	{local.ErrUnknownTransfer, fasthttp.StatusNotFound, codeUnknownTransfer},
 	{local.ErrWrongKind, fasthttp.StatusConflict, codeWrongKind},
 	{local.ErrOverRelease, fasthttp.StatusConflict, codeOverRelease},
+	{local.ErrTooMany, fasthttp.StatusTooManyRequests, codeTooMany},
 }
 
 // classify returns the status, code and message of a client error; ok is

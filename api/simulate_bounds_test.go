@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/obol-dev/obol/local"
 )
 
 // simBody builds a /v1/simulate body: tiers repeated n times, k requests.
@@ -47,7 +49,9 @@ func TestSimulateCannotPinTheCPU(t *testing.T) {
 	if code, msg := errorReply(t, r.body); r.status != 413 || code != "too_large" || !strings.Contains(msg, "2600000 is over the simulation budget of 2000000") {
 		t.Errorf("over budget: %d %s %s", r.status, code, msg)
 	}
-	// At the edge: 64 tiers × 30,000 requests (1,950,000) runs.
+	// At the edge: 64 tiers × 30,000 requests (1,950,000) runs (with time
+	// to finish under the race detector on a loaded machine).
+	h.srv.sim.limit = time.Minute
 	if r = h.post("/v1/simulate", simBodyOf("1,1,1,0", 64, 30_000)); r.status != 200 {
 		t.Errorf("64 tiers × 30000 requests: %d %.200s", r.status, r.body)
 	}
@@ -75,5 +79,17 @@ func TestSimulateCannotPinTheCPU(t *testing.T) {
 	h.srv.sim.limit = DefaultSimulateTimeLimit
 	if r = h.post("/v1/simulate", simBodyOf("5,1,1,0", 1, 10)); r.status != 200 {
 		t.Errorf("after the refusals: %d %s", r.status, r.body)
+	}
+}
+
+// TestCapsAnswerTooMany: a full cap on sessions, holds or transfers is 429
+// too_many, naming the cap.
+func TestCapsAnswerTooMany(t *testing.T) {
+	h := newHarness(t)
+	h.srv.Engine().SetCaps(local.Caps{Sessions: 1})
+	h.ok("/v1/sessions", `{"ttl_ms": 1000}`)
+	r := h.post("/v1/sessions", `{"ttl_ms": 1000}`)
+	if code, msg := errorReply(t, r.body); r.status != 429 || code != "too_many" || !strings.Contains(msg, "sessions: the agent has 1 open, its cap") {
+		t.Errorf("second session: %d %s %q", r.status, code, msg)
 	}
 }

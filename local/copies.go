@@ -81,10 +81,11 @@ func (r *copiesRes) add(domain string, n int64) {
 }
 
 type session struct {
-	id      string
-	ttl     int64
-	expires int64
-	holds   map[string]*hold
+	id        string
+	ttl       int64
+	expires   int64
+	holds     map[string]*hold
+	transfers map[string]*transfer // staged from this session's holds, not yet seized
 }
 
 type hold struct {
@@ -101,6 +102,44 @@ type transfer struct {
 	domain  string
 	n       int64
 	expires int64
+	from    *session // released with it unless seized first
+}
+
+// Caps bounds what an agent keeps for its clients, so that no client can
+// grow the agent's memory without bound: each cap, when full, makes the call
+// that would pass it fail with ErrTooMany (the API's 429 too_many), and
+// nothing else changes. The zero value of a field means its default.
+type Caps struct {
+	// Sessions is the most sessions open at once on the agent
+	// (DefaultCaps: 100,000, about 27 MB).
+	Sessions int
+	// Holds is the most holds on the agent (200,000).
+	Holds int
+	// Transfers is the most transfers staged on the agent (100,000).
+	Transfers int
+	// HoldsPerSession is the most holds one session has (10,000): it also
+	// bounds the work of ending a session, which releases them all under
+	// the lock every copy call takes.
+	HoldsPerSession int
+	// TransfersPerSession is the most transfers staged from one session's
+	// holds and not yet seized (10,000).
+	TransfersPerSession int
+}
+
+// DefaultCaps are the caps of an engine that is given none.
+var DefaultCaps = Caps{Sessions: 100_000, Holds: 200_000, Transfers: 100_000, HoldsPerSession: 10_000, TransfersPerSession: 10_000}
+
+// orDefault returns c with every zero field set to its default.
+func (c Caps) orDefault() Caps {
+	d := DefaultCaps
+	pick := func(v, def int) int {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	return Caps{Sessions: pick(c.Sessions, d.Sessions), Holds: pick(c.Holds, d.Holds), Transfers: pick(c.Transfers, d.Transfers),
+		HoldsPerSession: pick(c.HoldsPerSession, d.HoldsPerSession), TransfersPerSession: pick(c.TransfersPerSession, d.TransfersPerSession)}
 }
 
 // book holds every session, hold and transfer, and guards (with mu) every
@@ -108,6 +147,7 @@ type transfer struct {
 // so sessions and holds outlive a reload. Its methods expect mu held.
 type book struct {
 	mu        sync.Mutex
+	caps      Caps
 	sessions  map[string]*session
 	holds     map[string]*hold
 	transfers map[string]*transfer
@@ -116,6 +156,7 @@ type book struct {
 
 func newBook() *book {
 	return &book{
+		caps:      DefaultCaps,
 		sessions:  make(map[string]*session),
 		holds:     make(map[string]*hold),
 		transfers: make(map[string]*transfer),
@@ -143,11 +184,45 @@ func (b *book) expire(t int64) {
 	}
 }
 
-func (b *book) openSession(t, ttl int64) *session {
+func (b *book) openSession(t, ttl int64) (*session, error) {
+	if len(b.sessions) >= b.caps.Sessions {
+		return nil, fmt.Errorf("%w: sessions: the agent has %d open, its cap; end unused sessions (DELETE) or let them expire", ErrTooMany, len(b.sessions))
+	}
 	s := &session{id: b.newID('s'), ttl: ttl, expires: t + ttl, holds: make(map[string]*hold)}
 	b.sessions[s.id] = s
-	heap.Push(&b.deadlines, deadline{at: s.expires, id: s.id})
-	return s
+	b.pushDeadline(deadline{at: s.expires, id: s.id})
+	return s, nil
+}
+
+// pushDeadline adds d to the heap. A keepalive pushes a new deadline and
+// leaves the old one to be skipped when popped; when stale entries make up
+// most of the heap it is rebuilt from the live deadlines, so that a client
+// renewing in a loop cannot grow it.
+func (b *book) pushDeadline(d deadline) {
+	if live := len(b.sessions) + len(b.transfers); len(b.deadlines) > 2*live+1024 {
+		fresh := make(deadlineHeap, 0, 2*live+1)
+		for _, s := range b.sessions {
+			fresh = append(fresh, deadline{at: s.expires, id: s.id})
+		}
+		for _, x := range b.transfers {
+			fresh = append(fresh, deadline{at: x.expires, id: x.id, transfer: true})
+		}
+		heap.Init(&fresh)
+		b.deadlines = fresh
+	}
+	heap.Push(&b.deadlines, d)
+}
+
+// roomForHold reports ErrTooMany when s, or the agent, has all the holds it
+// may have.
+func (b *book) roomForHold(s *session) error {
+	switch {
+	case len(s.holds) >= b.caps.HoldsPerSession:
+		return fmt.Errorf("%w: holds: session %q has %d, its cap; release holds or use another session", ErrTooMany, s.id, len(s.holds))
+	case len(b.holds) >= b.caps.Holds:
+		return fmt.Errorf("%w: holds: the agent has %d, its cap", ErrTooMany, len(b.holds))
+	}
+	return nil
 }
 
 func (b *book) session(id string) (*session, error) {
@@ -160,16 +235,22 @@ func (b *book) session(id string) (*session, error) {
 
 func (b *book) keepAlive(s *session, t int64) {
 	s.expires = t + s.ttl
-	heap.Push(&b.deadlines, deadline{at: s.expires, id: s.id})
+	b.pushDeadline(deadline{at: s.expires, id: s.id})
 }
 
-// endSession releases every copy the session holds and forgets it.
+// endSession releases every copy the session holds, and every transfer
+// staged from its holds that nobody seized, and forgets it. It returns the
+// copies freed.
 func (b *book) endSession(s *session) int64 {
 	var freed int64
 	for _, h := range s.holds {
 		freed += h.n
 		h.res.add(h.domain, -h.n)
 		delete(b.holds, h.id)
+	}
+	for _, x := range s.transfers {
+		freed += x.n
+		b.dropTransfer(x)
 	}
 	delete(b.sessions, s.id)
 	return freed
@@ -228,29 +309,50 @@ func (b *book) release(h *hold, n int64) error {
 	return nil
 }
 
-// transfer stages n copies of h for ttl; they stay counted.
+// transfer stages n copies of h for ttl; they stay counted, until seized,
+// expired, or released with h's session.
 func (b *book) transfer(h *hold, n, t, ttl int64) (*transfer, error) {
+	s := h.session
+	switch {
+	case len(s.transfers) >= b.caps.TransfersPerSession:
+		return nil, fmt.Errorf("%w: transfers: session %q has %d staged, its cap; wait for them to be seized or to expire", ErrTooMany, s.id, len(s.transfers))
+	case len(b.transfers) >= b.caps.Transfers:
+		return nil, fmt.Errorf("%w: transfers: the agent has %d staged, its cap", ErrTooMany, len(b.transfers))
+	}
 	if err := b.take(h, n, "transfer"); err != nil {
 		return nil, err
 	}
-	x := &transfer{id: b.newID('x'), res: h.res, domain: h.domain, n: n, expires: t + ttl}
+	x := &transfer{id: b.newID('x'), res: h.res, domain: h.domain, n: n, expires: t + ttl, from: s}
 	b.transfers[x.id] = x
-	heap.Push(&b.deadlines, deadline{at: x.expires, id: x.id, transfer: true})
+	if s.transfers == nil {
+		s.transfers = make(map[string]*transfer)
+	}
+	s.transfers[x.id] = x
+	b.pushDeadline(deadline{at: x.expires, id: x.id, transfer: true})
 	return x, nil
 }
 
 func (b *book) dropTransfer(x *transfer) {
 	x.res.add(x.domain, -x.n)
 	delete(b.transfers, x.id)
+	if x.from != nil {
+		delete(x.from.transfers, x.id)
+	}
 }
 
 // seize moves a staged transfer into a new hold of s.
 func (b *book) seize(id string, s *session) (*hold, error) {
 	x, ok := b.transfers[id]
 	if !ok {
-		return nil, fmt.Errorf("%w: transfer %q is unknown, seized or expired", ErrUnknownTransfer, id)
+		return nil, fmt.Errorf("%w: transfer %q is unknown, seized, expired, or its session ended", ErrUnknownTransfer, id)
+	}
+	if err := b.roomForHold(s); err != nil {
+		return nil, err
 	}
 	delete(b.transfers, id)
+	if x.from != nil {
+		delete(x.from.transfers, id)
+	}
 	h := &hold{id: b.newID('h'), res: x.res, domain: x.domain, n: x.n, session: s}
 	b.holds[h.id] = h
 	s.holds[h.id] = h

@@ -109,7 +109,7 @@ type copiesModel struct {
 	sessions  map[string]int64 // id → expiry (ns)
 	ttl       map[string]int64
 	holds     map[string]*mHold
-	transfers map[string]*mHold // n, domain; session unused; expiry in exp
+	transfers map[string]*mHold // n, domain; session: the one that staged it (its end releases it); expiry in exp
 }
 
 type mHold struct {
@@ -152,6 +152,11 @@ func TestCopiesProperty(t *testing.T) {
 							delete(m.holds, h)
 						}
 					}
+					for x, mx := range m.transfers {
+						if mx.session == id {
+							delete(m.transfers, x)
+						}
+					}
 				}
 			}
 			for id, x := range m.transfers {
@@ -188,6 +193,12 @@ func TestCopiesProperty(t *testing.T) {
 						if mh.session == id {
 							want += mh.n
 							delete(m.holds, h)
+						}
+					}
+					for x, mx := range m.transfers { // "transfers released when their session ends unless seized"
+						if mx.session == id {
+							want += mx.n
+							delete(m.transfers, x)
 						}
 					}
 					if err != nil || n != want {
@@ -255,7 +266,7 @@ func TestCopiesProperty(t *testing.T) {
 					if mh.n == 0 {
 						delete(m.holds, h)
 					}
-					m.transfers[x] = &mHold{domain: mh.domain, n: n, exp: now + ttl}
+					m.transfers[x] = &mHold{domain: mh.domain, n: n, exp: now + ttl, session: mh.session}
 				}
 			case 7:
 				x := pick(m.transfers)

@@ -57,7 +57,14 @@ type resource struct {
 	gcra      *gcraRes
 	copies    *copiesRes
 	adaptive  *adaptiveRes // nil when the namespace ignores the config
+	idleSince int64        // unconfigured resources: when Step first found it empty (ns), 0 = in use
 }
+
+// unconfiguredIdle is how long an unconfigured resource stays empty (no key
+// tracked, no copy held) before Step forgets it: a client asking for ever
+// new names cannot keep MaxUnconfigured of them, and a name in use keeps its
+// counts.
+const unconfiguredIdle = time.Minute
 
 type tiersRes struct {
 	def  *tiersParams
@@ -97,6 +104,17 @@ func build(cfg *config.Config, b *book, st *Stats) *Engine {
 		e.res[name] = buildResource(name, rc, ns != nil && ns.IgnoreConfigured)
 	}
 	return e
+}
+
+// SetCaps sets the caps on sessions, holds and transfers (zero fields keep
+// their defaults, DefaultCaps). They belong to the book every engine of a
+// reload chain shares, so they hold across reloads. Objects already there
+// beyond a lowered cap stay; only new ones are refused. Safe for concurrent
+// use.
+func (e *Engine) SetCaps(c Caps) {
+	e.book.mu.Lock()
+	e.book.caps = c.orDefault()
+	e.book.mu.Unlock()
 }
 
 // Config returns the configuration in force.
@@ -474,7 +492,11 @@ func (e *Engine) OpenSession(t time.Time, ttl time.Duration) (string, error) {
 	e.book.mu.Lock()
 	defer e.book.mu.Unlock()
 	e.book.expire(t.UnixNano())
-	return e.book.openSession(t.UnixNano(), int64(ttl)).id, nil
+	s, err := e.book.openSession(t.UnixNano(), int64(ttl))
+	if err != nil {
+		return "", err
+	}
+	return s.id, nil
 }
 
 // KeepAlive renews a session for another ttl and returns the ttl.
@@ -524,6 +546,11 @@ func (e *Engine) Reserve(t time.Time, resource, domain string, copies, minCopies
 	s, err := e.book.session(session)
 	if err != nil {
 		return Reservation{}, err
+	}
+	if copies > 0 {
+		if err := e.book.roomForHold(s); err != nil {
+			return Reservation{}, err
+		}
 	}
 	cr := r.copies
 	n, h, shadow := e.book.reserve(cr, domain, int64(copies), int64(minCopies), s)
@@ -696,14 +723,45 @@ func (e *Engine) Step(t time.Time) {
 	for _, r := range e.res {
 		sweep(r)
 	}
-	e.dynMu.RLock()
-	for _, r := range e.dyn {
-		sweep(r)
-	}
-	e.dynMu.RUnlock()
 	e.book.mu.Lock()
 	e.book.expire(tn)
 	e.book.mu.Unlock()
+	var gone []string
+	e.dynMu.RLock() // lookups go on while the keys are swept
+	for name, r := range e.dyn {
+		sweep(r)
+		if !e.dynEmpty(r) {
+			r.idleSince = 0 // idleSince is Step's alone
+			continue
+		}
+		switch {
+		case r.idleSince == 0:
+			r.idleSince = tn
+		case tn-r.idleSince >= int64(unconfiguredIdle):
+			gone = append(gone, name)
+		}
+	}
+	e.dynMu.RUnlock()
+	if len(gone) > 0 {
+		e.dynMu.Lock()
+		for _, name := range gone {
+			delete(e.dyn, name)
+		}
+		e.dynMu.Unlock()
+	}
+}
+
+// dynEmpty reports whether an unconfigured resource tracks nothing.
+func (e *Engine) dynEmpty(r *resource) bool {
+	switch {
+	case r.tiers != nil:
+		return r.tiers.keys.len() == 0
+	case r.copies != nil:
+		e.book.mu.Lock()
+		defer e.book.mu.Unlock()
+		return r.copies.total == 0 && r.copies.remoteTotal == 0
+	}
+	return true
 }
 
 // Usage is a resource's load, as the metrics show it.

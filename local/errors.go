@@ -13,4 +13,7 @@ var (
 	ErrUnknownSession  = errors.New("local: unknown session")
 	ErrUnknownTransfer = errors.New("local: unknown transfer")
 	ErrOverRelease     = errors.New("local: over release")
+	// ErrTooMany is a full cap on the objects an agent keeps for its
+	// clients (Caps): sessions, holds, transfers.
+	ErrTooMany = errors.New("local: too many")
 )
