@@ -3,7 +3,6 @@ package api
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -62,7 +61,8 @@ type Server struct {
 	load      func() (*config.Config, string, error)
 	reload    sync.Mutex // one reload at a time
 	cluster   ClusterView
-	sim       simGuard // bounds POST /v1/simulate (simulate.go)
+	sim       simGuard   // bounds POST /v1/simulate (simulate.go)
+	connLog   *connLogger // fasthttp's messages, cut and rate-limited (connlog.go)
 }
 
 // generation is one engine in force and what is derived from it once.
@@ -106,6 +106,8 @@ func New(e *local.Engine, opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.connLog = newConnLogger(s.log, time.Now)
+	s.connLog.register(s.metrics.reg)
 	if s.name == "" {
 		s.name, _ = os.Hostname()
 	}
@@ -174,18 +176,10 @@ func (s *Server) httpServer() *fasthttp.Server {
 		NoDefaultContentType:         true,
 		DisablePreParseMultipartForm: true,
 		CloseOnShutdown:              true,
-		Logger:                       fasthttpLogger{s.log},
+		Logger:                       s.connLog,
 	}
 }
 
-// fasthttpLogger sends fasthttp's own messages (connection errors) to slog.
-type fasthttpLogger struct{ log *slog.Logger }
-
-var _ fasthttp.Logger = fasthttpLogger{}
-
-func (l fasthttpLogger) Printf(format string, args ...any) {
-	l.log.Warn("http server", "msg", fmt.Sprintf(format, args...))
-}
 
 // writeJSON writes a 200 JSON reply; body is copied.
 func writeJSON(ctx *fasthttp.RequestCtx, body []byte) {
