@@ -61,7 +61,7 @@ type Server struct {
 	load      func() (*config.Config, string, error)
 	reload    sync.Mutex // one reload at a time
 	cluster   ClusterView
-	sim       simGuard   // bounds POST /v1/simulate (simulate.go)
+	sim       simGuard    // bounds POST /v1/simulate (simulate.go)
 	connLog   *connLogger // fasthttp's messages, cut and rate-limited (connlog.go)
 }
 
@@ -179,7 +179,6 @@ func (s *Server) httpServer() *fasthttp.Server {
 		Logger:                       s.connLog,
 	}
 }
-
 
 // writeJSON writes a 200 JSON reply; body is copied.
 func writeJSON(ctx *fasthttp.RequestCtx, body []byte) {
