@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/obol-dev/obol/config"
+	timebase "github.com/obol-dev/obol/internal/clock"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -32,6 +33,10 @@ type Options struct {
 	// Cluster shows the mesh in /v1/peers, /v1/state and /metrics; nil
 	// means the node runs alone.
 	Cluster ClusterView
+	// Base is the agent's time base when Now is nil: decisions run on it, so
+	// that a step of the system clock does not move them (see package internal/clock, Monotonic).
+	// nil: a fresh one.
+	Base *timebase.Monotonic
 	// SimulateTimeLimit bounds the wall-clock time one POST /v1/simulate
 	// may take; 0 means DefaultSimulateTimeLimit. A simulation past it is
 	// stopped and answered 413 too_large.
@@ -57,7 +62,8 @@ type Server struct {
 	reqSeq   atomic.Uint64
 
 	metrics   *metrics
-	realClock bool // now is time.Now: a handler's own reading may serve as the decision instant
+	realClock bool             // now is base.Now: a handler's own time.Now reading gives the decision instant
+	base      *timebase.Monotonic // the time base when realClock
 	load      func() (*config.Config, string, error)
 	reload    sync.Mutex // one reload at a time
 	cluster   ClusterView
@@ -101,7 +107,11 @@ func New(e *local.Engine, opts Options) *Server {
 		s.sim.limit = DefaultSimulateTimeLimit
 	}
 	if s.now == nil {
-		s.now, s.realClock = time.Now, true
+		s.base = opts.Base
+		if s.base == nil {
+			s.base = timebase.NewMonotonic()
+		}
+		s.now, s.realClock = s.base.Now, true
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -137,12 +147,12 @@ func (s *Server) SetEngine(e *local.Engine) {
 }
 
 // decisionTime returns the decision instant of a request whose handler
-// read the wall clock at start: start itself when the server runs on the real
-// clock (one clock reading less per request, and clock readings are not cheap
-// on virtual machines), else the injected clock's reading.
+// read time.Now() at start: on the agent's time base, start's place on it
+// (one clock reading less per request, and clock readings are not cheap on
+// virtual machines), else the injected clock's reading.
 func (s *Server) decisionTime(start time.Time) time.Time {
 	if s.realClock {
-		return start
+		return s.base.At(start)
 	}
 	return s.now()
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/obol-dev/obol/api"
 	"github.com/obol-dev/obol/gossip"
+	"github.com/obol-dev/obol/internal/clock"
 	"github.com/obol-dev/obol/local"
 	"github.com/obol-dev/obol/reconcile"
 )
@@ -51,7 +52,7 @@ var _ api.ClusterView = (*clusterRun)(nil)
 // startCluster joins e to the mesh cs describes. A seed that does not
 // answer is not an error: the node runs alone (fail open) until someone
 // joins it.
-func startCluster(ctx context.Context, cs clusterSettings, e *local.Engine, log *slog.Logger) (*clusterRun, error) {
+func startCluster(ctx context.Context, cs clusterSettings, e *local.Engine, log *slog.Logger, base clock.Clock) (*clusterRun, error) {
 	var key []byte
 	if cs.secretFile != "" {
 		k, err := gossip.LoadSecret(cs.secretFile)
@@ -60,7 +61,7 @@ func startCluster(ctx context.Context, cs clusterSettings, e *local.Engine, log 
 		}
 		key = k
 	}
-	rec := reconcile.New(reconcile.Options{Name: cs.name, SyncInterval: cs.sync, Logger: log})
+	rec := reconcile.New(reconcile.Options{Name: cs.name, SyncInterval: cs.sync, Logger: log, Clock: base})
 	e.Attach(rec)
 	node, err := gossip.New(gossip.Config{
 		Name: cs.name, Bind: cs.bind, Join: cs.join, SecretKey: key, Label: cs.label,

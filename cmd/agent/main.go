@@ -15,6 +15,7 @@ import (
 
 	"github.com/obol-dev/obol/api"
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/clock"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -92,7 +93,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	opts := api.Options{Logger: log}
+	// Decisions, sweeps and the cluster's merges run on one time base: the
+	// wall clock at start plus monotonic time, so that a step of the
+	// system clock moves none of them.
+	base := clock.NewMonotonic()
+	opts := api.Options{Logger: log, Base: base}
 	if path != "" {
 		opts.LoadConfig = func() (*config.Config, string, error) {
 			c, err := config.Load(path)
@@ -102,7 +107,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	engine := local.New(cfg)
 	var clu *clusterRun
 	if st.cluster.enabled {
-		if clu, err = startCluster(ctx, st.cluster, engine, log); err != nil {
+		if clu, err = startCluster(ctx, st.cluster, engine, log, base); err != nil {
 			fmt.Fprintf(stderr, "obol: %v\n", err)
 			return err
 		}
@@ -124,7 +129,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	stepCtx, stopStep := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		stepLoop(stepCtx, stepEvery, time.Now, func(t time.Time) { srv.Engine().Step(t) })
+		stepLoop(stepCtx, stepEvery, base.Now, func(t time.Time) { srv.Engine().Step(t) })
 	})
 	// SIGHUP re-reads the config file, as POST /v1/config/reload does; the
 	// outcome (or every problem of a refused file) is logged by Reload.

@@ -1,0 +1,61 @@
+package clock
+
+import (
+	"testing"
+	"time"
+)
+
+// TestMonotonicIgnoresWallSteps: the base moves with monotonic time only.
+// The wall clock and the monotonic clock are faked; the wall clock is
+// stepped back an hour, then forward a day, while monotonic time advances
+// by a second each time.
+func TestMonotonicIgnoresWallSteps(t *testing.T) {
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var elapsed, step time.Duration
+	m := &Monotonic{
+		base:  start,
+		since: func(time.Time) time.Duration { return elapsed },
+		wall:  func() time.Time { return start.Add(elapsed + step) },
+	}
+	for _, tc := range []struct {
+		name    string
+		step    time.Duration
+		elapsed time.Duration
+	}{
+		{name: "no step", step: 0, elapsed: time.Second},
+		{name: "wall stepped back 1h", step: -time.Hour, elapsed: 2 * time.Second},
+		{name: "wall stepped forward 24h", step: 24 * time.Hour, elapsed: 3 * time.Second},
+	} {
+		before := m.Now()
+		step, elapsed = tc.step, tc.elapsed
+		got := m.Now()
+		if want := start.Add(tc.elapsed); !got.Equal(want) {
+			t.Errorf("%s: Now() = %v, want start + elapsed = %v", tc.name, got, want)
+		}
+		if got.Before(before) {
+			t.Errorf("%s: went backwards from %v to %v", tc.name, before, got)
+		}
+		if off := m.WallOffset(); off != tc.step {
+			t.Errorf("%s: WallOffset() = %v, want %v", tc.name, off, tc.step)
+		}
+	}
+}
+
+// TestMonotonicReal: on the real clocks, readings advance with elapsed time
+// and At agrees with Now.
+func TestMonotonicReal(t *testing.T) {
+	m := NewMonotonic()
+	a := m.Now()
+	t0 := time.Now()
+	time.Sleep(2 * time.Millisecond) // real time is what is tested here
+	b := m.Now()
+	if d := b.UnixNano() - a.UnixNano(); d < int64(2*time.Millisecond) || d > int64(time.Second) {
+		t.Errorf("readings 2 ms apart differ by %v", time.Duration(d))
+	}
+	if at := m.At(t0); at.Before(a) || at.After(b) {
+		t.Errorf("At(%v) = %v, outside [%v, %v]", t0, at, a, b)
+	}
+	if off := m.WallOffset(); off < -time.Second || off > time.Second {
+		t.Errorf("WallOffset() = %v with no step", off)
+	}
+}
