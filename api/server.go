@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
@@ -62,7 +63,7 @@ type Server struct {
 	reqSeq   atomic.Uint64
 
 	metrics   *metrics
-	realClock bool             // now is base.Now: a handler's own time.Now reading gives the decision instant
+	realClock bool                // now is base.Now: a handler's own time.Now reading gives the decision instant
 	base      *timebase.Monotonic // the time base when realClock
 	load      func() (*config.Config, string, error)
 	reload    sync.Mutex // one reload at a time
@@ -168,7 +169,29 @@ func (s *Server) Ready() bool { return s.ready.Load() }
 // serving.
 func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	defer s.recoverPanic(ctx)
+	if ctx.Request.Header.ContentLength() == -1 && smuggled(ctx.Request.Header.RawHeaders()) {
+		// Both framings: a proxy in front may have read the body by the
+		// other one, and the rest of this connection may not be what it
+		// sent. Refuse, and close the connection.
+		ctx.SetConnectionClose()
+		writeError(ctx, fasthttp.StatusBadRequest, codeBadRequest,
+			"a request must not carry both Content-Length and Transfer-Encoding; the connection is closed")
+		return
+	}
 	s.router.serve(s, ctx)
+}
+
+// smuggled reports whether raw headers (of a request fasthttp framed as
+// chunked) also carry a Content-Length.
+func smuggled(raw []byte) bool {
+	const name = "content-length:"
+	for line := range bytes.SplitSeq(raw, []byte("\n")) {
+		line = bytes.TrimLeft(line, " \t")
+		if len(line) >= len(name) && bytes.EqualFold(line[:len(name)], []byte(name)) {
+			return true
+		}
+	}
+	return false
 }
 
 // httpServer returns the fasthttp server for s's handler, with the body
