@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/obol-dev/obol/api"
+	"github.com/obol-dev/obol/config"
+	timebase "github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/local"
+)
+
+// field returns a string field of a JSON reply.
+func field(b []byte, name string) string {
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	switch v := m[name].(type) {
+	case string:
+		return v
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return ""
+}
+
+// attackIDs: ids were a prefix and a shared counter. The victim holds
+// copies and staged a transfer; the attacker knows its own ids and tries
+// their neighbours (the old scheme's next and previous ids) and one-character
+// changes of them. Held when no guess opens anything.
+func attackIDs(ctx context.Context, a *agentProc) (string, error) {
+	bg := context.Background()
+	open := func() string { _, b, _ := a.post(bg, "/v1/sessions", `{"ttl_ms":60000}`); return field(b, "session") }
+	victim, attacker := open(), open()
+	var victimHolds []string
+	for range 5 {
+		_, b, _ := a.post(bg, "/v1/reserve", `{"resource":"demo/jobs","domain":"acme","copies":1,"session":"`+victim+`"}`)
+		victimHolds = append(victimHolds, field(b, "hold"))
+	}
+	_, b, _ := a.post(bg, "/v1/reserve", `{"resource":"demo/jobs","domain":"evil","copies":1,"session":"`+attacker+`"}`)
+	mine := field(b, "hold")
+	if mine == "" || victimHolds[0] == "" {
+		return "", fmt.Errorf("setup failed: %s", b)
+	}
+	guesses := neighbours(mine, 2000)
+	guesses = append(guesses, neighbours(attacker, 2000)...)
+	opened := 0
+	tried := 0
+	for _, g := range guesses {
+		if ctx.Err() != nil {
+			break
+		}
+		tried++
+		if code, _, _ := a.post(bg, "/v1/release", `{"hold":"`+g+`","copies":1}`); code == 200 {
+			opened++
+		}
+		if code, _, _ := a.post(bg, "/v1/seize", `{"transfer":"`+g+`","session":"`+attacker+`"}`); code == 200 {
+			opened++
+		}
+	}
+	fig := fmt.Sprintf("%d guesses, %d opened something; an id looks like %s", tried, opened, mine)
+	if opened > 0 {
+		return fig, errors.New("a guessed id worked")
+	}
+	return fig, nil
+}
+
+// neighbours returns ids near id: with its trailing counter (the old
+// scheme, base 36 after the last '.') moved by ±k, and with one character
+// changed.
+func neighbours(id string, n int) []string {
+	var out []string
+	if i := strings.LastIndexByte(id, '.'); i >= 0 {
+		if v, err := strconv.ParseInt(id[i+1:], 36, 64); err == nil {
+			for k := int64(1); len(out) < n/2 && k < int64(n); k++ {
+				out = append(out, id[:i+1]+strconv.FormatInt(v+k, 36))
+				if v-k >= 0 {
+					out = append(out, id[:i+1]+strconv.FormatInt(v-k, 36))
+				}
+			}
+		}
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567abcdefghijklmnopqrstuvwxyz0123456789"
+	for p := len(id) - 1; p >= 0 && len(out) < n; p-- {
+		for _, c := range alphabet {
+			if byte(c) != id[p] && len(out) < n {
+				out = append(out, id[:p]+string(c)+id[p+1:])
+			}
+		}
+	}
+	return out
+}
+
+// attackCaps: sessions cost memory and lived a day; 1M of them took 270 MB.
+// Held when the agent refuses new sessions at its cap with too_many, and
+// its resident memory grows by less than 100 MB. It runs until the first
+// refusal (or a minute), however long the phase.
+func attackCaps(_ context.Context, a *agentProc) (string, error) {
+	bg := context.Background()
+	ctx, cancel := context.WithTimeout(bg, time.Minute)
+	defer cancel()
+	rss0 := rssOf(a.cmd.Process.Pid)
+	opened, refused := 0, 0
+	var lastErr string
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				code, b, err := a.post(bg, "/v1/sessions", `{"ttl_ms":86400000}`)
+				if err != nil {
+					continue
+				}
+				mu.Lock()
+				if code == 200 {
+					opened++
+				} else {
+					refused++
+					lastErr = string(b)
+					if strings.Contains(string(b), "too_many") {
+						lastErr = "too_many"
+					}
+					cancel()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	rss1 := rssOf(a.cmd.Process.Pid)
+	fig := fmt.Sprintf("%d sessions opened, %d refused (%s); RSS %d → %d MB", opened, refused, lastErr, rss0>>20, rss1>>20)
+	switch {
+	case refused == 0:
+		return fig, fmt.Errorf("no session was refused in %d (the cap was not reached: run longer with -d)", opened)
+	case lastErr != "too_many":
+		return fig, fmt.Errorf("refused with %q, not too_many", lastErr)
+	case rss1-rss0 > 100<<20:
+		return fig, fmt.Errorf("RSS grew by %d MB", (rss1-rss0)>>20)
+	}
+	return fig, nil
+}
+
+// rssOf returns a process's resident memory in bytes (0 if unknown).
+func rssOf(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// attackClock: a real wall clock cannot be stepped under a benchmark, so
+// this runs the agent's handler code in this process on its time base over
+// faked clocks: a gcra bucket emptied, the wall clock stepped back 1 h, a
+// second later the bucket must have refilled; a session opened, the wall
+// clock stepped forward 24 h, a second later it must still be alive.
+func attackClock(ctx context.Context, _ *agentProc) (string, error) {
+	start := time.Now()
+	var mu sync.Mutex
+	var elapsed, step time.Duration
+	base := timebase.NewMonotonicFrom(start,
+		func(time.Time) time.Duration { mu.Lock(); defer mu.Unlock(); return elapsed },
+		func() time.Time { mu.Lock(); defer mu.Unlock(); return start.Add(elapsed + step) })
+	srv := api.New(local.New(config.Default()), api.Options{Base: base, Logger: slog.New(slog.DiscardHandler)})
+	dir, _ := os.MkdirTemp("", "obol-clock")
+	defer os.RemoveAll(dir)
+	ls, err := api.Listen(api.ListenConfig{Socket: filepath.Join(dir, "c.sock")})
+	if err != nil {
+		return "", err
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ls) }()
+	defer func() { stop(); <-done }()
+	c := &agentProc{client: unixClient(filepath.Join(dir, "c.sock"))}
+	for range 50 {
+		if _, err := os.Stat(filepath.Join(dir, "c.sock")); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	bg := context.Background()
+	c.post(bg, "/v1/request", `{"resource":"demo/export","domain":"d","copies":20}`)
+	mu.Lock()
+	step, elapsed = -time.Hour, time.Second
+	mu.Unlock()
+	_, b, _ := c.post(bg, "/v1/request", `{"resource":"demo/export","domain":"d","copies":20}`)
+	back := field(b, "granted")
+	_, b, _ = c.post(bg, "/v1/sessions", `{"ttl_ms":30000}`)
+	sid := field(b, "session")
+	mu.Lock()
+	step, elapsed = 24*time.Hour, 2*time.Second
+	mu.Unlock()
+	code, _, _ := c.post(bg, "/v1/sessions/"+sid+"/keepalive", "")
+	<-ctx.Done()
+	fig := fmt.Sprintf("after 1 h back: granted %s of 20; after 24 h forward: keepalive %d", back, code)
+	if back != "20" || code != 200 {
+		return fig, errors.New("a clock step moved a decision")
+	}
+	return fig, nil
+}
+
+// attackLogs: each connection dropped mid-headers logged fasthttp's raw
+// buffer; 130k connections wrote 78 MiB in 5 s. Held when the agent's log
+// grows by less than 64 KB however many connections are dropped.
+func attackLogs(ctx context.Context, a *agentProc) (string, error) {
+	before := a.stderr.bytes()
+	junk := "GET /v1/state HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("X-Junk: "+strings.Repeat("j", 100)+"\r\n", 130)
+	var n int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				c, err := net.Dial("unix", a.socket)
+				if err != nil {
+					continue
+				}
+				c.Write([]byte(junk))
+				c.Close()
+				mu.Lock()
+				n++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	time.Sleep(200 * time.Millisecond) // the last lines
+	grew := a.stderr.bytes() - before
+	fig := fmt.Sprintf("%d connections dropped mid-headers, log grew %d bytes", n, grew)
+	if grew > 64<<10 {
+		return fig, fmt.Errorf("the log grew by %d KB", grew>>10)
+	}
+	return fig, nil
+}
+
+// attackSmuggle: a request with both framings was served by its chunked
+// one. Held when it is refused with 400 and the connection is closed before
+// the second request is served.
+func attackSmuggle(ctx context.Context, a *agentProc) (string, error) {
+	tries, bad := 0, 0
+	for ctx.Err() == nil {
+		c, err := net.Dial("unix", a.socket)
+		if err != nil {
+			return "", err
+		}
+		body := `{"resource":"demo/export","domain":"d"}`
+		fmt.Fprintf(c, "POST /v1/request HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", len(body), body)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		out, _ := io.ReadAll(bufio.NewReader(c))
+		c.Close()
+		tries++
+		if !strings.HasPrefix(string(out), "HTTP/1.1 400") || strings.Count(string(out), "HTTP/1.1 ") != 1 {
+			bad++
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fig := fmt.Sprintf("%d tries, %d served", tries, bad)
+	if bad > 0 {
+		return fig, errors.New("a request with both framings was served")
+	}
+	return fig, nil
+}
