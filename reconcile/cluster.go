@@ -55,6 +55,11 @@ type Options struct {
 	Rand *rand.Rand
 	// Logger gets one line per send error burst; nil = discard.
 	Logger *slog.Logger
+	// OnNameConflict is called (at most once a minute) when a packet claims
+	// this node's own name with another incarnation: another live agent
+	// uses the same node name. It must not block. nil: the conflict is only
+	// logged and counted.
+	OnNameConflict func(otherIncarnation uint64)
 }
 
 // Cluster is this node's side of the cluster model: its own hits to ship
@@ -66,6 +71,11 @@ type Cluster struct {
 	tickOnly bool
 	clock    clock.Clock
 	log      *slog.Logger
+	// conflictLogged is when a name conflict was last logged, per name (ms;
+	// Step's alone).
+	conflictLogged map[string]int64
+	onConflict     func(uint64)
+	selfConflictAt atomic.Int64 // ms: when a packet last claimed this node's name (rate limit)
 
 	rmu  sync.Mutex
 	rand *rand.Rand
@@ -106,7 +116,7 @@ type ownGauge struct {
 func New(o Options) *Cluster {
 	c := &Cluster{
 		name: o.Name, inc: o.Incarnation, interval: o.SyncInterval, tickOnly: o.TickOnly,
-		clock: o.Clock, rand: o.Rand, log: o.Logger,
+		clock: o.Clock, rand: o.Rand, log: o.Logger, conflictLogged: make(map[string]int64), onConflict: o.OnNameConflict,
 		res:    make(map[string]*Res),
 		kick:   make(chan struct{}, 1),
 		tab:    newTable(o.Name),
@@ -288,8 +298,37 @@ func (c *Cluster) Step(now time.Time) {
 	if housekeeping {
 		c.mu.Lock()
 		c.tab.sweep(ms, 2*int64(c.interval/time.Millisecond)+1000, c.life)
+		ops, expired := c.tab.expireSilent(ms, c.silence(), nil)
+		var conflicts []string
+		for name := range c.tab.origins {
+			if c.tab.conflicting(name, ms) {
+				conflicts = append(conflicts, name)
+			}
+		}
 		c.mu.Unlock()
+		c.apply(ops, ms)
+		for _, name := range expired {
+			c.stats.silentExpired.Add(1)
+			c.log.Warn("peer silent: its holds are dropped", "peer", name, "silence", time.Duration(c.silence())*time.Millisecond)
+		}
+		for _, name := range conflicts {
+			c.stats.nameConflicts.Add(1)
+			if last, ok := c.conflictLogged[name]; !ok || ms-last > 60_000 {
+				c.conflictLogged[name] = ms
+				c.log.Error("two live agents share a node name: their counts and holds cannot be told apart; give each a unique --node-name",
+					"node_name", name)
+			}
+		}
 	}
+}
+
+// silence is how long, ms, a peer may send nothing before its holds are
+// dropped: a live peer sends at least every fourth tick, so 20 ticks of
+// silence (and at least 10 s) is a peer that is gone, whatever memberlist
+// still says. Housekeeping runs every fourth tick, so the holds go within
+// silence plus 4 ticks.
+func (c *Cluster) silence() int64 {
+	return max(20*int64(c.interval/time.Millisecond), 10_000)
 }
 
 // width returns the bucket size of resource's slot (1 ms when unknown).
@@ -400,6 +439,17 @@ func (c *Cluster) send(pkt *gossip.Packet, heartbeat bool) bool {
 // the network: the engine applies the growth in memory.
 func (c *Cluster) HandlePacket(p *gossip.Packet) {
 	now := c.clock.Now().UnixMilli()
+	if p.From == c.name && p.Incarnation != c.inc {
+		c.stats.nameConflicts.Add(1)
+		if last := c.selfConflictAt.Load(); (last == 0 || now-last > 60_000) && c.selfConflictAt.CompareAndSwap(last, now) {
+			c.log.Error("another live agent uses this node's name: counts and holds of the two cannot be told apart; give each agent a unique --node-name",
+				"node_name", c.name, "incarnation", c.inc, "other_incarnation", p.Incarnation)
+			if c.onConflict != nil {
+				c.onConflict(p.Incarnation)
+			}
+		}
+		return
+	}
 	c.mu.Lock()
 	ops, ok := c.tab.merge(p, now, nil)
 	c.mu.Unlock()
@@ -472,6 +522,10 @@ type Stats struct {
 	Stale         uint64 // from an older incarnation, or our own
 	CountsApplied uint64 // peers' hits applied to the engine
 	NodesGone     uint64
+	// SilentExpired counts peers whose holds were dropped after a silence
+	// (see Cluster.Step); NameConflicts housekeeping ticks that found two
+	// live agents under one node name.
+	SilentExpired, NameConflicts uint64
 	// MergeLag is, per merged delta, how old its newest bucket was on
 	// arrival: the sender's wait to ship plus the network, plus up to one
 	// bucket width (the hit is dated to its bucket's start).
@@ -521,6 +575,7 @@ func (h *lagHistogram) load() Histogram {
 
 type statsCounters struct {
 	packetsSent, flushes, sendErrors, packetsMerged, stale, nodesGone atomic.Uint64
+	silentExpired, nameConflicts                                      atomic.Uint64
 	countsApplied                                                     atomic.Int64
 	lag                                                               lagHistogram
 }
@@ -532,6 +587,7 @@ func (c *Cluster) Stats() Stats {
 		PacketsSent: s.packetsSent.Load(), Flushes: s.flushes.Load(), SendErrors: s.sendErrors.Load(),
 		PacketsMerged: s.packetsMerged.Load(), Stale: s.stale.Load(),
 		CountsApplied: uint64(s.countsApplied.Load()), NodesGone: s.nodesGone.Load(),
+		SilentExpired: s.silentExpired.Load(), NameConflicts: s.nameConflicts.Load(),
 		MergeLag: s.lag.load(),
 	}
 }

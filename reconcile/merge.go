@@ -56,7 +56,44 @@ type origin struct {
 	inc      uint64
 	keys     map[uint64]*remoteKey
 	gone     bool
-	lastSync int64 // ms
+	lastSync int64 // ms: the last packet of the current incarnation
+	// newerAt is when the current incarnation superseded an older one (ms);
+	// staleAt when a packet of an older incarnation last arrived. Packets
+	// of the old incarnation still arriving well after the new one appeared
+	// mean two live agents share the name (conflict).
+	newerAt, staleAt int64
+}
+
+// conflictAfter is how long after a newer incarnation of a name appeared
+// packets of an older one may still arrive (in flight at a restart) before
+// they are taken for a second live agent with the same name, ms.
+const conflictAfter = 5000
+
+// conflicting reports whether origin name is, at now, two live agents: its
+// older incarnation kept sending long after a newer one appeared.
+func (t *table) conflicting(name string, now int64) bool {
+	o := t.origins[name]
+	return o != nil && o.newerAt > 0 && o.staleAt-o.newerAt > conflictAfter && now-o.staleAt < 2*conflictAfter
+}
+
+// expireSilent drops, as if memberlist had declared them dead, the holds of
+// every origin that has sent nothing of its current incarnation for
+// silence ms, and forgets that incarnation, so that the next packet under
+// the name (of any incarnation) starts afresh. It bounds how long a ghost's
+// holds stay counted: an agent that died while another agent kept its name
+// alive in memberlist, or whose death memberlist never saw.
+func (t *table) expireSilent(now, silence int64, out []op) ([]op, []string) {
+	var expired []string
+	for name, o := range t.origins {
+		if o.gone || now-o.lastSync <= silence {
+			continue
+		}
+		o.gone = true
+		o.inc, o.newerAt, o.staleAt = 0, 0, 0
+		out = t.dropGauges(o, out)
+		expired = append(expired, name)
+	}
+	return out, expired
 }
 
 // table is every peer's contribution and the names of the keys.
@@ -93,12 +130,16 @@ func (t *table) merge(p *gossip.Packet, now int64, out []op) ([]op, bool) {
 		o = &origin{name: p.From, inc: p.Incarnation, keys: make(map[uint64]*remoteKey)}
 		t.origins[p.From] = o
 	case p.Incarnation < o.inc:
-		return out, false // a message from before the node restarted
+		o.staleAt = now
+		return out, false // a message from before the node restarted (or a second agent under the name)
 	case p.Incarnation > o.inc:
 		// A restart: the old incarnation's holds are gone; its counts were
 		// real hits and stay applied, but the new one counts from zero.
 		out = t.dropGauges(o, out)
 		o.keys = make(map[uint64]*remoteKey)
+		if o.inc != 0 {
+			o.newerAt = now
+		}
 		o.inc = p.Incarnation
 	}
 	o.gone = false
