@@ -25,6 +25,7 @@ const (
 	codeOverRelease     = "over_release"
 	codeTooLarge        = "too_large"
 	codeTooMany         = "too_many"
+	codeUnauthorized    = "unauthorized"
 	codeNotReady        = "not_ready"
 	codeInternal        = "internal"
 	codeNotFound        = "not_found"

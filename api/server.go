@@ -34,6 +34,12 @@ type Options struct {
 	// Cluster shows the mesh in /v1/peers, /v1/state and /metrics; nil
 	// means the node runs alone.
 	Cluster ClusterView
+	// AuthToken, when set, must be sent as `Authorization: Bearer <token>`
+	// on every request through a listener that is not loopback (and, with
+	// AuthEverywhere, through every listener), except GET /healthz and
+	// /readyz; a request without it is 401 unauthorized.
+	AuthToken      []byte
+	AuthEverywhere bool
 	// Base is the agent's time base when Now is nil: decisions run on it, so
 	// that a step of the system clock does not move them (see package internal/clock, Monotonic).
 	// nil: a fresh one.
@@ -62,14 +68,16 @@ type Server struct {
 	idPrefix string
 	reqSeq   atomic.Uint64
 
-	metrics   *metrics
-	realClock bool                // now is base.Now: a handler's own time.Now reading gives the decision instant
-	base      *timebase.Monotonic // the time base when realClock
-	load      func() (*config.Config, string, error)
-	reload    sync.Mutex // one reload at a time
-	cluster   ClusterView
-	sim       simGuard    // bounds POST /v1/simulate (simulate.go)
-	connLog   *connLogger // fasthttp's messages, cut and rate-limited (connlog.go)
+	metrics        *metrics
+	realClock      bool                // now is base.Now: a handler's own time.Now reading gives the decision instant
+	base           *timebase.Monotonic // the time base when realClock
+	load           func() (*config.Config, string, error)
+	reload         sync.Mutex // one reload at a time
+	cluster        ClusterView
+	sim            simGuard // bounds POST /v1/simulate (simulate.go)
+	authToken      []byte   // auth.go
+	authEverywhere bool
+	connLog        *connLogger // fasthttp's messages, cut and rate-limited (connlog.go)
 }
 
 // generation is one engine in force and what is derived from it once.
@@ -103,6 +111,7 @@ func New(e *local.Engine, opts Options) *Server {
 		cluster: opts.Cluster,
 	}
 	s.metrics = newMetrics(s)
+	s.authToken, s.authEverywhere = append([]byte(nil), opts.AuthToken...), opts.AuthEverywhere
 	s.sim.limit = opts.SimulateTimeLimit
 	if s.sim.limit <= 0 {
 		s.sim.limit = DefaultSimulateTimeLimit
@@ -169,6 +178,10 @@ func (s *Server) Ready() bool { return s.ready.Load() }
 // serving.
 func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	defer s.recoverPanic(ctx)
+	if s.needsAuth(ctx) && !s.authorized(ctx) {
+		refuseUnauthorized(ctx)
+		return
+	}
 	if ctx.Request.Header.ContentLength() == -1 && smuggled(ctx.Request.Header.RawHeaders()) {
 		// Both framings: a proxy in front may have read the body by the
 		// other one, and the rest of this connection may not be what it
