@@ -4,19 +4,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/sock"
 )
 
-// Built-in listener defaults (API.md).
+// Built-in listener defaults (the socket's: sock.DefaultPath).
 const (
-	defaultHTTP       = "127.0.0.1:7070"
-	defaultDrain      = 5 * time.Second
-	defaultSocketName = "obol.sock"
-	fallbackSocketDir = "/tmp"
+	defaultHTTP  = "127.0.0.1:7070"
+	defaultDrain = 5 * time.Second
 )
 
 // env is the agent's environment. It is read here and nowhere else.
@@ -145,11 +143,12 @@ func resolve(f flags, e env, cfg *config.Config) (settings, error) {
 		http:   firstOf(f.http, e.http, cfg.Agent.HTTP, defaultHTTP),
 	}
 	if s.socket == "" {
-		dir := e.runtimeDir
-		if dir == "" {
-			dir = fallbackSocketDir
-		}
-		s.socket = filepath.Join(dir, defaultSocketName)
+		s.socket = sock.DefaultPath(func(k string) string {
+			if k == "XDG_RUNTIME_DIR" {
+				return e.runtimeDir
+			}
+			return ""
+		})
 	}
 	s.drain = defaultDrain
 	if v := firstOf(f.drain, e.drain); v != "" {
