@@ -31,6 +31,10 @@ const probeTimeout = time.Second
 // size less the terminating NUL.
 var maxPathLen = len(syscall.RawSockaddrUnix{}.Path) - 1
 
+// MaxPathLen returns the longest socket path, in bytes, the platform takes
+// (107 on Linux).
+func MaxPathLen() int { return maxPathLen }
+
 // Errors Listen returns (wrapped, naming the path) for a path it will not
 // take over.
 var (
@@ -73,6 +77,18 @@ func ClientPath(getenv func(string) string) (string, error) {
 	}
 }
 
+// CheckPath returns an error, naming path, when path cannot name a Unix
+// socket: empty, or longer than the platform takes (107 bytes on Linux).
+func CheckPath(path string) error {
+	switch {
+	case path == "":
+		return errors.New("sock: empty socket path")
+	case len(path) > maxPathLen:
+		return fmt.Errorf("sock: socket path %s is %d bytes, want at most %d", path, len(path), maxPathLen)
+	}
+	return nil
+}
+
 // Dial connects to the Unix socket at path. A timeout ≤ 0 means none. The
 // error names the path.
 func Dial(path string, timeout time.Duration) (net.Conn, error) {
@@ -102,12 +118,10 @@ var _ net.Listener = (*Listener)(nil)
 // (ErrInUse), one it cannot probe, and a path longer than the platform
 // takes. The socket's directory must exist.
 func Listen(path string, mode fs.FileMode) (*Listener, error) {
-	switch {
-	case path == "":
-		return nil, errors.New("sock: empty socket path")
-	case len(path) > maxPathLen:
-		return nil, fmt.Errorf("sock: socket path %s is %d bytes, want at most %d", path, len(path), maxPathLen)
-	case mode&^fs.ModePerm != 0:
+	if err := CheckPath(path); err != nil {
+		return nil, err
+	}
+	if mode&^fs.ModePerm != 0 {
 		return nil, fmt.Errorf("sock: mode %v for %s: want permission bits only, such as 0660", mode, path)
 	}
 	if err := clearStale(path); err != nil {
