@@ -75,10 +75,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	}
 	if err != nil {
-		for _, e := range unjoin(err) {
-			fmt.Fprintf(stderr, "obol: %v\n", e)
-		}
-		return &exitError{exitUsage, err}
+		return &exitError{exitUsage, err} // parseFlags printed it
 	}
 	if f.version {
 		bi, ok := debug.ReadBuildInfo()

@@ -100,7 +100,8 @@ Flags:
 
 // parseFlags parses args. -h prints the usage on stdout and returns
 // flag.ErrHelp; a bad flag prints the error and the usage on stderr. A
-// string flag given an empty value is an error naming it.
+// string flag given an empty value is an error naming it, printed on
+// stderr, as is --check-config with --config.
 func parseFlags(args []string, stdout, stderr io.Writer) (flags, error) {
 	f := flags{set: map[string]bool{}}
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
@@ -155,6 +156,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (flags, error) {
 	})
 	if f.set["check-config"] && f.set["config"] {
 		errs = append(errs, errors.New("--check-config and --config: give one (--check-config FILE checks FILE)"))
+	}
+	for _, err := range errs {
+		fmt.Fprintf(stderr, "obol: %v\n", err)
 	}
 	return f, errors.Join(errs...)
 }
