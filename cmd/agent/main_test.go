@@ -373,14 +373,15 @@ func TestRunListenerOff(t *testing.T) {
 			}
 			return false
 		})
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Errorf("readyz %d", resp.StatusCode)
-		}
+		// The start line comes just before the server marks itself ready.
+		waitFor(t, 10*time.Second, "readyz 200 over TCP", func() bool {
+			resp, err := http.Get("http://" + addr + "/readyz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		})
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
