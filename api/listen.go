@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
-	"os"
-	"syscall"
 	"time"
+
+	"github.com/obol-dev/obol/internal/sock"
 )
 
 // ListenConfig says where a Server listens. An empty Socket or HTTP means no
@@ -17,7 +16,7 @@ import (
 type ListenConfig struct {
 	// Socket is the Unix socket path. The socket is created with mode 0660; a
 	// socket file left by a dead process is removed first, but one another
-	// process answers on is refused.
+	// process answers on, or a file that is not a socket, is refused.
 	Socket string
 	// HTTP is the TCP address, host:port; port 0 picks a free port. It must
 	// be a loopback address unless AllowPublic is set.
@@ -37,11 +36,10 @@ const DefaultDrainTimeout = 5 * time.Second
 // that does not serve them. The methods are safe for concurrent use except
 // Close, which must not race with itself.
 type Listeners struct {
-	socket     string
-	socketInfo os.FileInfo // the socket file we created, to remove only ours
-	unix       *net.UnixListener
-	tcp        net.Listener
-	drain      time.Duration
+	socket string
+	unix   *sock.Listener
+	tcp    net.Listener
+	drain  time.Duration
 }
 
 // Listen binds the listeners of lc: the TCP address first (refused, naming
@@ -115,36 +113,18 @@ func checkLoopback(addr string) error {
 	return nil
 }
 
-// listenUnix binds the socket at path, removing a stale socket file first.
+// socketMode is the Unix socket's permission bits: the agent's user and
+// group may connect.
+const socketMode = 0o660
+
+// listenUnix binds the socket at path (sock.Listen: a stale socket file is
+// removed first, a live one or another file refused).
 func (l *Listeners) listenUnix(path string) error {
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&fs.ModeSocket == 0 {
-			return fmt.Errorf("api: socket %s: the file exists and is not a socket; not removing it", path)
-		}
-		conn, err := net.DialTimeout("unix", path, time.Second)
-		if err == nil {
-			conn.Close()
-			return fmt.Errorf("api: socket %s: another process (an agent already running?) serves on it", path)
-		}
-		if !errors.Is(err, syscall.ECONNREFUSED) {
-			return fmt.Errorf("api: socket %s: cannot tell whether it is in use: %w", path, err)
-		}
-		// Nobody answers: a socket left by a dead process.
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("api: removing stale socket: %w", err)
-		}
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	ln, err := sock.Listen(path, socketMode)
 	if err != nil {
-		return fmt.Errorf("api: listening on socket: %w", err)
+		return fmt.Errorf("api: %w", err)
 	}
-	ln.SetUnlinkOnClose(false) // Close removes the file, only if it is still ours
 	l.unix, l.socket = ln, path
-	if err := os.Chmod(path, 0o660); err != nil {
-		l.Close()
-		return fmt.Errorf("api: socket %s: %w", path, err)
-	}
-	l.socketInfo, _ = os.Lstat(path)
 	return nil
 }
 
@@ -179,14 +159,6 @@ func (l *Listeners) Close() error {
 		if err := ln.Close(); err != nil && first == nil && !errors.Is(err, net.ErrClosed) {
 			first = err
 		}
-	}
-	if l.socketInfo != nil {
-		if fi, err := os.Lstat(l.socket); err == nil && os.SameFile(fi, l.socketInfo) {
-			if err := os.Remove(l.socket); err != nil && first == nil {
-				first = err
-			}
-		}
-		l.socketInfo = nil
 	}
 	return first
 }

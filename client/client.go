@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/internal/sock"
 )
 
 // Defaults of a Config field left zero.
@@ -49,7 +49,9 @@ const (
 type Config struct {
 	// Socket is the agent's Unix socket. Socket and URL are exclusive; when
 	// both are empty the socket is $OBOL_SOCKET, else the agent's default,
-	// $XDG_RUNTIME_DIR/obol.sock, else /tmp/obol.sock.
+	// $XDG_RUNTIME_DIR/obol.sock, else /tmp/obol.sock ($TMPDIR is not
+	// read). OBOL_SOCKET=off (an agent serving no socket) makes New fail:
+	// give URL.
 	Socket string
 	// URL is the agent's HTTP address, e.g. "http://127.0.0.1:7070" (a
 	// path, if any, prefixes every endpoint).
@@ -248,13 +250,21 @@ func New(cfg Config) (*Client, error) {
 		}
 		c.base = u.Scheme + "://" + u.Host + trimSlash(u.EscapedPath())
 	default:
-		sock := cfg.Socket
-		if sock == "" {
-			sock = defaultSocket(getenv)
+		path := cfg.Socket
+		if path == "" {
+			p, err := sock.ClientPath(getenv)
+			if err != nil {
+				return nil, fmt.Errorf("client: %w", err)
+			}
+			path = p
 		}
 		c.hc.Addr = "obol"
 		c.hc.DialTimeout = func(_ string, timeout time.Duration) (net.Conn, error) {
-			return dial("unix", sock, min(timeout, dialTimeout))
+			t := min(timeout, dialTimeout)
+			if t <= 0 {
+				return nil, fasthttp.ErrDialTimeout
+			}
+			return sock.Dial(path, t)
 		}
 		c.base = "http://obol"
 	}
@@ -290,18 +300,6 @@ func killSwitchEnv(v string) (bool, error) {
 		return false, fmt.Errorf("client: OBOL_KILL_SWITCH=%q: want 1 or 0 (or true, false)", v)
 	}
 	return on, nil
-}
-
-// defaultSocket is the agent's default socket: $OBOL_SOCKET, else
-// $XDG_RUNTIME_DIR/obol.sock, else /tmp/obol.sock.
-func defaultSocket(getenv func(string) string) string {
-	if s := getenv("OBOL_SOCKET"); s != "" {
-		return s
-	}
-	if d := getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "obol.sock")
-	}
-	return filepath.Join(os.TempDir(), "obol.sock")
 }
 
 func dial(network, addr string, timeout time.Duration) (net.Conn, error) {

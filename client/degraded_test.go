@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -298,16 +299,49 @@ func TestNewConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDefaultSocket: without Socket or URL the client dials $OBOL_SOCKET,
+// else the agent's default socket ($XDG_RUNTIME_DIR/obol.sock; never under
+// $TMPDIR); OBOL_SOCKET=off makes New fail naming it.
+func TestDefaultSocket(t *testing.T) {
 	for _, tc := range []struct {
-		env  map[string]string
-		want string
+		name string
+		env  func(dir string) map[string]string
+		sock string // where the stub agent listens, under dir; "": New fails
 	}{
-		{map[string]string{"OBOL_SOCKET": "/a.sock", "XDG_RUNTIME_DIR": "/run/u"}, "/a.sock"},
-		{map[string]string{"XDG_RUNTIME_DIR": "/run/u"}, "/run/u/obol.sock"},
+		{name: "XDG_RUNTIME_DIR, TMPDIR ignored", sock: "obol.sock",
+			env: func(dir string) map[string]string {
+				return map[string]string{"XDG_RUNTIME_DIR": dir, "TMPDIR": "/nonexistent"}
+			}},
+		{name: "OBOL_SOCKET wins", sock: "mine.sock",
+			env: func(dir string) map[string]string {
+				return map[string]string{"OBOL_SOCKET": filepath.Join(dir, "mine.sock"), "XDG_RUNTIME_DIR": "/nonexistent"}
+			}},
+		{name: "OBOL_SOCKET off",
+			env: func(string) map[string]string { return map[string]string{"OBOL_SOCKET": "off"} }},
 	} {
-		if got := defaultSocket(env(tc.env)); got != tc.want {
-			t.Errorf("defaultSocket(%v) = %q, want %q", tc.env, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			dir := shortTempDir(t)
+			m := tc.env(dir)
+			getenv := func(k string) string { return m[k] }
+			if tc.sock == "" {
+				if _, err := New(Config{Getenv: getenv}); err == nil || !strings.Contains(err.Error(), "OBOL_SOCKET") {
+					t.Fatalf("New = %v, want an error naming OBOL_SOCKET", err)
+				}
+				return
+			}
+			serve(t, filepath.Join(dir, tc.sock), func(ctx *fasthttp.RequestCtx) {
+				ctx.SetStatusCode(418)
+				ctx.SetBodyString("the stub")
+			})
+			c, _ := newClient(t, Config{Getenv: getenv})
+			_, err := c.Request(context.Background(), "r/x", "d")
+			var ae *APIError
+			if !errors.As(err, &ae) || ae.Status != 418 {
+				t.Fatalf("Request = %v; want the stub's 418 (the client dialed elsewhere)", err)
+			}
+		})
 	}
 }
 

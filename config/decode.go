@@ -811,13 +811,25 @@ func (d *decoder) agent(path string, n *yaml.Node, a *Agent) {
 	for _, p := range ps {
 		switch p.key {
 		case "socket":
-			a.Socket = d.str(p.path, p.v)
+			a.Socket = d.listener(p.path, p.v, "a path", "the Unix socket")
 		case "http":
-			a.HTTP = d.str(p.path, p.v)
+			a.HTTP = d.listener(p.path, p.v, "host:port", "the HTTP listener")
 		default:
 			d.unknown(p, agentKeys, "")
 		}
 	}
+}
+
+// listener reads an agent listener key: a string, where an explicit empty
+// one is refused (it would silently mean the default) in favour of "off".
+func (d *decoder) listener(path string, n *yaml.Node, want, what string) string {
+	v := d.str(path, n)
+	if v == "" && !d.isBad(path) {
+		if n = d.deref(n); n != nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+			d.fail(path, n, "must not be empty: give %s, or \"off\" to turn %s off (leave the key out for the default)", want, what)
+		}
+	}
+	return v
 }
 
 func (d *decoder) gossip(path string, n *yaml.Node, g *Gossip) {

@@ -126,6 +126,15 @@ func TestParseValid(t *testing.T) {
 			check: func(t *testing.T, c *Config) {},
 		},
 		{
+			name: "a listener off, the other left out (the default)",
+			src:  "agent: {http: off}\n",
+			check: func(t *testing.T, c *Config) {
+				if c.Agent.HTTP != ListenerOff || c.Agent.Socket != "" {
+					t.Errorf("agent = %+v, want http off and the default socket", c.Agent)
+				}
+			},
+		},
+		{
 			name: "null sections",
 			src:  "agent:\ngossip:\nnamespaces:\nresources:\n",
 			check: func(t *testing.T, c *Config) {
@@ -450,6 +459,15 @@ func TestParseInvalid(t *testing.T) {
 		{"agent http not host:port",
 			`agent: {http: localhost}`,
 			`agent.http`, "must be host:port"},
+		{"agent http empty",
+			`agent: {http: ""}`,
+			`agent.http`, `must not be empty: give host:port, or "off"`},
+		{"agent socket empty",
+			`agent: {socket: ''}`,
+			`agent.socket`, `must not be empty: give a path, or "off"`},
+		{"agent http empty in JSON",
+			`{"agent": {"http": ""}}`,
+			`agent.http`, `must not be empty`},
 		{"gossip negative sync_interval",
 			`gossip: {sync_interval: -1s}`,
 			`gossip.sync_interval`, "must be ≥ 0, got -1s"},

@@ -67,15 +67,23 @@ type Config struct {
 	Resources map[string]*Resource `json:"resources"`
 }
 
-// Agent holds the listener settings. Empty strings mean the built-in
-// defaults; each field also has a flag and an OBOL_* environment variable.
+// Agent holds the listener settings. Empty strings (keys left out) mean the
+// built-in defaults; ListenerOff turns a listener off (the agent needs one
+// at least). A key written with an empty value is refused: it would
+// silently mean the default. Each field also has a flag and an OBOL_*
+// environment variable.
 type Agent struct {
-	// Socket is the Unix socket path ("" = $XDG_RUNTIME_DIR/obol.sock, else /tmp/obol.sock).
+	// Socket is the Unix socket path ("" = $XDG_RUNTIME_DIR/obol.sock, else
+	// /tmp/obol.sock; "off" = none).
 	Socket string `json:"socket,omitempty"`
-	// HTTP is the loopback TCP address ("" = 127.0.0.1:7070). When set it
-	// must be host:port.
+	// HTTP is the loopback TCP address ("" = 127.0.0.1:7070; "off" = none).
+	// Otherwise it must be host:port.
 	HTTP string `json:"http,omitempty"`
 }
+
+// ListenerOff is the value of Agent.Socket or Agent.HTTP that turns that
+// listener off.
+const ListenerOff = "off"
 
 // Gossip holds the cluster settings. The zero value runs the agent alone;
 // a Bind or a Join list makes it join a mesh (docs/cluster.md).

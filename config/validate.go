@@ -156,7 +156,9 @@ func (r *Resource) Validate() error {
 }
 
 func (c *Config) check(l *problemList) {
-	checkAddr(l, "agent.http", c.Agent.HTTP)
+	if c.Agent.HTTP != ListenerOff {
+		checkAddr(l, "agent.http", c.Agent.HTTP)
+	}
 	checkString(l, "agent.socket", c.Agent.Socket)
 	checkAddr(l, "gossip.bind", c.Gossip.Bind)
 	for i, j := range c.Gossip.Join {

@@ -130,7 +130,11 @@ type Config struct {
 	// a higher one replaces a lower one's state. 0: time.Now().UnixNano().
 	Incarnation uint64
 	// Logger receives memberlist's own log at debug level and this
-	// package's at debug (drops), info (joins) and warn. nil: discard.
+	// package's: membership events at info (a peer joined, left, came
+	// back, was updated) and warn (a peer declared dead), a name conflict
+	// at error, the join's outcome (info, or warn when no peer answered),
+	// a warning at start when gossip is exposed off loopback without a
+	// key, and drops and resyncs at debug. nil: discard.
 	Logger *slog.Logger
 	// Transport is an optional memberlist transport (tests pass a
 	// FaultTransport); nil: memberlist's NetTransport on Bind.
@@ -311,8 +315,9 @@ type goneEvent struct {
 type delegate Node
 
 var (
-	_ memberlist.Delegate      = (*delegate)(nil)
-	_ memberlist.EventDelegate = (*delegate)(nil)
+	_ memberlist.Delegate         = (*delegate)(nil)
+	_ memberlist.EventDelegate    = (*delegate)(nil)
+	_ memberlist.ConflictDelegate = (*delegate)(nil)
 )
 
 // New creates a node, starts memberlist and joins the seeds. Memberlist is
@@ -386,6 +391,7 @@ func New(cfg Config, h Handler) (*Node, error) {
 	mc.Label = cfg.Label
 	mc.Delegate = (*delegate)(n)
 	mc.Events = (*delegate)(n)
+	mc.Conflict = (*delegate)(n)
 	mc.Transport = cfg.Transport
 	if cfg.Logger != nil {
 		mc.Logger = log.New(logWriter{cfg.Logger.With("component", "memberlist")}, "", 0)
@@ -407,6 +413,18 @@ func New(cfg Config, h Handler) (*Node, error) {
 	n.ml = ml
 	n.addr = ml.LocalNode().Address()
 	n.port = mc.BindPort // memberlist sets it to the bound port when it was 0
+	if len(mc.SecretKey) == 0 && mc.Keyring == nil {
+		// With a transport of its own the bind address is not used: judge
+		// by the address peers are told to reach.
+		exposed := net.ParseIP(mc.BindAddr)
+		if cfg.Transport != nil {
+			exposed = ml.LocalNode().Addr
+		}
+		if exposed == nil || !exposed.IsLoopback() {
+			n.log.Warn("gossip: listening off loopback without a secret key: anyone who reaches this address can join the mesh and inject counts; give a key (16, 24 or 32 bytes) on a network you do not fully trust",
+				"bind", net.JoinHostPort(mc.BindAddr, strconv.Itoa(n.port)), "advertise", n.addr)
+		}
+	}
 
 	n.wg.Add(1)
 	go n.dispatch()
@@ -423,9 +441,15 @@ func New(cfg Config, h Handler) (*Node, error) {
 			switch {
 			case n.stopped():
 			case err != nil && k == 0 || ml.NumMembers() < 2:
-				n.log.Warn("gossip: join found no peer; running alone, will retry", "seeds", n.seeds, "err", oneLine(err))
+				if err == nil {
+					err = errors.New("no seed address is another member")
+				}
+				n.log.Warn("gossip: join failed: no peer reached; running alone, retrying", "seeds", n.seeds,
+					"reached", k, "err", oneLine(err), "retry_every", rejoinEvery(cfg.RejoinInterval).String())
+			case err != nil:
+				n.log.Info("gossip: joined", "seeds", n.seeds, "reached", k, "members", ml.NumMembers(), "unreached", oneLine(err))
 			default:
-				n.log.Info("gossip: joined", "seeds", n.seeds, "contacted", k, "members", ml.NumMembers())
+				n.log.Info("gossip: joined", "seeds", n.seeds, "reached", k, "members", ml.NumMembers())
 			}
 		}()
 		select {
@@ -447,10 +471,7 @@ func New(cfg Config, h Handler) (*Node, error) {
 		go n.beaconLoop(clk, every)
 	}
 	if cfg.RejoinInterval >= 0 && len(n.seeds) > 0 {
-		every := cfg.RejoinInterval
-		if every == 0 {
-			every = 30 * time.Second
-		}
+		every := rejoinEvery(cfg.RejoinInterval)
 		rng := cfg.Rand
 		if rng == nil {
 			rng = rand.New(rand.NewPCG(inc, 0x6f626f6c))
@@ -459,6 +480,18 @@ func New(cfg Config, h Handler) (*Node, error) {
 		go n.rejoinLoop(clk, rng, every)
 	}
 	return n, nil
+}
+
+// rejoinEvery returns the rejoin loop's interval for Config.RejoinInterval
+// (0: 30 s; negative: never, returned as 0).
+func rejoinEvery(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return 30 * time.Second
+	case d < 0:
+		return 0
+	}
+	return d
 }
 
 // Name returns the node's name.
@@ -814,7 +847,7 @@ func (n *Node) rejoin() int {
 	}
 	k, err := n.ml.Join(missing)
 	if k > 0 {
-		n.log.Info("gossip: rejoined", "addresses", missing, "contacted", k, "members", n.ml.NumMembers())
+		n.log.Info("gossip: rejoined", "addresses", missing, "reached", k, "members", n.ml.NumMembers())
 	} else {
 		n.log.Debug("gossip: rejoin found no peer", "addresses", missing, "err", oneLine(err))
 	}
@@ -949,19 +982,37 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 	n.h.HandlePacket(p)
 }
 
-// NotifyJoin records a member that became alive (self included). A member
+// NotifyJoin records a member that became alive (self included) and logs
+// it: "peer joined" for a member new to this node, "peer back" for one
 // alive again after it was dead or had left (a healed partition, a false
-// death) is resynced with a push/pull: what it and this node did meanwhile
-// was shipped to no one.
+// death, a restart), "peer rejoined at a new address" when it came back
+// elsewhere (a rescheduled pod). A member back is resynced with a
+// push/pull: what it and this node did meanwhile was shipped to no one.
 func (d *delegate) NotifyJoin(node *memberlist.Node) {
 	n := d.node()
 	n.mu.Lock()
-	back := false
-	if ps := n.peers[node.Name]; ps != nil && (ps.state == "dead" || ps.state == "left") && node.Name != n.name {
-		back = true
+	var was, oldAddr string
+	var oldInc uint64
+	if ps := n.peers[node.Name]; ps != nil {
+		was, oldAddr, oldInc = ps.state, ps.addr, ps.inc
 	}
 	n.mu.Unlock()
+	back := (was == "dead" || was == "left") && node.Name != n.name
 	n.member(node, "alive")
+	if node.Name == n.name {
+		return
+	}
+	inc, _, _ := decodeMeta(node.Meta)
+	switch {
+	case !back:
+		n.log.Info("gossip: peer joined", "node", node.Name, "addr", node.Address(), "incarnation", inc)
+	case oldAddr != node.Address():
+		n.log.Info("gossip: peer rejoined at a new address", "node", node.Name, "addr", node.Address(),
+			"old_addr", oldAddr, "was", was, "restarted", inc != oldInc, "incarnation", inc)
+	default:
+		n.log.Info("gossip: peer back", "node", node.Name, "addr", node.Address(), "was", was,
+			"restarted", inc != oldInc, "incarnation", inc)
+	}
 	if back {
 		n.mu.Lock()
 		n.queueResyncLocked(node.Name, n.peer(node.Name), time.Now())
@@ -969,13 +1020,22 @@ func (d *delegate) NotifyJoin(node *memberlist.Node) {
 	}
 }
 
-// NotifyUpdate records a member's new meta.
+// NotifyUpdate records a member's new meta (its incarnation, its leaving
+// flag) and logs it.
 func (d *delegate) NotifyUpdate(node *memberlist.Node) {
-	d.node().member(node, "")
+	n := d.node()
+	n.member(node, "")
+	if node.Name == n.name {
+		return
+	}
+	inc, leaving, _ := decodeMeta(node.Meta)
+	n.log.Info("gossip: peer updated", "node", node.Name, "addr", node.Address(), "incarnation", inc, "leaving", leaving)
 }
 
-// NotifyLeave records a departure and queues NodeGone. memberlist calls it
-// with its member lock held, so it only queues.
+// NotifyLeave records a departure, logs it ("peer left" for a graceful
+// leave, "peer declared dead" when it failed: stopped answering probes)
+// and queues NodeGone. memberlist calls it with its member lock held, so
+// it only queues.
 func (d *delegate) NotifyLeave(node *memberlist.Node) {
 	n := d.node()
 	state := "dead"
@@ -993,6 +1053,11 @@ func (d *delegate) NotifyLeave(node *memberlist.Node) {
 	if node.Name == n.name {
 		return
 	}
+	if state == "left" {
+		n.log.Info("gossip: peer left", "node", node.Name, "addr", node.Address(), "incarnation", inc)
+	} else {
+		n.log.Warn("gossip: peer declared dead", "node", node.Name, "addr", node.Address(), "incarnation", inc)
+	}
 	n.mu.Lock()
 	n.gone = append(n.gone, goneEvent{name: node.Name, inc: inc})
 	n.mu.Unlock()
@@ -1000,6 +1065,16 @@ func (d *delegate) NotifyLeave(node *memberlist.Node) {
 	case n.wake <- struct{}{}:
 	default:
 	}
+}
+
+// NotifyConflict logs a node at another address claiming a member's name;
+// memberlist keeps the member it knows and ignores the other. Names must be
+// unique in a mesh; a restarted node is let back at a new address once its
+// old self has been dead for DeadNodeReclaimTime (1 s), so a conflict that
+// does not pass is two nodes sharing a name.
+func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
+	d.node().log.Warn("gossip: node name conflict: a node at another address claims a member's name; names must be unique in a mesh",
+		"node", existing.Name, "addr", existing.Address(), "other_addr", other.Address())
 }
 
 // member records what memberlist reports about node; state "" keeps the

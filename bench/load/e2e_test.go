@@ -106,7 +106,7 @@ func TestEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	rep, err := run(ctx, []string{"-c", "4", "-d", "400ms", "-warmup", "100ms", "-domains", "1000", "-rss-keys", "5000"}, &stdout, &stderr)
+	rep, err := run(ctx, []string{"-c", "4", "-d", "400ms", "-warmup", "100ms", "-domains", "1000", "-rss-keys", "5000"}, noEnv, &stdout, &stderr)
 	skipOnBuildError(t, err)
 	t.Logf("stdout:\n%s\nstderr:\n%s", &stdout, &stderr)
 	if rep == nil {
@@ -166,7 +166,7 @@ func TestAttachSingleAndSoak(t *testing.T) {
 	attach := []string{"-agent-socket", a.socket, "-agent-pid", strconv.Itoa(a.pid), "-agent-http", a.http}
 
 	var stdout, stderr bytes.Buffer
-	rep, err := run(ctx, append(attach, "-tcp", "-c", "2", "-d", "300ms", "-warmup", "100ms", "-rate", "500"), &stdout, &stderr)
+	rep, err := run(ctx, append(attach, "-tcp", "-c", "2", "-d", "300ms", "-warmup", "100ms", "-rate", "500"), noEnv, &stdout, &stderr)
 	t.Logf("single, open loop over TCP:\n%s\n%s", &stdout, &stderr)
 	if err != nil {
 		t.Errorf("run: %v", err)
@@ -181,7 +181,7 @@ func TestAttachSingleAndSoak(t *testing.T) {
 
 	stdout.Reset()
 	stderr.Reset()
-	rep, err = run(ctx, append(attach, "-c", "2", "-soak", "1s", "-soak-every", "400ms", "-rate", "300"), &stdout, &stderr)
+	rep, err = run(ctx, append(attach, "-c", "2", "-soak", "1s", "-soak-every", "400ms", "-rate", "300"), noEnv, &stdout, &stderr)
 	t.Logf("soak:\n%s\n%s", &stdout, &stderr)
 	if err != nil {
 		t.Errorf("soak: %v", err)
@@ -194,34 +194,66 @@ func TestAttachSingleAndSoak(t *testing.T) {
 	}
 }
 
+func noEnv(string) string { return "" }
+
+// TestAttachDefaultSocket: -agent-pid alone attaches on the agent's default
+// socket, the one rule the agent and the client use.
+func TestAttachDefaultSocket(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string // "": an error naming OBOL_SOCKET
+	}{
+		{name: "XDG_RUNTIME_DIR", env: map[string]string{"XDG_RUNTIME_DIR": "/run/user/7", "TMPDIR": "/var/tmp"}, want: "/run/user/7/obol.sock"},
+		{name: "fallback", env: map[string]string{"TMPDIR": "/var/tmp"}, want: "/tmp/obol.sock"},
+		{name: "OBOL_SOCKET", env: map[string]string{"OBOL_SOCKET": "/run/obol/obol.sock", "XDG_RUNTIME_DIR": "/run/user/7"}, want: "/run/obol/obol.sock"},
+		{name: "OBOL_SOCKET off", env: map[string]string{"OBOL_SOCKET": "off"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseFlags([]string{"-agent-pid", "1"}, func(k string) string { return tc.env[k] }, &bytes.Buffer{})
+			if tc.want == "" {
+				if err == nil || !strings.Contains(err.Error(), "OBOL_SOCKET") {
+					t.Fatalf("parseFlags = %v, want an error naming OBOL_SOCKET", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !o.attached() || o.agentSocket != tc.want {
+				t.Errorf("attached %v on %q, want %q", o.attached(), o.agentSocket, tc.want)
+			}
+		})
+	}
+}
+
 func TestFlags(t *testing.T) {
 	for _, bad := range [][]string{
 		{"-c", "0"},
 		{"-enc", "xml"},
 		{"-batch", "1001"},
 		{"-agent-socket", "/x.sock"},
-		{"-agent-pid", "1"},
 		{"-tcp", "-agent-socket", "/x.sock", "-agent-pid", "1"},
 		{"-soak", "1m", "-batch", "10"},
 		{"-resources", ","},
 		{"extra"},
 	} {
-		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
+		if _, err := parseFlags(bad, noEnv, &bytes.Buffer{}); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}
-	o, err := parseFlags(nil, &bytes.Buffer{})
+	o, err := parseFlags(nil, noEnv, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.conns != 64 || o.domains != 10000 || o.dur != 10*time.Second || o.warmup != 2*time.Second || o.single() || o.tcp {
 		t.Errorf("defaults: %+v", o)
 	}
-	if o, _ := parseFlags([]string{"-batch", "10"}, &bytes.Buffer{}); !o.single() {
+	if o, _ := parseFlags([]string{"-batch", "10"}, noEnv, &bytes.Buffer{}); !o.single() {
 		t.Error("-batch does not select a single scenario")
 	}
 	var out bytes.Buffer
-	if _, err := run(context.Background(), []string{"-print-config", "-rss-keys", "10"}, &out, &bytes.Buffer{}); err != nil || !strings.Contains(out.String(), "bench/keys:") {
+	if _, err := run(context.Background(), []string{"-print-config", "-rss-keys", "10"}, noEnv, &out, &bytes.Buffer{}); err != nil || !strings.Contains(out.String(), "bench/keys:") {
 		t.Errorf("-print-config: %v\n%s", err, &out)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/obol-dev/obol/internal/sock"
 )
 
 func main() {
@@ -25,7 +27,7 @@ func main() {
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	_, err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	_, err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
 }
@@ -83,7 +85,9 @@ func (o *options) single() bool { return o.set["enc"] || o.set["batch"] || o.set
 // attached reports whether the generator loads an agent it did not start.
 func (o *options) attached() bool { return o.agentSocket != "" }
 
-func parseFlags(args []string, stderr io.Writer) (*options, error) {
+// parseFlags parses args; getenv gives the default socket of -agent-pid
+// alone.
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
 	o := &options{set: map[string]bool{}}
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -96,7 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up before each phase's measurement")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop at this many requests/s in total (0: closed loop; setting it runs that one scenario; with -soak, the soak's rate)")
 	fs.StringVar(&o.agentSocket, "agent-socket", "", "attach to the agent serving this Unix socket instead of starting one (needs -agent-pid)")
-	fs.IntVar(&o.agentPID, "agent-pid", 0, "process id of the attached agent, for its CPU time and RSS")
+	fs.IntVar(&o.agentPID, "agent-pid", 0, "process id of the attached agent, for its CPU time and RSS; alone, attaches on the agent's default socket ($OBOL_SOCKET, else $XDG_RUNTIME_DIR/obol.sock, else /tmp/obol.sock)")
 	fs.StringVar(&o.agentHTTP, "agent-http", "", "loopback TCP address of the attached agent (for -tcp)")
 	resources := fs.String("resources", defaultResources, "comma-separated rate resources the domains are spread over")
 	fs.StringVar(&o.rssResource, "rss-resource", defaultRSSResource, "gcra resource the RSS measurement fills with keys")
@@ -120,6 +124,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
+	if o.agentSocket == "" && o.agentPID != 0 {
+		if o.agentSocket, err = sock.ClientPath(getenv); err != nil {
+			return nil, fmt.Errorf("-agent-pid without -agent-socket: %w", err)
+		}
+	}
 	if o.enc, err = parseEncoding(o.encName); err != nil {
 		return nil, err
 	}
@@ -147,8 +156,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("-rss-keys %d: want 0 or more", o.rssKeys)
 	case len(o.resources) == 0:
 		return nil, errors.New("-resources: name at least one resource")
-	case (o.agentSocket == "") != (o.agentPID == 0):
-		return nil, errors.New("-agent-socket and -agent-pid go together: the socket to load, the process to measure")
+	case o.agentSocket != "" && o.agentPID == 0:
+		return nil, errors.New("-agent-socket needs -agent-pid: the process to measure")
 	case o.tcp && o.attached() && o.agentHTTP == "":
 		return nil, errors.New("-tcp with an attached agent needs its address: -agent-http 127.0.0.1:PORT")
 	case o.soak > 0 && (o.set["enc"] || o.set["batch"]):
@@ -180,8 +189,8 @@ func (b *bench) timing() phaseTiming { return phaseTiming{warmup: b.o.warmup, du
 // run runs the generator with args (without the program name) and prints
 // the table on stdout; progress and problems go to stderr. Its error is nil
 // when everything was measured without an error.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) (*runReport, error) {
-	o, err := parseFlags(args, stderr)
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (*runReport, error) {
+	o, err := parseFlags(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil, nil
 	}

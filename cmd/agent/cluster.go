@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"time"
@@ -33,8 +32,24 @@ type clusterSettings struct {
 	bind       string
 	join       []string
 	secretFile string
+	secretFrom string // the flag, variable or key secretFile came from
+	key        []byte // the gossip key read from secretFile, by loadKey
 	label      string
 	sync       time.Duration
+}
+
+// loadKey reads the gossip key when the agent joins a mesh with a secret
+// file. The error names the file and where it was given.
+func (cs *clusterSettings) loadKey() error {
+	if !cs.enabled || cs.secretFile == "" {
+		return nil
+	}
+	k, err := gossip.LoadSecret(cs.secretFile)
+	if err != nil {
+		return fmt.Errorf("%v: %w", value{cs.secretFile, cs.secretFrom}, err)
+	}
+	cs.key = k
+	return nil
 }
 
 // clusterRun is a running cluster membership: the reconcile side that ships
@@ -52,19 +67,12 @@ var _ api.ClusterView = (*clusterRun)(nil)
 // startCluster joins e to the mesh cs describes. A seed that does not
 // answer is not an error: the node runs alone (fail open) until someone
 // joins it.
+// The key must have been loaded (loadKey).
 func startCluster(ctx context.Context, cs clusterSettings, e *local.Engine, log *slog.Logger, base clock.Clock) (*clusterRun, error) {
-	var key []byte
-	if cs.secretFile != "" {
-		k, err := gossip.LoadSecret(cs.secretFile)
-		if err != nil {
-			return nil, &exitError{exitUsage, err}
-		}
-		key = k
-	}
 	rec := reconcile.New(reconcile.Options{Name: cs.name, SyncInterval: cs.sync, Logger: log, Clock: base})
 	e.Attach(rec)
 	node, err := gossip.New(gossip.Config{
-		Name: cs.name, Bind: cs.bind, Join: cs.join, SecretKey: key, Label: cs.label,
+		Name: cs.name, Bind: cs.bind, Join: cs.join, SecretKey: cs.key, Label: cs.label,
 		Incarnation: rec.Incarnation(), Logger: log,
 	}, rec)
 	if err != nil {
@@ -124,13 +132,4 @@ func splitJoin(v string) []string {
 		}
 	}
 	return out
-}
-
-// checkHostPort reports whether v is host:port with a numeric port.
-func checkHostPort(what, v string) error {
-	_, port, err := net.SplitHostPort(v)
-	if err != nil || port == "" {
-		return fmt.Errorf("%s: must be host:port such as 0.0.0.0:7946, got %q", what, v)
-	}
-	return nil
 }

@@ -86,7 +86,7 @@ func startWrapped(t *testing.T, wrap []string, bin, dir, name string, extra ...s
 		sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
 		for sc.Scan() {
 			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "obol agent joined the mesh" {
+			if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "obol agent gossip started" {
 				p.gossip, _ = m["gossip"].(string)
 			}
 		}

@@ -1,15 +1,23 @@
-// Command agent is obol's rate-limiting sidecar: it serves the local API
-// (API.md) on a Unix socket and a loopback HTTP address.
+// Command agent is obol's rate-limiting sidecar: it serves the local API on a
+// Unix socket and a loopback HTTP address.
 //
-//	agent [--config FILE] [--socket PATH] [--http ADDR] [--http-public]
+//	agent [--config FILE] [--socket PATH|off] [--http ADDR|off] [--http-public] [--log-level LEVEL] [gossip flags]
+//	agent --check-config FILE [flags]
+//	agent --version
 //
-// Each flag has an environment variable (OBOL_CONFIG, OBOL_SOCKET, OBOL_HTTP,
-// OBOL_HTTP_PUBLIC); a flag wins over its variable, which wins over the
-// config file's agent: keys, which win over the defaults: the socket
-// $XDG_RUNTIME_DIR/obol.sock (else /tmp/obol.sock) and 127.0.0.1:7070.
-// Without a config file the agent runs on the built-in demo config. A bad
-// config prints every problem and exits with status 2; a listener that
-// cannot be bound exits with 1. SIGINT or SIGTERM stops the agent gracefully
-// (the socket is removed) with status 0. The agent logs JSON lines (log/slog)
-// to stderr at start and stop, never per request.
+// Each flag but --check-config and --version has an environment variable
+// (OBOL_CONFIG, OBOL_SOCKET, OBOL_HTTP, OBOL_HTTP_PUBLIC, OBOL_LOG_LEVEL, …),
+// all read in settings.go; a flag wins over its variable, which wins over
+// the config file's agent: and gossip: keys, which win over the defaults:
+// the socket sock.DefaultPath ($XDG_RUNTIME_DIR/obol.sock, else
+// /tmp/obol.sock) and 127.0.0.1:7070. "off" turns a listener off; one must
+// stay. Without a config file the agent runs on the built-in demo config.
+//
+// Bad flags, variables or config print every problem, each naming the flag,
+// variable or key and the value, and exit with status 2 before anything is
+// bound; --check-config does the same checks and serves nothing (0 and a
+// summary when all is well). A listener or gossip port that cannot be bound
+// exits with 1. SIGINT or SIGTERM stops the agent gracefully (the socket is
+// removed) with status 0. The agent logs JSON lines (log/slog) to stderr at
+// --log-level: start and stop, reloads, cluster events; never per request.
 package main

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -28,7 +31,7 @@ func main() {
 
 // Exit statuses.
 const (
-	exitFailure = 1 // the agent could not serve (a listener failed)
+	exitFailure = 1 // the agent could not serve (a listener or gossip failed)
 	exitUsage   = 2 // bad flags, environment or config
 )
 
@@ -65,57 +68,128 @@ const stepEvery = time.Second
 // until ctx is done, then stops gracefully (removing its socket) and returns
 // nil. Every error is reported on stderr before it is returned, as an
 // exitError carrying the exit status: 2 for bad flags, environment or config
-// (every config problem is printed), 1 when the agent cannot serve.
+// (every problem is printed), 1 when the agent cannot serve. --version and
+// --check-config print on stdout and return without serving.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f, err := parseFlags(args, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
 	if err != nil {
-		return &exitError{exitUsage, err}
+		return &exitError{exitUsage, err} // parseFlags printed it
+	}
+	if f.version {
+		bi, ok := debug.ReadBuildInfo()
+		fmt.Fprint(stdout, versionText(bi, ok))
+		return nil
 	}
 	e := readEnv(getenv)
 	e.hostname, _ = os.Hostname()
 
-	cfg, source := config.Default(), "built-in default"
-	path := configPath(f, e)
-	if path != "" {
-		if cfg, err = config.Load(path); err != nil {
-			reportConfig(stderr, path, err)
-			return &exitError{exitUsage, err}
-		}
-		source = path
-	}
-	st, err := resolve(f, e, cfg)
+	p, err := prepare(f, e, lookupIP)
 	if err != nil {
-		fmt.Fprintf(stderr, "obol: %v\n", err)
+		report(stderr, p.path, err)
 		return &exitError{exitUsage, err}
 	}
+	if f.checkConfig != "" {
+		fmt.Fprintln(stdout, summary(p))
+		return nil
+	}
+	return serve(ctx, p, stderr)
+}
 
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
+// plan is what the agent runs: the config, the file it came from ("" for
+// the built-in default) and the resolved settings.
+type plan struct {
+	cfg  *config.Config
+	path string
+	st   settings
+}
+
+// source names where the config came from, for the log.
+func (p plan) source() string {
+	if p.path == "" {
+		return "built-in default"
+	}
+	return p.path
+}
+
+// prepare loads the config file, resolves the settings and reads the gossip
+// key. Its error joins every problem: the config file's (a *config.Problems
+// or a read error) and then each setting's. The settings are resolved on an
+// empty config when the file is bad, so that their own problems are listed
+// too.
+func prepare(f flags, e env, lookup func(string) ([]net.IP, error)) (plan, error) {
+	cv := configPath(f, e)
+	p := plan{cfg: config.Default(), path: cv.v}
+	var errs []error
+	if p.path != "" {
+		c, err := config.Load(p.path)
+		var ps *config.Problems
+		switch {
+		case errors.As(err, &ps):
+			errs = append(errs, err)
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%v: %w", cv, err))
+		}
+		if err != nil {
+			c = &config.Config{}
+		}
+		p.cfg = c
+	}
+	st, err := resolve(f, e, p.cfg)
+	if err != nil {
+		errs = append(errs, unjoin(err)...)
+	} else {
+		if err := checkHTTPName(st, lookup); err != nil {
+			errs = append(errs, err)
+		}
+		if err := st.cluster.loadKey(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.st = st
+	return p, errors.Join(errs...)
+}
+
+// lookupIP resolves a host name, for checkHTTPName.
+func lookupIP(host string) ([]net.IP, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return net.DefaultResolver.LookupIP(ctx, "ip", host)
+}
+
+// serve runs the agent on p until ctx is done.
+func serve(ctx context.Context, p plan, stderr io.Writer) error {
+	st := p.st
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: st.logLevel}))
 	// Decisions, sweeps and the cluster's merges run on one time base: the
 	// wall clock at start plus monotonic time, so that a step of the
 	// system clock moves none of them.
 	base := clock.NewMonotonic()
 	opts := api.Options{Logger: log, Base: base}
-	if path != "" {
+	if p.path != "" {
+		path := p.path
 		opts.LoadConfig = func() (*config.Config, string, error) {
 			c, err := config.Load(path)
 			return c, path, err
 		}
 	}
-	engine := local.New(cfg)
-	var clu *clusterRun
+	engine := local.New(p.cfg)
 	if st.cluster.enabled {
-		if clu, err = startCluster(ctx, st.cluster, engine, log, base); err != nil {
-			fmt.Fprintf(stderr, "obol: %v\n", err)
+		clu, err := startCluster(ctx, st.cluster, engine, log, base)
+		if err != nil {
+			log.Error("obol agent cannot start gossip", "err", err)
 			return err
 		}
 		defer clu.stop(log)
 		opts.Cluster = clu
 		opts.NodeName = st.cluster.name
-		log.Info("obol agent joined the mesh", "node", st.cluster.name, "gossip", clu.node.Addr(),
-			"join", st.cluster.join, "sync_interval", st.cluster.sync.String(), "live", clu.node.Live())
+		// Whether the join reached anyone is logged by the gossip layer
+		// ("gossip: joined", or "gossip: join failed" and the retries).
+		log.Info("obol agent gossip started", "node", st.cluster.name, "gossip", clu.node.Addr(),
+			"join", st.cluster.join, "sync_interval", st.cluster.sync.String(), "live", clu.node.Live(),
+			"encrypted", len(st.cluster.key) > 0)
 	}
 	srv := api.New(engine, opts)
 	ls, err := api.Listen(api.ListenConfig{Socket: st.socket, HTTP: st.http, AllowPublic: st.httpPublic, DrainTimeout: st.drain})
@@ -123,8 +197,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Error("obol agent cannot listen", "err", err)
 		return &exitError{exitFailure, err}
 	}
-	log.Info("obol agent started", "socket", ls.SocketPath(), "http", ls.HTTPAddr(),
-		"config", source, "resources", len(cfg.Resources))
+	log.Info("obol agent started", "socket", orOff(ls.SocketPath()), "http", orOff(ls.HTTPAddr()),
+		"config", p.source(), "resources", len(p.cfg.Resources), "log_level", st.logLevel.String())
 
 	stepCtx, stopStep := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -155,6 +229,35 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log.Info("obol agent stopped", "drain_timeout", st.drain.String())
 	return nil
+}
+
+// orOff returns addr, or "off" for a listener that is off.
+func orOff(addr string) string {
+	if addr == "" {
+		return off
+	}
+	return addr
+}
+
+// unjoin returns the errors joined in err (errors.Join), or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// report prints every problem of prepare's error: the config file's, one
+// per line as "file:line: path: message", then each setting's.
+func report(w io.Writer, path string, err error) {
+	for _, e := range unjoin(err) {
+		var ps *config.Problems
+		if errors.As(e, &ps) {
+			reportConfig(w, path, e)
+			continue
+		}
+		fmt.Fprintf(w, "obol: %v\n", e)
+	}
 }
 
 // stepLoop calls step(now()) every interval until ctx is done.
@@ -192,4 +295,45 @@ func reportConfig(w io.Writer, path string, err error) {
 			fmt.Fprintf(w, "%s: %s\n", path, p)
 		}
 	}
+}
+
+// summary is what --check-config prints for a good file: one line with the
+// resources by kind, the namespaces, the listeners and gossip.
+func summary(p plan) string {
+	kinds := map[config.Kind]int{}
+	for _, r := range p.cfg.Resources {
+		kinds[r.Kind]++
+	}
+	var ks []string
+	for _, k := range []config.Kind{config.KindTiers, config.KindGCRA, config.KindCopies, config.KindAdaptive} {
+		if kinds[k] > 0 {
+			ks = append(ks, fmt.Sprintf("%s %d", k, kinds[k]))
+		}
+	}
+	res := plural(len(p.cfg.Resources), "resource")
+	if len(ks) > 0 {
+		res += " (" + strings.Join(ks, ", ") + ")"
+	}
+	gossip := "gossip off (the agent runs alone)"
+	if c := p.st.cluster; c.enabled {
+		gossip = fmt.Sprintf("gossip on %s as %s", c.bind, c.name)
+		if len(c.join) > 0 {
+			gossip += ", joining " + strings.Join(c.join, ",")
+		}
+		if len(c.key) > 0 {
+			gossip += ", encrypted"
+		} else {
+			gossip += ", not encrypted"
+		}
+	}
+	return fmt.Sprintf("obol: %s is valid: %s, %s; socket %s, http %s; %s",
+		p.source(), res, plural(len(p.cfg.Namespaces), "namespace"), orOff(p.st.socket), orOff(p.st.http), gossip)
+}
+
+// plural returns "1 thing" or "n things".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }

@@ -7,11 +7,12 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"reflect"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -216,32 +217,325 @@ func TestRunBadConfigPrintsEveryProblem(t *testing.T) {
 	}
 }
 
-func TestRunUsageErrors(t *testing.T) {
+// TestRunBadInput: every bad flag, variable or config value exits 2 before
+// anything is bound, with a message naming the flag, variable or key and the
+// value.
+func TestRunBadInput(t *testing.T) {
 	dir := tempDir(t)
+	sock := filepath.Join(dir, "s.sock")
+	file := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	httpEmpty := file("http-empty.yaml", "agent: {http: \"\"}\n")
+	bothOff := file("both-off.yaml", "agent: {http: off, socket: off}\n")
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []string // each must appear on stderr
+	}{
+		{name: "missing config file", args: []string{"--config", filepath.Join(dir, "none.yaml")}, want: []string{`--config "` + filepath.Join(dir, "none.yaml") + `"`}},
+		{name: "missing config file from env", env: map[string]string{"OBOL_CONFIG": filepath.Join(dir, "env.yaml")}, want: []string{`OBOL_CONFIG "` + filepath.Join(dir, "env.yaml") + `"`}},
+		{name: "unknown flag", args: []string{"--colour"}, want: []string{"colour"}},
+		{name: "stray argument", args: []string{"serve"}, want: []string{"serve"}},
+		{name: "empty --http", args: []string{"--http", ""}, want: []string{`--http "": empty`, "off"}},
+		{name: "empty --socket", args: []string{"--socket="}, want: []string{`--socket "": empty`, "off"}},
+		{name: "empty --config", args: []string{"--config", ""}, want: []string{`--config "": empty`}},
+		{name: "empty agent.http in the config file", args: []string{"--config", httpEmpty}, want: []string{"agent.http: must not be empty", `"off"`}},
+		{name: "both listeners off", args: []string{"--socket", "off", "--http", "off"}, want: []string{`--socket "off" and --http "off": at least one listener`}},
+		{name: "both listeners off, env and config", args: []string{"--config", bothOff}, env: map[string]string{"OBOL_SOCKET": "off"},
+			want: []string{`OBOL_SOCKET "off" and config agent.http "off"`}},
+		{name: "public address without --http-public", args: []string{"--socket", sock, "--http", "0.0.0.0:0"}, want: []string{`--http "0.0.0.0:0": not a loopback address`, "--http-public"}},
+		{name: "every interface without --http-public", args: []string{"--socket", sock, "--http", ":7070"}, want: []string{`--http ":7070"`, "every interface"}},
+		{name: "public address from env", args: []string{"--socket", sock}, env: map[string]string{"OBOL_HTTP": "192.0.2.1:7070"}, want: []string{`OBOL_HTTP "192.0.2.1:7070": not a loopback`}},
+		{name: "http not host:port", args: []string{"--socket", sock, "--http", "7070"}, want: []string{`--http "7070": want host:port`}},
+		{name: "http port out of range", args: []string{"--socket", sock, "--http", "127.0.0.1:70000"}, want: []string{`--http "127.0.0.1:70000": port "70000"`}},
+		{name: "socket path too long", args: []string{"--socket", "/" + strings.Repeat("s", 200)}, want: []string{"--socket", "want at most"}},
+		{name: "bad drain timeout", args: []string{"--socket", sock, "--drain-timeout", "soon"}, want: []string{`--drain-timeout "soon"`}},
+		{name: "negative drain timeout from env", args: []string{"--socket", sock}, env: map[string]string{"OBOL_DRAIN_TIMEOUT": "-1s"}, want: []string{`OBOL_DRAIN_TIMEOUT "-1s"`}},
+		{name: "bad OBOL_HTTP_PUBLIC", args: []string{"--socket", sock}, env: map[string]string{"OBOL_HTTP_PUBLIC": "maybe"}, want: []string{`OBOL_HTTP_PUBLIC "maybe": want true or false`}},
+		{name: "bad --log-level", args: []string{"--log-level", "loud"}, want: []string{`--log-level "loud": want debug, info, warn or error`}},
+		{name: "bad OBOL_LOG_LEVEL", env: map[string]string{"OBOL_LOG_LEVEL": "verbose"}, want: []string{`OBOL_LOG_LEVEL "verbose"`}},
+		{name: "gossip bind by name", args: []string{"--gossip-bind", "localhost:7946", "--node-name", "n"}, want: []string{`--gossip-bind "localhost:7946": host "localhost" is not an IP address`}},
+		{name: "bad sync interval", args: []string{"--join", "127.0.0.1:1", "--node-name", "n", "--sync-interval", "often"}, want: []string{`--sync-interval "often"`}},
+		{name: "missing gossip secret file", args: []string{"--gossip-bind", "127.0.0.1:0", "--node-name", "n", "--gossip-secret-file", filepath.Join(dir, "no.key")},
+			want: []string{`--gossip-secret-file "` + filepath.Join(dir, "no.key") + `"`}},
+		{name: "bad gossip secret", args: []string{"--gossip-bind", "127.0.0.1:0", "--node-name", "n"}, env: map[string]string{"OBOL_GOSSIP_SECRET_FILE": file("short.key", "abc\n")},
+			want: []string{"OBOL_GOSSIP_SECRET_FILE", "want 16, 24 or 32 bytes"}},
+		{name: "every problem at once", args: []string{"--log-level", "loud", "--drain-timeout", "soon", "--socket", "off", "--http", "off"},
+			want: []string{"--log-level", "--drain-timeout", "at least one listener"}},
+		{name: "--check-config with --config", args: []string{"--check-config", bothOff, "--config", bothOff}, want: []string{"--check-config and --config"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), tc.args, envOf(tc.env), &stdout, &stderr)
+			if code := exitCode(err); code != 2 {
+				t.Errorf("exit code %d (%v), want 2", code, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr does not say %q:\n%s", w, stderr.String())
+				}
+			}
+			if strings.Contains(stderr.String(), `"msg"`) {
+				t.Errorf("a bad input got as far as logging:\n%s", stderr.String())
+			}
+			if _, err := os.Lstat(sock); err == nil {
+				t.Errorf("a socket was bound")
+			}
+		})
+	}
+}
+
+// TestRunRuntimeFailure: a listener that cannot be bound exits 1.
+func TestRunRuntimeFailure(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var stderr bytes.Buffer
+	err = run(context.Background(), []string{"--socket", "off", "--http", ln.Addr().String()}, noEnv, io.Discard, &stderr)
+	if code := exitCode(err); code != 1 {
+		t.Fatalf("exit code %d (%v), want 1", code, err)
+	}
+	if !strings.Contains(stderr.String(), "obol agent cannot listen") || !strings.Contains(stderr.String(), ln.Addr().String()) {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
+}
+
+func TestCheckHTTPName(t *testing.T) {
+	lookup := func(host string) ([]net.IP, error) {
+		switch host {
+		case "me.internal":
+			return []net.IP{net.ParseIP("127.0.0.2")}, nil
+		case "pod.internal":
+			return []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.1.2.3")}, nil
+		}
+		return nil, errors.New("no such host")
+	}
+	from := value{from: "--http"}
+	cases := []struct {
+		name string
+		st   settings
+		err  string
+	}{
+		{name: "loopback name", st: settings{http: "me.internal:7070"}},
+		{name: "literal left to checkHTTP", st: settings{http: "10.0.0.1:7070"}},
+		{name: "localhost", st: settings{http: "localhost:7070"}},
+		{name: "off", st: settings{}},
+		{name: "public allowed", st: settings{http: "pod.internal:7070", httpPublic: true}},
+		{name: "resolves off loopback", st: settings{http: "pod.internal:7070"}, err: `--http "pod.internal:7070": pod.internal resolves to 10.1.2.3, not a loopback address`},
+		{name: "does not resolve", st: settings{http: "nowhere.internal:7070"}, err: `--http "nowhere.internal:7070": cannot resolve nowhere.internal`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.st.httpFrom = value{tc.st.http, from.from}
+			err := checkHTTPName(tc.st, lookup)
+			if tc.err == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("err %v, want %q", err, tc.err)
+			}
+		})
+	}
+}
+
+// TestRunListenerOff: with one listener off the agent serves on the other.
+func TestRunListenerOff(t *testing.T) {
+	t.Run("socket off", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		stderr := &syncBuffer{}
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, []string{"--socket", "off", "--http", "127.0.0.1:0"}, noEnv, io.Discard, stderr)
+		}()
+		var addr string
+		waitFor(t, 10*time.Second, "the start line", func() bool {
+			for _, l := range strings.Split(stderr.String(), "\n") {
+				var m map[string]any
+				if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "obol agent started" {
+					addr, _ = m["http"].(string)
+					if m["socket"] != "off" {
+						t.Errorf("start line %v, want socket off", m)
+					}
+					return true
+				}
+			}
+			return false
+		})
+		// The start line comes just before the server marks itself ready.
+		waitFor(t, 10*time.Second, "readyz 200 over TCP", func() bool {
+			resp, err := http.Get("http://" + addr + "/readyz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		})
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("http off from the config file", func(t *testing.T) {
+		dir := tempDir(t)
+		sock := filepath.Join(dir, "obol.sock")
+		cfg := filepath.Join(dir, "obol.yaml")
+		if err := os.WriteFile(cfg, []byte("agent: {http: off}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		a := startAgent(t, []string{"--config", cfg, "--socket", sock}, noEnv, sock)
+		started := logLines(t, a.stderr.String())[0]
+		if started["http"] != "off" || started["socket"] != sock {
+			t.Errorf("start line %v", started)
+		}
+		if err := a.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestRunLogLevel: --log-level drops the records below it; OBOL_LOG_LEVEL
+// works the same, and the flag wins.
+func TestRunLogLevel(t *testing.T) {
+	cases := []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		lines int // log lines of a start and a stop
+	}{
+		{name: "default info", lines: 2},
+		{name: "warn drops info", args: []string{"--log-level", "warn"}, lines: 0},
+		{name: "env error", env: map[string]string{"OBOL_LOG_LEVEL": "ERROR"}, lines: 0},
+		{name: "flag over env", args: []string{"--log-level", "debug"}, env: map[string]string{"OBOL_LOG_LEVEL": "error"}, lines: 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sock := filepath.Join(tempDir(t), "obol.sock")
+			a := startAgent(t, append([]string{"--socket", sock, "--http", "127.0.0.1:0"}, tc.args...), envOf(tc.env), sock)
+			if err := a.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			out := strings.TrimSpace(a.stderr.String())
+			n := 0
+			if out != "" {
+				n = len(logLines(t, out))
+			}
+			if n != tc.lines {
+				t.Errorf("%d log lines, want %d:\n%s", n, tc.lines, out)
+			}
+		})
+	}
+}
+
+// TestRunCheckConfig: --check-config prints every problem and exits 2, or a
+// summary and exits 0, and never serves.
+func TestRunCheckConfig(t *testing.T) {
+	dir := tempDir(t)
+	sock := filepath.Join(dir, "never.sock")
+	file := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := file("good.yaml", "agent: {socket: "+sock+", http: off}\nresources:\n  a/t: {kind: tiers, tiers: \"5,1,1,0\"}\n  a/g: {kind: gcra, burst: 1, count: 1, period: 1s}\n  a/h: {kind: gcra, burst: 1, count: 1, period: 1s}\n")
+	bad := file("bad.yaml", "agent: {http: \"0.0.0.0:1\", socket: \"\"}\nresources:\n  a/g: {kind: gcra, burst: 0, count: 1, period: 1s}\n  a/x: {kind: nonsense}\n")
 	cases := []struct {
 		name   string
 		args   []string
 		env    map[string]string
 		code   int
-		stderr string
+		stdout []string
+		stderr []string
 	}{
-		{"missing config file", []string{"--config", filepath.Join(dir, "none.yaml")}, nil, 2, "none.yaml"},
-		{"missing config file from env", nil, map[string]string{"OBOL_CONFIG": filepath.Join(dir, "env.yaml")}, 2, "env.yaml"},
-		{"unknown flag", []string{"--colour"}, nil, 2, "colour"},
-		{"stray argument", []string{"serve"}, nil, 2, "serve"},
-		{"bad drain timeout", []string{"--socket", filepath.Join(dir, "d.sock"), "--drain-timeout", "soon"}, nil, 2, "drain-timeout"},
-		{"bad OBOL_HTTP_PUBLIC", []string{"--socket", filepath.Join(dir, "s.sock")}, map[string]string{"OBOL_HTTP_PUBLIC": "maybe"}, 2, "OBOL_HTTP_PUBLIC"},
-		{"public address", []string{"--socket", filepath.Join(dir, "p.sock"), "--http", "0.0.0.0:0"}, nil, 1, "0.0.0.0:0"},
+		{name: "good", args: []string{"--check-config", good}, code: 0,
+			stdout: []string{good + " is valid: 3 resources (tiers 1, gcra 2), 0 namespaces; socket " + sock + ", http off; gossip off"}},
+		{name: "good, over OBOL_CONFIG", args: []string{"--check-config", good}, env: map[string]string{"OBOL_CONFIG": bad}, code: 0,
+			stdout: []string{good + " is valid"}},
+		{name: "good with gossip", args: []string{"--check-config", good, "--join", "127.0.0.1:7946", "--node-name", "n1"}, code: 0,
+			stdout: []string{"gossip on 0.0.0.0:7946 as n1, joining 127.0.0.1:7946, not encrypted"}},
+		{name: "bad file: every problem", args: []string{"--check-config", bad}, code: 2,
+			stderr: []string{"agent.socket: must not be empty", "burst", "nonsense"}},
+		{name: "good file, bad flags", args: []string{"--check-config", good, "--http", "0.0.0.0:1", "--log-level", "loud"}, code: 2,
+			stderr: []string{`--http "0.0.0.0:1": not a loopback address`, `--log-level "loud"`}},
+		{name: "bad file and bad env", args: []string{"--check-config", bad}, env: map[string]string{"OBOL_DRAIN_TIMEOUT": "soon"}, code: 2,
+			stderr: []string{"nonsense", `OBOL_DRAIN_TIMEOUT "soon"`}},
+		{name: "missing file", args: []string{"--check-config", filepath.Join(dir, "none.yaml")}, code: 2,
+			stderr: []string{"none.yaml"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var stderr bytes.Buffer
-			err := run(context.Background(), tc.args, envOf(tc.env), io.Discard, &stderr)
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), tc.args, envOf(tc.env), &stdout, &stderr)
 			if code := exitCode(err); code != tc.code {
-				t.Errorf("exit code %d (%v), want %d", code, err, tc.code)
+				t.Errorf("exit code %d (%v), want %d; stderr:\n%s", code, err, tc.code, stderr.String())
 			}
-			if !strings.Contains(stderr.String(), tc.stderr) {
-				t.Errorf("stderr does not name %q:\n%s", tc.stderr, stderr.String())
+			for _, w := range tc.stdout {
+				if !strings.Contains(stdout.String(), w) {
+					t.Errorf("stdout does not say %q:\n%s", w, stdout.String())
+				}
+			}
+			for _, w := range tc.stderr {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr does not say %q:\n%s", w, stderr.String())
+				}
+			}
+			if tc.code == 0 && stderr.Len() > 0 {
+				t.Errorf("a good check wrote to stderr:\n%s", stderr.String())
+			}
+			if _, err := os.Lstat(sock); err == nil {
+				t.Errorf("--check-config bound the socket")
+			}
+		})
+	}
+}
+
+func TestRunVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"--version"}, noEnv, &stdout, &stderr); err != nil {
+		t.Fatalf("--version: %v", err)
+	}
+	out := stdout.String()
+	for _, w := range []string{"obol agent ", "module:   github.com/obol-dev/obol", "revision: ", "modified: ", "go:       go"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("--version lacks %q:\n%s", w, out)
+		}
+	}
+	if stderr.Len() > 0 {
+		t.Errorf("stderr: %s", stderr.String())
+	}
+}
+
+func TestVersionText(t *testing.T) {
+	full := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/obol-dev/obol", Version: "v1.2.3"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.time", Value: "2030-01-01T00:00:00Z"}, {Key: "vcs.modified", Value: "true"}}}
+	cases := []struct {
+		name string
+		bi   *debug.BuildInfo
+		ok   bool
+		want string
+	}{
+		{name: "full", bi: full, ok: true, want: "obol agent v1.2.3\nmodule:   github.com/obol-dev/obol\nrevision: abc123\ntime:     2030-01-01T00:00:00Z\nmodified: true\ngo:       go1.26.0\n"},
+		{name: "no vcs", bi: &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/obol-dev/obol", Version: "(devel)"}}, ok: true,
+			want: "obol agent (devel)\nmodule:   github.com/obol-dev/obol\nrevision: unknown\ntime:     unknown\nmodified: unknown\ngo:       go1.26.0\n"},
+		{name: "no build info", ok: false, want: "obol agent: no build information in this binary\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := versionText(tc.bi, tc.ok); got != tc.want {
+				t.Errorf("versionText =\n%s\nwant\n%s", got, tc.want)
 			}
 		})
 	}
@@ -262,41 +556,60 @@ func TestRunHelp(t *testing.T) {
 func TestResolve(t *testing.T) {
 	file := &config.Config{Agent: config.Agent{Socket: "/cfg.sock", HTTP: "127.0.0.1:3"}}
 	none := &config.Config{}
+	type want struct {
+		socket, http string
+		public       bool
+		drain        time.Duration
+		level        slog.Level
+	}
 	cases := []struct {
 		name string
 		f    flags
 		e    env
 		cfg  *config.Config
-		want settings
+		want want
 	}{
-		{"defaults with XDG", flags{}, env{runtimeDir: "/run/user/7"}, none, settings{socket: "/run/user/7/obol.sock", http: "127.0.0.1:7070"}},
-		{"defaults without XDG", flags{}, env{}, none, settings{socket: "/tmp/obol.sock", http: "127.0.0.1:7070"}},
-		{"config file over defaults", flags{}, env{runtimeDir: "/x"}, file, settings{socket: "/cfg.sock", http: "127.0.0.1:3"}},
-		{"env over config file", flags{}, env{socket: "/env.sock", http: "127.0.0.1:2"}, file, settings{socket: "/env.sock", http: "127.0.0.1:2"}},
-		{"flags over env", flags{socket: "/flag.sock", http: "127.0.0.1:1"}, env{socket: "/env.sock", http: "127.0.0.1:2"}, file, settings{socket: "/flag.sock", http: "127.0.0.1:1"}},
-		{"public from env", flags{}, env{httpPublic: "true"}, none, settings{socket: "/tmp/obol.sock", http: "127.0.0.1:7070", httpPublic: true}},
-		{"public flag over env", flags{httpPublic: false, httpPublicSet: true}, env{httpPublic: "true"}, none, settings{socket: "/tmp/obol.sock", http: "127.0.0.1:7070"}},
-		{"drain from env", flags{}, env{drain: "2s"}, none, settings{socket: "/tmp/obol.sock", http: "127.0.0.1:7070", drain: 2 * time.Second}},
-		{"drain flag over env", flags{drain: "250ms"}, env{drain: "2s"}, none, settings{socket: "/tmp/obol.sock", http: "127.0.0.1:7070", drain: 250 * time.Millisecond}},
+		{"defaults with XDG", flags{}, env{runtimeDir: "/run/user/7"}, none, want{socket: "/run/user/7/obol.sock", http: "127.0.0.1:7070"}},
+		{"defaults without XDG", flags{}, env{}, none, want{socket: "/tmp/obol.sock", http: "127.0.0.1:7070"}},
+		{"config file over defaults", flags{}, env{runtimeDir: "/x"}, file, want{socket: "/cfg.sock", http: "127.0.0.1:3"}},
+		{"env over config file", flags{}, env{socket: "/env.sock", http: "127.0.0.1:2"}, file, want{socket: "/env.sock", http: "127.0.0.1:2"}},
+		{"flags over env", flags{socket: "/flag.sock", http: "127.0.0.1:1"}, env{socket: "/env.sock", http: "127.0.0.1:2"}, file, want{socket: "/flag.sock", http: "127.0.0.1:1"}},
+		{"socket off", flags{socket: "off"}, env{}, file, want{http: "127.0.0.1:3"}},
+		{"http off from env", flags{}, env{http: "off"}, file, want{socket: "/cfg.sock"}},
+		{"http off in the file, on by flag", flags{http: "127.0.0.1:4"}, env{}, &config.Config{Agent: config.Agent{HTTP: "off"}}, want{socket: "/tmp/obol.sock", http: "127.0.0.1:4"}},
+		{"public from env", flags{}, env{httpPublic: "true", http: "0.0.0.0:1"}, none, want{socket: "/tmp/obol.sock", http: "0.0.0.0:1", public: true}},
+		{"public flag over env", flags{httpPublic: false, set: map[string]bool{"http-public": true}}, env{httpPublic: "true"}, none, want{socket: "/tmp/obol.sock", http: "127.0.0.1:7070"}},
+		{"drain from env", flags{}, env{drain: "2s"}, none, want{socket: "/tmp/obol.sock", http: "127.0.0.1:7070", drain: 2 * time.Second}},
+		{"drain flag over env", flags{drain: "250ms"}, env{drain: "2s"}, none, want{socket: "/tmp/obol.sock", http: "127.0.0.1:7070", drain: 250 * time.Millisecond}},
+		{"log level from env", flags{}, env{logLevel: "Warn"}, none, want{socket: "/tmp/obol.sock", http: "127.0.0.1:7070", level: slog.LevelWarn}},
+		{"log level flag over env", flags{logLevel: "debug"}, env{logLevel: "error"}, none, want{socket: "/tmp/obol.sock", http: "127.0.0.1:7070", level: slog.LevelDebug}},
 	}
 	for _, tc := range cases {
-		if tc.want.drain == 0 {
-			tc.want.drain = defaultDrain
-		}
-		got, err := resolve(tc.f, tc.e, tc.cfg)
-		if got.cluster.enabled {
-			t.Errorf("%s: the cluster is on with no gossip setting", tc.name)
-		}
-		got.cluster, tc.want.cluster = clusterSettings{}, clusterSettings{}
-		if err != nil || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%s: resolve = %+v, %v, want %+v", tc.name, got, err, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.want.drain == 0 {
+				tc.want.drain = defaultDrain
+			}
+			got, err := resolve(tc.f, tc.e, tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.cluster.enabled {
+				t.Errorf("the cluster is on with no gossip setting")
+			}
+			g := want{socket: got.socket, http: got.http, public: got.httpPublic, drain: got.drain, level: got.logLevel}
+			if g != tc.want {
+				t.Errorf("resolve = %+v, want %+v", g, tc.want)
+			}
+		})
 	}
-	if got := configPath(flags{config: "/f.yaml"}, env{config: "/e.yaml"}); got != "/f.yaml" {
+	if got := configPath(flags{config: "/f.yaml"}, env{config: "/e.yaml"}); got != (value{"/f.yaml", "--config"}) {
 		t.Errorf("configPath: flag should win, got %q", got)
 	}
-	if got := configPath(flags{}, env{config: "/e.yaml"}); got != "/e.yaml" {
+	if got := configPath(flags{}, env{config: "/e.yaml"}); got != (value{"/e.yaml", "OBOL_CONFIG"}) {
 		t.Errorf("configPath from env: %q", got)
+	}
+	if got := configPath(flags{checkConfig: "/c.yaml"}, env{config: "/e.yaml"}); got != (value{"/c.yaml", "--check-config"}) {
+		t.Errorf("configPath with --check-config: %q", got)
 	}
 }
 
