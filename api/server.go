@@ -33,6 +33,13 @@ type Options struct {
 	// Cluster shows the mesh in /v1/peers, /v1/state and /metrics; nil
 	// means the node runs alone.
 	Cluster ClusterView
+	// CheckDomainHeader names a request header that GET /v1/check takes
+	// the domain from when the request gives neither the query parameter
+	// domain nor the header Obol-Domain (which win, in that order): the
+	// header's first comma-separated element, trimmed of spaces and tabs,
+	// as in X-Forwarded-For, whose first element is the client's address.
+	// "" (the default) means no such header.
+	CheckDomainHeader string
 }
 
 // Server serves the agent's HTTP API (API.md) over an engine. The engine sits
@@ -58,6 +65,8 @@ type Server struct {
 	load      func() (*config.Config, string, error)
 	reload    sync.Mutex // one reload at a time
 	cluster   ClusterView
+	// domainHeader is Options.CheckDomainHeader.
+	domainHeader string
 }
 
 // generation is one engine in force and what is derived from it once.
@@ -69,6 +78,8 @@ type generation struct {
 	names map[string]string
 	// metrics are the per-resource series of this engine's resources.
 	metrics map[string]*resMetrics
+	// policies are the RateLimit-Policy fields of its rate resources.
+	policies policyTable
 }
 
 // name returns b as a string, interned when it names a configured resource.
@@ -89,6 +100,8 @@ func New(e *local.Engine, opts Options) *Server {
 		router:  newRouter(routes),
 		load:    opts.LoadConfig,
 		cluster: opts.Cluster,
+
+		domainHeader: opts.CheckDomainHeader,
 	}
 	s.metrics = newMetrics(s)
 	if s.now == nil {
@@ -116,7 +129,8 @@ func (s *Server) Engine() *local.Engine { return s.gen.Load().engine }
 // bumps the config version shown by GET /v1/config (the first engine is
 // version 1).
 func (s *Server) SetEngine(e *local.Engine) {
-	g := &generation{engine: e, version: s.versions.Add(1), names: map[string]string{}, metrics: s.metrics.forEngine(e)}
+	g := &generation{engine: e, version: s.versions.Add(1), names: map[string]string{}, metrics: s.metrics.forEngine(e),
+		policies: newPolicyTable(e.Config())}
 	if cfg := e.Config(); cfg != nil {
 		for name := range cfg.Resources {
 			g.names[name] = name
