@@ -1,7 +1,10 @@
 package api
 
 import (
+	"io"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -15,6 +18,7 @@ import (
 func BenchmarkCheck(b *testing.B) {
 	for _, bc := range []struct {
 		name, setup, uri string
+		headers          [][2]string
 		status           int
 	}{
 		{name: "tiers-204", setup: `{"resource":"t/tiers","domain":"d"}`,
@@ -23,9 +27,19 @@ func BenchmarkCheck(b *testing.B) {
 			uri: "/v1/check?resource=t/gcra&domain=d&copies=0", status: 204},
 		{name: "gcra-429", setup: `{"resource":"t/gcra","domain":"d","copies":20}`,
 			uri: "/v1/check?resource=t/gcra&domain=d", status: 429},
+		// nginx auth_request: everything in headers, the domain the first
+		// address of X-Forwarded-For, a rejection as 403.
+		{name: "nginx-403", setup: `{"resource":"t/gcra","domain":"203.0.113.7","copies":20}`,
+			uri: "/v1/check", status: 403, headers: [][2]string{
+				{"Obol-Resource", "t/gcra"}, {"Obol-Deny-Status", "403"},
+				{"X-Forwarded-For", "203.0.113.7, 10.0.0.1"}, {"User-Agent", "nginx"}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			s := benchServer(b)
+			s := New(testEngine(b), Options{
+				Now:               func() time.Time { return t0 },
+				Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+				CheckDomainHeader: "X-Forwarded-For",
+			})
 			var ctx fasthttp.RequestCtx
 			ctx.Request.Header.SetMethod("POST")
 			ctx.Request.SetRequestURI("/v1/request")
@@ -38,6 +52,9 @@ func BenchmarkCheck(b *testing.B) {
 			ctx.Response.Reset()
 			ctx.Request.Header.SetMethod("GET")
 			ctx.Request.SetRequestURI(bc.uri)
+			for _, h := range bc.headers {
+				ctx.Request.Header.Set(h[0], h[1])
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				ctx.Response.Reset()

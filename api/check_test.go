@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/obol-dev/obol/config"
@@ -485,4 +486,114 @@ func TestCheckNginxAuthRequest(t *testing.T) {
 		r.header.Get("RateLimit-Policy") != `"t1";q=50;w=1, "hard";q=3;w=1` {
 		t.Fatalf("fourth request: %d %v, want 403 with the fields", r.status, r.header)
 	}
+}
+
+// TestCheckPolicyFollowsTheEngine checks that the policy list is the one
+// of the config in force: a new engine (a reload) brings its own.
+func TestCheckPolicyFollowsTheEngine(t *testing.T) {
+	h := newCheckHarness(t, Options{})
+	if r := h.do("GET", "/v1/check?resource=c/hard&domain=d&copies=0", ""); r.header.Get("RateLimit-Policy") != `"t1";q=50;w=1, "hard";q=3;w=1` {
+		t.Fatalf("before: %q", r.header.Get("RateLimit-Policy"))
+	}
+	cfg, err := config.Parse([]byte(`resources: {c/hard: {kind: tiers, tiers: "7,2,2,0", global_limit: 9}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv.SetEngine(local.New(cfg))
+	r := h.do("GET", "/v1/check?resource=c/hard&domain=d&copies=0", "")
+	if got := [2]string{r.header.Get("RateLimit-Policy"), r.header.Get("RateLimit")}; got != [2]string{`"t1";q=7;w=2, "global";q=9;w=1`, `"t1";r=7;t=2`} {
+		t.Errorf("after: %q", got)
+	}
+}
+
+// FuzzReadCheckQuery feeds any query to /v1/check's query reader: an error
+// is a client error with a message, and what it accepts is in range.
+func FuzzReadCheckQuery(f *testing.F) {
+	for _, s := range []string{
+		"resource=a/b&domain=d&copies=3&deny_status=403&headers=both",
+		"deny_status=200", "headers=draft03&headers=draft11", "x=1", "copies=-1&deny_status=599",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, query string) {
+		var args fasthttp.Args
+		args.Parse(query)
+		var b wireBody
+		q, err := readCheckQuery(&b, &args)
+		if err != nil {
+			if _, _, msg, ok := classify(err); !ok || msg == "" {
+				t.Fatalf("query error %v is not a client error", err)
+			}
+			return
+		}
+		if q.deny != 0 && (q.deny < minDenyStatus || q.deny > maxDenyStatus) {
+			t.Fatalf("deny_status %d accepted", q.deny)
+		}
+		if q.form != 0 && q.form != formDraft11 && q.form != formDraft03 && q.form != formBoth {
+			t.Fatalf("headers form %d accepted", q.form)
+		}
+		if b.has(fCopies) && (b.copies < 0 || b.copies > maxCopies) {
+			t.Fatalf("copies %d accepted", b.copies)
+		}
+		for _, v := range [][]byte{b.resource, b.domain} {
+			if v != nil && checkName("name", v) != nil {
+				t.Fatalf("name %q accepted", v)
+			}
+		}
+	})
+}
+
+// FuzzRateLimitFields checks, for any state a walk of requests and
+// instants leaves a domain in, that the fields of every /v1/check reply
+// parse strictly and name a listed policy with r ≤ q, and that a
+// rejection's t is never past its Retry-After.
+func FuzzRateLimitFields(f *testing.F) {
+	f.Add([]byte{1, 7, 3, 200, 0, 55, 9, 1})
+	f.Add([]byte{60, 0, 0, 0, 250, 250, 1})
+	f.Fuzz(func(t *testing.T, steps []byte) {
+		if len(steps) > 64 {
+			steps = steps[:64]
+		}
+		s := benchServerAt(t)
+		now := t0
+		for i, st := range steps {
+			now = now.Add(time.Duration(st%16) * 150 * time.Millisecond)
+			res := []string{"t/tiers", "t/gcra", "t/none"}[int(st/16)%3]
+			copies := int(st/48) * 3
+			if res == "t/gcra" {
+				copies = min(copies, 20)
+			}
+			var ctx fasthttp.RequestCtx
+			ctx.Request.Header.SetMethod("GET")
+			ctx.Request.SetRequestURI("/v1/check?domain=d&resource=" + res + "&copies=" + strconv.Itoa(copies))
+			s.clock.set(now)
+			s.srv.Handler(&ctx)
+			code := ctx.Response.StatusCode()
+			if code != 204 && code != 429 {
+				t.Fatalf("step %d: status %d: %s", i, code, ctx.Response.Body())
+			}
+			r := reply{status: code, header: http.Header{}}
+			for k, v := range ctx.Response.Header.All() {
+				r.header.Add(string(k), string(v))
+			}
+			_, it := rateFields(t, r)
+			if ra := r.header.Get("Retry-After"); ra != "" {
+				sec, _ := strconv.ParseInt(ra, 10, 64)
+				if tv, ok := it.param("t"); !ok || tv > sec {
+					t.Fatalf("step %d: RateLimit %q with Retry-After %s", i, r.header.Get("RateLimit"), ra)
+				}
+			}
+		}
+	})
+}
+
+// clockedServer is a Server on the test config with a settable clock.
+type clockedServer struct {
+	srv   *Server
+	clock *clock
+}
+
+func benchServerAt(tb testing.TB) clockedServer {
+	c := &clock{t: t0}
+	return clockedServer{New(testEngine(tb), Options{Now: c.now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}), c}
 }

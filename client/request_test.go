@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -396,6 +397,42 @@ func TestSFParam(t *testing.T) {
 			t.Errorf("sfParam(%q, %c) = %d, %v; want %d, %v", tc.v, tc.name, got, ok, tc.want, tc.ok)
 		}
 	}
+}
+
+// FuzzSFParam checks sfParam on any value (it must not panic) and on
+// every value the agent could write: a string item with any name, r and
+// an optional t, alone or first in a list, read back exactly.
+func FuzzSFParam(f *testing.F) {
+	f.Add("t1", int64(4), int64(1), true, "")
+	f.Add(`a"b\\;r=9`, int64(0), int64(-1), false, `, "x";r=1;t=2`)
+	f.Fuzz(func(t *testing.T, name string, r, tv int64, hasT bool, rest string) {
+		sfParam(name, 'r') // any bytes at all
+		sfParam(rest, 't')
+		r, tv = r%1e15, tv%1e15
+		v := `"`
+		for i := 0; i < len(name); i++ {
+			switch c := name[i]; {
+			case c == '"' || c == '\\':
+				v += `\` + string(c)
+			case c >= 0x20 && c <= 0x7e:
+				v += string(c)
+			}
+		}
+		v += `";r=` + strconv.FormatInt(r, 10)
+		if hasT {
+			v += ";t=" + strconv.FormatInt(tv, 10)
+		}
+		v += rest
+		if !strings.HasPrefix(rest, ",") && !strings.HasPrefix(rest, " ") {
+			v = strings.TrimSuffix(v, rest)
+		}
+		if got, ok := sfParam(v, 'r'); !ok || got != r {
+			t.Fatalf("sfParam(%q, r) = %d, %v; want %d", v, got, ok, r)
+		}
+		if got, ok := sfParam(v, 't'); ok != hasT || hasT && got != tv {
+			t.Fatalf("sfParam(%q, t) = %d, %v; want %d, %v", v, got, ok, tv, hasT)
+		}
+	})
 }
 
 func TestRefund(t *testing.T) {
