@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -75,32 +77,76 @@ var (
 	hdrPolicy       = []byte("RateLimit-Policy")
 	hdrRateLimit    = []byte("RateLimit")
 	hdrRetryAfter   = []byte("Retry-After")
+	hdrXLimit       = []byte("X-RateLimit-Limit")
+	hdrXRemaining   = []byte("X-RateLimit-Remaining")
+	hdrXReset       = []byte("X-RateLimit-Reset")
 	hdrObolResource = "Obol-Resource"
 	hdrObolDomain   = "Obol-Domain"
+	hdrDenyStatus   = "Obol-Deny-Status"
+	hdrHeaderForm   = "Obol-RateLimit-Headers"
 )
 
-// GET /v1/check?resource=R&domain=D[&copies=N] → one rate decision for an
-// HTTP proxy. The resource and domain may come from the headers Obol-Resource
-// and Obol-Domain instead (a query parameter wins over its header). Reply:
-// 204 when granted (a peek, copies=0, when a request of one would be
-// granted now), else 429 with Retry-After in whole seconds, rounded up, at
-// least 1 (none when no wait would do) and the decision as body (JSON, or
-// MessagePack when Accept asks for it).
-// Both carry the IETF RateLimit-Policy and RateLimit fields (see
-// rateLimitHeaders). Errors are the usual error replies.
+// The status range deny_status accepts: a client or server error, which
+// every proxy treats as a refusal (nginx auth_request passes 401 and 403 on
+// and turns anything else but 2xx into a 500).
+const (
+	minDenyStatus = 400
+	maxDenyStatus = 599
+)
+
+// headerForm is which RateLimit fields a /v1/check reply carries: the
+// draft-11 pair (RateLimit-Policy, RateLimit), the draft-03 trio Envoy
+// writes (X-RateLimit-Limit, -Remaining, -Reset), or both.
+type headerForm uint8
+
+const (
+	formDraft11 headerForm = 1 << iota
+	formDraft03
+	formBoth = formDraft11 | formDraft03
+)
+
+// checkQuery is what a /v1/check request asks besides the decision: the
+// status of a rejection and the form of the RateLimit fields.
+type checkQuery struct {
+	deny int
+	form headerForm
+}
+
+// checkQueryNames are the query parameters /v1/check accepts, for messages.
+const checkQueryNames = "resource, domain, copies, deny_status, headers"
+
+// GET /v1/check?resource=R&domain=D[&copies=N][&deny_status=S][&headers=F]
+// → one rate decision for an HTTP proxy.
+//
+// The resource may come from the header Obol-Resource instead, and the
+// domain from Obol-Domain or, when Options.CheckDomainHeader names one,
+// from the first element of that header (a comma-separated list such as
+// X-Forwarded-For); a query parameter wins over Obol-Domain, which wins
+// over the configured header. deny_status (or the header Obol-Deny-Status)
+// is the status of a rejection, 400–599, default 429; headers (or
+// Obol-RateLimit-Headers) is draft11 (default), draft03 or both.
+//
+// Reply: 204 when granted (a peek, copies=0, when a request of one would be
+// granted now), else the deny status with Retry-After in whole seconds,
+// rounded up, at least 1 (none when no wait would do) and the decision as
+// body (JSON, or MessagePack when Accept asks for it). Both carry the
+// RateLimit fields (setRateLimit says which). Errors are the usual error replies.
 func (s *Server) check(ctx *fasthttp.RequestCtx, _ params) {
 	start := time.Now()
 	c := getCall()
 	defer putCall(c)
 	b := &c.body
-	err := b.readQuery(ctx.QueryArgs(), fResource|fDomain|fCopies)
+	q, err := readCheckQuery(b, ctx.QueryArgs())
 	if err == nil && !b.has(fResource) {
 		b.resource, err = checkHeader(ctx, hdrObolResource, "resource")
 		b.seen |= fResource
 	}
 	if err == nil && !b.has(fDomain) {
-		b.domain, err = checkHeader(ctx, hdrObolDomain, "domain")
+		b.domain, err = s.checkDomain(ctx)
 		b.seen |= fDomain
+	}
+	if err == nil {
+		err = checkOptionHeaders(ctx, &q)
 	}
 	if err != nil {
 		s.fail(ctx, err)
@@ -115,14 +161,19 @@ func (s *Server) check(ctx *fasthttp.RequestCtx, _ params) {
 		return
 	}
 	defer g.observe(resource, &d, start)
-	c.out = rateLimitHeaders(ctx, c.out[:0], g, resource, domain, &d)
 	if d.Granted > 0 || (copies == 0 && d.RetryAfter == 0) {
+		c.out = setRateLimit(ctx, c.out[:0], g.policies.lookup(resource, domain), &d, q.form, 0)
 		ctx.SetStatusCode(fasthttp.StatusNoContent)
 		return
 	}
+	var retry int64 // Retry-After, s; 0 = none
 	if d.RetryAfter != local.Never {
+		retry = max(1, ceilSec(d.RetryAfter))
+	}
+	c.out = setRateLimit(ctx, c.out[:0], g.policies.lookup(resource, domain), &d, q.form, retry)
+	if retry > 0 {
 		n := len(c.out)
-		c.out = strconv.AppendInt(c.out, max(1, ceilSec(d.RetryAfter)), 10)
+		c.out = strconv.AppendInt(c.out, retry, 10)
 		ctx.Response.Header.SetCanonical(hdrRetryAfter, c.out[n:])
 	}
 	n := len(c.out)
@@ -135,9 +186,101 @@ func (s *Server) check(ctx *fasthttp.RequestCtx, _ params) {
 	} else {
 		c.out = appendDecision(c.out, &d)
 	}
-	ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
+	ctx.SetStatusCode(q.deny)
 	ctx.SetContentType(contentTypes[f])
 	ctx.SetBody(c.out[n:])
+}
+
+// readCheckQuery reads the query of /v1/check: resource, domain and copies
+// into b (as readQuery does), deny_status and headers into the result (the
+// defaults, 429 and draft11, when absent). Each at most once, no other.
+func readCheckQuery(b *wireBody, args *fasthttp.Args) (checkQuery, error) {
+	q := checkQuery{}
+	for k, v := range args.All() {
+		var err error
+		switch string(k) {
+		case "deny_status":
+			if q.deny != 0 {
+				return q, &fieldError{field: "deny_status", msg: "given twice"}
+			}
+			q.deny, err = denyStatus("deny_status", v)
+		case "headers":
+			if q.form != 0 {
+				return q, &fieldError{field: "headers", msg: "given twice"}
+			}
+			q.form, err = parseHeaderForm("headers", v)
+		default:
+			f := fieldOf(k)
+			if f&(fResource|fDomain|fCopies) == 0 {
+				return q, &fieldError{field: quoteSnippet(k), msg: "unknown query parameter; expected one of " + checkQueryNames}
+			}
+			if b.seen&f != 0 {
+				return q, &fieldError{field: f.name(), msg: "given twice"}
+			}
+			b.seen |= f
+			switch f {
+			case fResource:
+				b.resource, err = v, checkName("resource", v)
+			case fDomain:
+				b.domain, err = v, checkName("domain", v)
+			default:
+				lo, hi := fCopies.bounds()
+				b.copies, err = queryInt("copies", v, lo, hi)
+			}
+		}
+		if err != nil {
+			return q, err
+		}
+	}
+	return q, nil
+}
+
+// checkOptionHeaders fills what the query left unset from the headers
+// Obol-Deny-Status and Obol-RateLimit-Headers, then the defaults.
+func checkOptionHeaders(ctx *fasthttp.RequestCtx, q *checkQuery) error {
+	if q.deny == 0 {
+		q.deny = fasthttp.StatusTooManyRequests
+		if v := ctx.Request.Header.Peek(hdrDenyStatus); v != nil {
+			var err error
+			if q.deny, err = denyStatus(hdrDenyStatus, v); err != nil {
+				return err
+			}
+		}
+	}
+	if q.form == 0 {
+		q.form = formDraft11
+		if v := ctx.Request.Header.Peek(hdrHeaderForm); v != nil {
+			var err error
+			if q.form, err = parseHeaderForm(hdrHeaderForm, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// denyStatus parses a deny status, an integer in [minDenyStatus,
+// maxDenyStatus], given as field.
+func denyStatus(field string, v []byte) (int, error) {
+	n, err := queryInt(field, v, minDenyStatus, maxDenyStatus)
+	if err != nil {
+		return 0, &fieldError{field: field, msg: fmt.Sprintf("must be an HTTP status in [%d, %d] (e.g. 403 for nginx auth_request), got %s",
+			minDenyStatus, maxDenyStatus, strconv.Quote(quoteSnippet(v)))}
+	}
+	return int(n), nil
+}
+
+// parseHeaderForm parses a RateLimit header form given as field.
+func parseHeaderForm(field string, v []byte) (headerForm, error) {
+	switch string(v) {
+	case "draft11":
+		return formDraft11, nil
+	case "draft03":
+		return formDraft03, nil
+	case "both":
+		return formBoth, nil
+	}
+	return 0, &fieldError{field: field, msg: `must be "draft11", "draft03" or "both", got ` + strconv.Quote(quoteSnippet(v))}
 }
 
 // checkHeader returns the value of header h for field, which is required.
@@ -149,78 +292,305 @@ func checkHeader(ctx *fasthttp.RequestCtx, h, field string) ([]byte, error) {
 	return v, checkName(field, v)
 }
 
-// rateLimitHeaders sets the IETF RateLimit fields of a decision, in their
-// structured-field form, using buf as scratch (and returning it):
-//
-//	RateLimit-Policy: "<resource>";q=<limit>;w=<window s>
-//	RateLimit: "<resource>";r=<remaining>;t=<s until reset>
-//
-// q and w are the current tier's limit and window, or the first tier's in
-// tier 0 (q=0 when there is no tier), or the gcra burst and period; seconds
-// are rounded up and w is at least 1. A lenient decision (no limit applied)
-// and a kind without rate fields get neither field.
-func rateLimitHeaders(ctx *fasthttp.RequestCtx, buf []byte, g *generation, resource, domain string, d *local.Decision) []byte {
-	q, w, ok := policy(g.engine.Config(), resource, domain, d)
-	if !ok {
-		return buf
+// checkDomain returns the domain of a /v1/check that has no domain query
+// parameter: the header Obol-Domain, else the first element (trimmed of
+// spaces and tabs) of the header Options.CheckDomainHeader names, when it
+// names one.
+func (s *Server) checkDomain(ctx *fasthttp.RequestCtx) ([]byte, error) {
+	h := s.domainHeader
+	if h == "" {
+		return checkHeader(ctx, hdrObolDomain, "domain")
 	}
-	start := len(buf)
-	buf = appendSFString(buf, resource)
-	buf = append(buf, ";q="...)
-	buf = strconv.AppendInt(buf, q, 10)
-	buf = append(buf, ";w="...)
-	buf = strconv.AppendInt(buf, w, 10)
-	ctx.Response.Header.SetCanonical(hdrPolicy, buf[start:])
-	start = len(buf)
-	buf = appendSFString(buf, resource)
-	buf = append(buf, ";r="...)
-	buf = strconv.AppendInt(buf, int64(max(d.Remaining, 0)), 10)
-	buf = append(buf, ";t="...)
-	buf = strconv.AppendInt(buf, ceilSec(d.ResetAfter), 10)
-	ctx.Response.Header.SetCanonical(hdrRateLimit, buf[start:])
-	return buf
+	if v := ctx.Request.Header.Peek(hdrObolDomain); v != nil {
+		return v, checkName("domain", v)
+	}
+	v := ctx.Request.Header.Peek(h)
+	if v == nil {
+		return nil, &fieldError{field: "domain", msg: "required: give the query parameter domain, the header " + hdrObolDomain + " or the header " + h}
+	}
+	first := v
+	if i := bytes.IndexByte(first, ','); i >= 0 {
+		first = first[:i]
+	}
+	first = bytes.Trim(first, " \t")
+	if len(first) == 0 {
+		return nil, &fieldError{field: "domain", msg: "the first element of the header " + h + " is empty, got " + strconv.Quote(quoteSnippet(v))}
+	}
+	return first, checkName("domain", first)
 }
 
-// policy returns the quota q and window w (seconds) of a decision's policy.
-func policy(cfg *config.Config, resource, domain string, d *local.Decision) (q, w int64, ok bool) {
-	if d.Lenient {
-		return 0, 0, false
+// rlPolicy is one quota policy of the RateLimit-Policy field.
+type rlPolicy struct {
+	name string
+	q, w int64 // quota, window in seconds
+}
+
+// policySet is the RateLimit-Policy of a resource for the domains that
+// share a config (the resource's, or one override), built once per config.
+type policySet struct {
+	items        []rlPolicy
+	tiers        int // items[:tiers] are the tiers (t0 alone for none)
+	hard, global int // the index of the hard and global items; -1 = none
+	field        []byte
+	limits       []byte // ", 5;w=1;name="t1", …": the tail of X-RateLimit-Limit
+}
+
+// resPolicies are a resource's policy sets: its own and its overrides'.
+type resPolicies struct {
+	def  *policySet
+	over map[string]*policySet
+}
+
+// policyTable holds the policy sets of a config's rate resources (tiers
+// and gcra), by resource name. Read-only once built.
+type policyTable map[string]*resPolicies
+
+// newPolicyTable builds the policy sets of cfg (nil: none).
+func newPolicyTable(cfg *config.Config) policyTable {
+	t := policyTable{}
+	if cfg == nil {
+		return t
+	}
+	for name, rc := range cfg.Resources {
+		var set func(o *config.Override) *policySet
+		switch rc.Kind {
+		case config.KindTiers:
+			set = func(o *config.Override) *policySet {
+				if o == nil {
+					return tiersPolicies(rc.Tiers, rc.HardLimit, rc.GlobalLimit)
+				}
+				return tiersPolicies(o.Tiers, o.HardLimit, rc.GlobalLimit)
+			}
+		case config.KindGCRA:
+			set = func(o *config.Override) *policySet {
+				if o == nil {
+					return gcraPolicies(rc.Burst, rc.Count, rc.Period)
+				}
+				return gcraPolicies(o.Burst, o.Count, o.Period)
+			}
+		default:
+			continue
+		}
+		rp := &resPolicies{def: set(nil)}
+		for d, o := range rc.Domains {
+			if rp.over == nil {
+				rp.over = make(map[string]*policySet, len(rc.Domains))
+			}
+			rp.over[d] = set(o)
+		}
+		t[name] = rp
+	}
+	return t
+}
+
+// lookup returns the policy set of domain's config for resource, or nil
+// when the resource has none (unconfigured, or not a rate kind).
+func (t policyTable) lookup(resource, domain string) *policySet {
+	rp := t[resource]
+	if rp == nil {
+		return nil
+	}
+	if rp.over != nil {
+		if ps, ok := rp.over[domain]; ok {
+			return ps
+		}
+	}
+	return rp.def
+}
+
+// tiersPolicies is the policy set of a tier list and its hard and global
+// limits (nil = none).
+func tiersPolicies(tiers []config.Tier, hard, global *int) *policySet {
+	ps := &policySet{hard: -1, global: -1}
+	for i, t := range tiers {
+		ps.items = append(ps.items, rlPolicy{name: "t" + strconv.Itoa(i+1), q: int64(t.Limit), w: max(1, ceilSec(t.Window))})
+	}
+	if len(tiers) == 0 {
+		ps.items = append(ps.items, rlPolicy{name: "t0", q: 0, w: 1})
+	}
+	ps.tiers = len(ps.items)
+	if hard != nil {
+		ps.hard = len(ps.items)
+		ps.items = append(ps.items, rlPolicy{name: "hard", q: int64(*hard), w: 1})
+	}
+	if global != nil {
+		ps.global = len(ps.items)
+		ps.items = append(ps.items, rlPolicy{name: "global", q: int64(*global), w: 1})
+	}
+	return ps.render()
+}
+
+// gcraPolicies is the policy set of a gcra bucket: q is the burst and w
+// the time to refill it from empty, burst emission intervals of
+// period/count (whole nanoseconds, as the engine counts them).
+func gcraPolicies(burst, count int, period time.Duration) *policySet {
+	ei := time.Duration(1)
+	if count > 0 {
+		ei = max(1, period/time.Duration(count))
+	}
+	ps := &policySet{hard: -1, global: -1, items: []rlPolicy{{name: "gcra", q: int64(burst), w: max(1, ceilSec(ei*time.Duration(burst)))}}}
+	return ps.render()
+}
+
+// render fills the field values of ps from its items.
+func (ps *policySet) render() *policySet {
+	for i, p := range ps.items {
+		if i > 0 {
+			ps.field = append(ps.field, ", "...)
+		}
+		ps.field = appendSFString(ps.field, p.name)
+		ps.field = append(ps.field, ";q="...)
+		ps.field = strconv.AppendInt(ps.field, p.q, 10)
+		ps.field = append(ps.field, ";w="...)
+		ps.field = strconv.AppendInt(ps.field, p.w, 10)
+		ps.limits = append(ps.limits, ", "...)
+		ps.limits = strconv.AppendInt(ps.limits, p.q, 10)
+		ps.limits = append(ps.limits, ";w="...)
+		ps.limits = strconv.AppendInt(ps.limits, p.w, 10)
+		ps.limits = append(ps.limits, ";name="...)
+		ps.limits = appendSFString(ps.limits, p.name)
+	}
+	return ps
+}
+
+// rlChoice is the policy the RateLimit field reports: its index in the
+// set, what is left under it, and its effective window (local.Never: no
+// more ever).
+type rlChoice struct {
+	i int
+	r int64
+	t time.Duration
+}
+
+// offer makes policy i, with r left and window t, the choice when it is
+// closer to its limit: less left, or as much and a longer window (Never is
+// the longest); on a full tie the first offered stays.
+func (c *rlChoice) offer(i int, r int64, t time.Duration) {
+	if c.i >= 0 {
+		if r > c.r || r == c.r && (c.t == local.Never || t != local.Never && t <= c.t) {
+			return
+		}
+	}
+	*c = rlChoice{i: i, r: r, t: t}
+}
+
+// choose returns the policy of ps closest to its limit after decision d,
+// or false when none applies (no set, or a set of another kind).
+func choose(ps *policySet, d *local.Decision) (rlChoice, bool) {
+	c := rlChoice{i: -1}
+	if ps == nil {
+		return c, false
+	}
+	left := func(i int, used int) int64 { // what policy i, of which used is spent, has left
+		return min(max(ps.items[i].q-int64(used), 0), ps.items[i].q)
 	}
 	switch d.Kind {
 	case config.KindGCRA:
-		return int64(d.GCRABurst), max(1, ceilSec(d.GCRAPeriod)), true
+		if ps.items[0].name != "gcra" {
+			return c, false
+		}
+		c.offer(0, min(int64(max(d.Remaining, 0)), ps.items[0].q), d.GCRARefill)
 	case config.KindTiers:
-		if d.Tier >= 1 {
-			return int64(d.TierLimit), max(1, ceilSec(d.TierWindow)), true
+		if ps.items[0].name == "gcra" {
+			return c, false
 		}
-		if t, ok := firstTier(cfg, resource, domain); ok {
-			return int64(t.Limit), max(1, ceilSec(t.Window)), true
+		switch k := d.PolicyTier; {
+		case ps.items[0].name == "t0":
+			c.offer(0, 0, local.Never)
+		case k >= 1 && k <= ps.tiers:
+			c.offer(k-1, min(int64(max(d.PolicyTierRemaining, 0)), ps.items[k-1].q), d.PolicyTierRefill)
 		}
-		return 0, 1, true
+		if ps.hard >= 0 {
+			c.offer(ps.hard, left(ps.hard, d.DomainHitsLastSecond), d.HardRefill)
+		}
+		if ps.global >= 0 {
+			c.offer(ps.global, left(ps.global, d.GlobalHitsLastSecond), d.GlobalRefill)
+		}
 	}
-	return 0, 0, false
+	return c, c.i >= 0
 }
 
-// firstTier returns tier 1 of the domain's config (its override's when it has one).
-func firstTier(cfg *config.Config, resource, domain string) (config.Tier, bool) {
-	if cfg == nil {
-		return config.Tier{}, false
+// setRateLimit sets the RateLimit fields of decision d, in form, using buf
+// as scratch (and returning it). retry is the reply's Retry-After in
+// seconds (0 = none): the window t reported is then at most retry. A
+// lenient decision (no limit applied) gets no field.
+//
+// The fields follow draft-ietf-httpapi-ratelimit-headers-11.
+// RateLimit-Policy lists every policy that applies to the domain (from its
+// override when it has one, else the resource's config), the same list on
+// every reply:
+//
+//	"t1";q=5;w=1, "t2";q=50;w=5, "hard";q=100;w=1, "global";q=1000;w=1
+//	"gcra";q=20;w=1
+//
+// Items are named t1…tN (the tiers, lowest first; an empty tier list is
+// the fake tier "t0";q=0;w=1, which grants nothing), hard (the hard limit,
+// per 1 s), global (the global limit, per 1 s) and gcra (the bucket: q is
+// its burst, w the time it takes to refill from empty, burst × period /
+// count). w is in seconds, rounded up, at least 1. A limit of 0 is listed
+// (q=0).
+//
+// RateLimit names the one policy closest to its limit, with r, what the
+// domain has left under it (never above its q), and t, its effective
+// window: the seconds, rounded up, within which the domain can use no more
+// than r under that policy (until more of it is available, with no other
+// traffic; its window when nothing is used). t is left out when no more
+// will ever be (a limit of 0). The closest policy is the one with the
+// least r; ties go to the longer t, then to the first in the list. Among
+// the tiers only those a request draws from now take part (the current
+// tier and those the walk would enter; local.Decision.PolicyTier). On a
+// rejection with a Retry-After, t is at most Retry-After: the draft asks
+// that Retry-After not point earlier than the end of the effective window.
+//
+// The draft-03 form, Envoy's, is the same choice in three fields:
+// X-RateLimit-Limit: q, then the policy list ("5, 5;w=1;name="t1", …"),
+// X-RateLimit-Remaining: r, X-RateLimit-Reset: t (left out as t is).
+func setRateLimit(ctx *fasthttp.RequestCtx, buf []byte, ps *policySet, d *local.Decision, form headerForm, retry int64) []byte {
+	if d.Lenient {
+		return buf
 	}
-	res := cfg.Resources[resource]
-	if res == nil {
-		return config.Tier{}, false
+	c, ok := choose(ps, d)
+	if !ok {
+		return buf
 	}
-	tiers := res.Tiers
-	if ov := res.Domains[domain]; ov != nil {
-		tiers = ov.Tiers
+	t := int64(-1) // none
+	if c.t != local.Never {
+		t = ceilSec(c.t)
 	}
-	if len(tiers) == 0 {
-		return config.Tier{}, false
+	if retry > 0 && (t < 0 || t > retry) {
+		t = retry
 	}
-	return tiers[0], true
+	p := &ps.items[c.i]
+	if form&formDraft11 != 0 {
+		ctx.Response.Header.SetCanonical(hdrPolicy, ps.field)
+		start := len(buf)
+		buf = appendSFString(buf, p.name)
+		buf = append(buf, ";r="...)
+		buf = strconv.AppendInt(buf, c.r, 10)
+		if t >= 0 {
+			buf = append(buf, ";t="...)
+			buf = strconv.AppendInt(buf, t, 10)
+		}
+		ctx.Response.Header.SetCanonical(hdrRateLimit, buf[start:])
+	}
+	if form&formDraft03 != 0 {
+		start := len(buf)
+		buf = strconv.AppendInt(buf, p.q, 10)
+		buf = append(buf, ps.limits...)
+		ctx.Response.Header.SetCanonical(hdrXLimit, buf[start:])
+		start = len(buf)
+		buf = strconv.AppendInt(buf, c.r, 10)
+		ctx.Response.Header.SetCanonical(hdrXRemaining, buf[start:])
+		if t >= 0 {
+			start = len(buf)
+			buf = strconv.AppendInt(buf, t, 10)
+			ctx.Response.Header.SetCanonical(hdrXReset, buf[start:])
+		}
+	}
+	return buf
 }
 
-// appendSFString appends s as a structured-field string (RFC 8941): '"' and
+// appendSFString appends s as a structured-field string (RFC 9651): '"' and
 // '\' are escaped; bytes outside printable ASCII, which an sf-string cannot
 // hold, are percent-encoded.
 func appendSFString(b []byte, s string) []byte {

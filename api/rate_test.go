@@ -177,10 +177,11 @@ func TestCheck(t *testing.T) {
 	if r.status != 204 || len(r.body) != 0 {
 		t.Fatalf("granted check: %d %s, want 204 and no body", r.status, r.body)
 	}
-	if got := r.header.Get("RateLimit-Policy"); got != `"t/tiers";q=5;w=1` {
+	if got := r.header.Get("RateLimit-Policy"); got != `"t1";q=5;w=1, "t2";q=50;w=5, "hard";q=100;w=1` {
 		t.Errorf("RateLimit-Policy %q", got)
 	}
-	if got := r.header.Get("RateLimit"); got != `"t/tiers";r=54;t=1` {
+	// One hit in tier 1: 4 left, and the hit leaves it in 1 s.
+	if got := r.header.Get("RateLimit"); got != `"t1";r=4;t=1` {
 		t.Errorf("RateLimit %q", got)
 	}
 	if got := r.header.Get("Retry-After"); got != "" {
@@ -191,12 +192,12 @@ func TestCheck(t *testing.T) {
 func TestCheckHeadersAndQueryPrecedence(t *testing.T) {
 	h := newHarness(t)
 	r := h.do("GET", "/v1/check", "", "Obol-Resource: t/gcra", "Obol-Domain: d")
-	if r.status != 204 || r.header.Get("RateLimit") != `"t/gcra";r=19;t=1` {
+	if r.status != 204 || r.header.Get("RateLimit") != `"gcra";r=19;t=1` {
 		t.Fatalf("check by headers: %d %v", r.status, r.header)
 	}
 	// The query parameter wins over its header.
 	r = h.do("GET", "/v1/check?resource=t/tiers", "", "Obol-Resource: t/gcra", "Obol-Domain: d")
-	if r.status != 204 || r.header.Get("RateLimit-Policy") != `"t/tiers";q=5;w=1` {
+	if r.status != 204 || r.header.Get("RateLimit") != `"t1";r=4;t=1` {
 		t.Fatalf("query over header: %d %v", r.status, r.header)
 	}
 }
@@ -211,10 +212,10 @@ func TestCheckRejected(t *testing.T) {
 	if got := r.header.Get("Retry-After"); got != "1" {
 		t.Errorf("Retry-After %q, want 1 (50 ms rounded up)", got)
 	}
-	if got := r.header.Get("RateLimit-Policy"); got != `"t/gcra";q=20;w=1` {
+	if got := r.header.Get("RateLimit-Policy"); got != `"gcra";q=20;w=1` {
 		t.Errorf("RateLimit-Policy %q", got)
 	}
-	if got := r.header.Get("RateLimit"); got != `"t/gcra";r=0;t=1` {
+	if got := r.header.Get("RateLimit"); got != `"gcra";r=0;t=1` {
 		t.Errorf("RateLimit %q", got)
 	}
 	m := decodeObject(t, r.body)
@@ -225,22 +226,26 @@ func TestCheckRejected(t *testing.T) {
 
 func TestCheckTierPolicies(t *testing.T) {
 	h := newHarness(t)
-	// A peek on a fresh domain is in tier 0: the first tier's policy.
+	const policy = `"t1";q=5;w=1, "t2";q=50;w=5, "hard";q=100;w=1`
+	// A peek on a fresh domain is in tier 0: the whole list, and tier 1
+	// is the closest to its limit.
 	r := h.do("GET", "/v1/check?resource=t/tiers&domain=fresh&copies=0", "")
-	if r.status != 204 || r.header.Get("RateLimit-Policy") != `"t/tiers";q=5;w=1` {
+	if r.status != 204 || r.header.Get("RateLimit-Policy") != policy || r.header.Get("RateLimit") != `"t1";r=5;t=1` {
 		t.Errorf("peek in tier 0: %d %v", r.status, r.header)
 	}
-	// Six hits: the domain bursts into tier 2 (50 per 5 s).
+	// Seven hits: the domain has burst into tier 2 (50 per 5 s), whose
+	// quota comes back only when its 15 s cooldown ends. Same list.
 	for range 6 {
 		h.ok("/v1/request", `{"resource":"t/tiers","domain":"b"}`)
 	}
 	r = h.do("GET", "/v1/check?resource=t/tiers&domain=b", "")
-	if r.status != 204 || r.header.Get("RateLimit-Policy") != `"t/tiers";q=50;w=5` {
+	if r.status != 204 || r.header.Get("RateLimit-Policy") != policy || r.header.Get("RateLimit") != `"t2";r=48;t=20` {
 		t.Errorf("in tier 2: %d %v", r.status, r.header)
 	}
-	// No tier at all: rejected, never grantable: no Retry-After.
+	// No tier at all: rejected, never grantable: no Retry-After, no t.
 	r = h.do("GET", "/v1/check?resource=t/none&domain=d", "")
-	if r.status != 429 || r.header.Get("Retry-After") != "" || r.header.Get("RateLimit-Policy") != `"t/none";q=0;w=1` {
+	if r.status != 429 || r.header.Get("Retry-After") != "" || r.header.Get("RateLimit-Policy") != `"t0";q=0;w=1` ||
+		r.header.Get("RateLimit") != `"t0";r=0` {
 		t.Errorf("no tiers: %d %v", r.status, r.header)
 	}
 	// A lenient grant has no policy to show.

@@ -48,6 +48,13 @@ type Options struct {
 	// may take; 0 means DefaultSimulateTimeLimit. A simulation past it is
 	// stopped and answered 413 too_large.
 	SimulateTimeLimit time.Duration
+	// CheckDomainHeader names a request header that GET /v1/check takes
+	// the domain from when the request gives neither the query parameter
+	// domain nor the header Obol-Domain (which win, in that order): the
+	// header's first comma-separated element, trimmed of spaces and tabs,
+	// as in X-Forwarded-For, whose first element is the client's address.
+	// "" (the default) means no such header.
+	CheckDomainHeader string
 }
 
 // Server serves the agent's HTTP API (API.md) over an engine. The engine sits
@@ -78,6 +85,8 @@ type Server struct {
 	authToken      []byte   // auth.go
 	authEverywhere bool
 	connLog        *connLogger // fasthttp's messages, cut and rate-limited (connlog.go)
+	// domainHeader is Options.CheckDomainHeader.
+	domainHeader string
 }
 
 // generation is one engine in force and what is derived from it once.
@@ -89,6 +98,8 @@ type generation struct {
 	names map[string]string
 	// metrics are the per-resource series of this engine's resources.
 	metrics map[string]*resMetrics
+	// policies are the RateLimit-Policy fields of its rate resources.
+	policies policyTable
 }
 
 // name returns b as a string, interned when it names a configured resource.
@@ -109,6 +120,8 @@ func New(e *local.Engine, opts Options) *Server {
 		router:  newRouter(routes),
 		load:    opts.LoadConfig,
 		cluster: opts.Cluster,
+
+		domainHeader: opts.CheckDomainHeader,
 	}
 	s.metrics = newMetrics(s)
 	s.authToken, s.authEverywhere = append([]byte(nil), opts.AuthToken...), opts.AuthEverywhere
@@ -147,7 +160,8 @@ func (s *Server) Engine() *local.Engine { return s.gen.Load().engine }
 // bumps the config version shown by GET /v1/config (the first engine is
 // version 1).
 func (s *Server) SetEngine(e *local.Engine) {
-	g := &generation{engine: e, version: s.versions.Add(1), names: map[string]string{}, metrics: s.metrics.forEngine(e)}
+	g := &generation{engine: e, version: s.versions.Add(1), names: map[string]string{}, metrics: s.metrics.forEngine(e),
+		policies: newPolicyTable(e.Config())}
 	if cfg := e.Config(); cfg != nil {
 		for name := range cfg.Resources {
 			g.names[name] = name

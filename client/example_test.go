@@ -193,9 +193,9 @@ func ExampleMiddleware() {
 		fmt.Println(rec.Code, rec.Header().Get("Retry-After"), rec.Header().Get("RateLimit"))
 	}
 	// Output:
-	// 200  "api/login";r=1;t=1
-	// 200  "api/login";r=0;t=2
-	// 429 1 "api/login";r=0;t=2
+	// 200  "gcra";r=1;t=1
+	// 200  "gcra";r=0;t=1
+	// 429 1 "gcra";r=0;t=1
 }
 
 func ExampleClient_Batch() {

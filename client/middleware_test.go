@@ -39,8 +39,8 @@ func TestMiddleware(t *testing.T) {
 		retryAfter        string
 		policy, ratelimit string
 	}{
-		{resource: "t/one", user: "u", status: 200, served: 1, policy: `"t/one";q=1;w=1`, ratelimit: `"t/one";r=0;t=1`},
-		{resource: "t/one", user: "u", status: 429, served: 1, retryAfter: "1", policy: `"t/one";q=1;w=1`, ratelimit: `"t/one";r=0;t=1`},
+		{resource: "t/one", user: "u", status: 200, served: 1, policy: `"gcra";q=1;w=1`, ratelimit: `"gcra";r=0;t=1`},
+		{resource: "t/one", user: "u", status: 429, served: 1, retryAfter: "1", policy: `"gcra";q=1;w=1`, ratelimit: `"gcra";r=0;t=1`},
 		{resource: "t/none", user: "u", status: 429, served: 1}, // never: no Retry-After
 		{resource: "", user: "u", status: 200, served: 2},       // no key: not asked
 		{resource: "nope/x", user: "u", status: 200, served: 3}, // a client error fails open
@@ -87,12 +87,12 @@ func TestFastHTTPMiddleware(t *testing.T) {
 	}
 	ctx := do()
 	if ctx.Response.StatusCode() != 200 || served != 1 ||
-		fastHeader(ctx, "RateLimit") != `"t/one";r=0;t=1` {
+		fastHeader(ctx, "RateLimit") != `"gcra";r=0;t=1` {
 		t.Fatalf("granted: status %d served %d headers %s", ctx.Response.StatusCode(), served, ctx.Response.Header.String())
 	}
 	ctx = do()
 	if ctx.Response.StatusCode() != 429 || served != 1 || string(ctx.Response.Header.Peek("Retry-After")) != "1" ||
-		fastHeader(ctx, "RateLimit-Policy") != `"t/one";q=1;w=1` {
+		fastHeader(ctx, "RateLimit-Policy") != `"gcra";q=1;w=1` {
 		t.Fatalf("rejected: status %d served %d headers %s", ctx.Response.StatusCode(), served, ctx.Response.Header.String())
 	}
 }

@@ -35,9 +35,17 @@ type Decision struct {
 	// Retries is how many times MaxWait sent the request again.
 	Retries int
 	// RateLimitPolicy and RateLimit are the IETF RateLimit fields of the
-	// decision as the agent wrote them (`"R";q=5;w=1`, `"R";r=4;t=1`); only
-	// Check sets them, and only when the agent sent them.
+	// decision as the agent wrote them (`"t1";q=5;w=1, "t2";q=50;w=5`,
+	// `"t1";r=4;t=1`); only Check sets them, and only when the agent sent
+	// them.
 	RateLimitPolicy, RateLimit string
+	// RateLimitWindow is the RateLimit field's t (Check only): the
+	// effective window of the policy closest to its limit, the time within
+	// which no more than its r (on a grant, Remaining) can be used under
+	// it. It is not when the quota is full again, and it never points past
+	// RetryAfter. 0 when the field has no t (that policy never refills, or
+	// the agent sent no field).
+	RateLimitWindow time.Duration
 	// Reply is the agent's reply, every field.
 	Reply Reply
 }
@@ -159,10 +167,13 @@ func (c *Client) settle(d *Decision, o *options, resource, domain string, err er
 
 // Check asks for a rate decision as an HTTP proxy does (GET /v1/check): it
 // is Request with the IETF RateLimit fields of the decision added
-// (Decision.RateLimitPolicy and RateLimit), for a middleware to forward. The
-// endpoint grants all or nothing: MinCopies must be left out (or equal
-// Copies). A grant's Reply holds only Granted, Remaining and ResetAfterMs
-// (from the RateLimit field); a rejection's is the agent's whole reply.
+// (Decision.RateLimitPolicy, RateLimit and RateLimitWindow), for a
+// middleware to forward. The endpoint grants all or nothing: MinCopies
+// must be left out (or equal Copies). A grant has no reply body: its Reply
+// holds only Granted and Remaining, which is the RateLimit field's r, what
+// is left under the policy closest to its limit (a request may be granted
+// more, when the resource's tiers let a domain burst); a rejection's Reply
+// is the agent's whole reply.
 func (c *Client) Check(ctx context.Context, resource, domain string, opts ...Option) (Decision, error) {
 	var d Decision
 	o, err := c.begin(resource, domain, opts)
@@ -208,6 +219,9 @@ func (c *Client) checkOnce(ctx context.Context, resource, domain string, o *opti
 	if v := k.resp.Header.PeekBytes(hdrRateLimit); len(v) > 0 {
 		d.RateLimit = string(v)
 	}
+	if t, ok := sfParam(d.RateLimit, 't'); ok && t >= 0 {
+		d.RateLimitWindow = time.Duration(t) * time.Second
+	}
 	if k.resp.StatusCode() == 429 {
 		if err := decodeDecision(k.resp.Body(), &d.Reply); err != nil {
 			return &agentError{err}
@@ -219,46 +233,140 @@ func (c *Client) checkOnce(ctx context.Context, resource, domain string, o *opti
 	if o.copies > 0 {
 		d.Reply.Granted = o.copies
 	}
-	if r, ok := sfParam(d.RateLimit, 'r'); ok {
-		d.Reply.Remaining = int(r)
-	}
-	if t, ok := sfParam(d.RateLimit, 't'); ok {
-		d.Reply.ResetAfterMs = t * 1000
+	if r, ok := sfParam(d.RateLimit, 'r'); ok && r >= 0 {
+		d.Reply.Remaining = int(min(r, maxCopies))
 	}
 	d.fromReply()
 	return nil
 }
 
-// sfParam returns the integer parameter name of a RateLimit field value
-// `"resource";r=4;t=1`.
+// sfParam returns the integer parameter name of the first member of a
+// RateLimit field value, a structured-field list (RFC 9651) such as
+// `"t1";r=4;t=1`: a string or token item, then parameters whose values
+// are integers, strings or tokens. A malformed member, or a name whose
+// value is not an integer, gives false (the draft says to ignore a
+// malformed field).
 func sfParam(v string, name byte) (int64, bool) {
-	i := len(v) - 1
-	for i >= 0 && v[i] != '"' { // the parameters follow the closing quote
-		i--
+	p := sfReader{s: v}
+	for p.peek() == ' ' {
+		p.i++
 	}
-	for p := v[i+1:]; len(p) > 0; {
-		var part string
-		if j := indexByte(p[1:], ';'); j >= 0 {
-			part, p = p[1:j+1], p[j+1:]
-		} else {
-			part, p = p[1:], ""
+	if !p.bareString() {
+		return 0, false
+	}
+	var val int64
+	found := false
+	for p.peek() == ';' {
+		p.i++
+		for p.peek() == ' ' {
+			p.i++
 		}
-		if len(part) > 2 && part[0] == name && part[1] == '=' {
-			n, err := strconv.ParseInt(part[2:], 10, 64)
-			return n, err == nil
+		k := p.i
+		for c := p.peek(); c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == '*'; c = p.peek() {
+			p.i++
+		}
+		key := v[k:p.i]
+		if key == "" || key[0] >= '0' && key[0] <= '9' || key[0] == '_' || key[0] == '-' || key[0] == '.' || p.peek() != '=' {
+			return 0, false
+		}
+		p.i++
+		if c := p.peek(); c == '-' || c >= '0' && c <= '9' {
+			n, ok := p.integer()
+			if !ok {
+				return 0, false
+			}
+			if len(key) == 1 && key[0] == name {
+				val, found = n, true // the last one wins, as RFC 9651 says
+			}
+			continue
+		}
+		if !p.bareString() || len(key) == 1 && key[0] == name {
+			return 0, false
 		}
 	}
-	return 0, false
+	if c := p.peek(); c != 0 && c != ',' && c != ' ' && c != '\t' {
+		return 0, false
+	}
+	return val, found
 }
 
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
+// sfReader reads a structured-field value byte by byte.
+type sfReader struct {
+	s string
+	i int
+}
+
+// peek returns the next byte, or 0 at the end.
+func (r *sfReader) peek() byte {
+	if r.i < len(r.s) {
+		return r.s[r.i]
+	}
+	return 0
+}
+
+// bareString reads an sf-string (printable ASCII, \" and \\ escapes) or an
+// sf-token, and reports whether there was a well-formed one.
+func (r *sfReader) bareString() bool {
+	switch c := r.peek(); {
+	case c == '"':
+		for r.i++; ; r.i++ {
+			switch c := r.peek(); {
+			case c == '\\':
+				r.i++
+				if c := r.peek(); c != '"' && c != '\\' {
+					return false
+				}
+			case c == '"':
+				r.i++
+				return true
+			case c < 0x20 || c > 0x7e: // the end (0) included
+				return false
+			}
+		}
+	case c == '*' || c|0x20 >= 'a' && c|0x20 <= 'z':
+		for r.i++; isTokenByte(r.peek()); r.i++ {
+		}
+		return true
+	}
+	return false
+}
+
+// integer reads an sf-integer: an optional '-' and 1 to 15 digits.
+func (r *sfReader) integer() (int64, bool) {
+	start := r.i
+	if r.peek() == '-' {
+		r.i++
+	}
+	d := r.i
+	for c := r.peek(); c >= '0' && c <= '9'; c = r.peek() {
+		r.i++
+	}
+	if r.i == d || r.i-d > 15 || r.peek() == '.' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(r.s[start:r.i], 10, 64)
+	return n, err == nil
+}
+
+// isTokenByte reports whether c may follow the first character of an
+// sf-token: tchar, ':' or '/'.
+func isTokenByte(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	case c == 0:
+		return false
+	}
+	for i := 0; i < len(tokenPunct); i++ {
+		if c == tokenPunct[i] {
+			return true
 		}
 	}
-	return -1
+	return false
 }
+
+// tokenPunct are the punctuation bytes of an sf-token after its first.
+const tokenPunct = "!#$%&'*+-.^_`|~:/"
 
 // appendQuery appends s escaped for a query parameter value.
 func appendQuery(b []byte, s string) []byte {

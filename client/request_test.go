@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -326,18 +327,35 @@ func TestCheckCarriesRateLimitFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Decision{Granted: 5, Remaining: 15, RateLimitPolicy: `"t/gcra";q=20;w=1`, RateLimit: `"t/gcra";r=15;t=1`,
-		Reply: Reply{Granted: 5, Remaining: 15, ResetAfterMs: 1000, HardLimit: NoLimit, GlobalLimit: NoLimit}}
+	// t is the bucket's effective window: the next token is 50 ms away,
+	// rounded up to a second. It is not when the bucket is full again.
+	want := Decision{Granted: 5, Remaining: 15, RateLimitPolicy: `"gcra";q=20;w=1`, RateLimit: `"gcra";r=15;t=1`,
+		RateLimitWindow: time.Second, Reply: Reply{Granted: 5, Remaining: 15, HardLimit: NoLimit, GlobalLimit: NoLimit}}
 	if d != want {
 		t.Fatalf("Check = %+v\nwant %+v", d, want)
 	}
 	c.Check(ctx, "t/one", "d")
 	d, err = c.Check(ctx, "t/one", "d")
-	if err != nil || d.Granted != 0 || d.RetryAfter != time.Second || d.RateLimit != `"t/one";r=0;t=1` {
+	if err != nil || d.Granted != 0 || d.RetryAfter != time.Second || d.RateLimit != `"gcra";r=0;t=1` || d.RateLimitWindow != time.Second {
 		t.Fatalf("Check rejected = %+v, %v", d, err)
 	}
 	if _, err := c.Check(ctx, "t/one", "d", Copies(2), MinCopies(1)); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("Check with MinCopies = %v, want ErrBadRequest", err)
+	}
+	// Seven hits of 5,1,1,0,50,5,5,15 burst into tier 2: 48 left under it,
+	// and none of it comes back before its 15 s cooldown ends, 20 s on.
+	for range 6 {
+		c.Request(ctx, "t/tiers", "b")
+	}
+	d, err = c.Check(ctx, "t/tiers", "b")
+	if err != nil || d.Granted != 1 || d.Remaining != 48 || d.RateLimit != `"t2";r=48;t=20` ||
+		d.RateLimitWindow != 20*time.Second || d.Reply.ResetAfterMs != 0 {
+		t.Fatalf("Check in tier 2 = %+v, %v", d, err)
+	}
+	// A limit of 0: the field has no t, and nothing ever will be granted.
+	d, err = c.Check(ctx, "t/none", "d")
+	if err != nil || d.Granted != 0 || d.RetryAfter != Never || d.RateLimit != `"t0";r=0` || d.RateLimitWindow != 0 {
+		t.Fatalf("Check on no tier = %+v, %v", d, err)
 	}
 }
 
@@ -348,17 +366,73 @@ func TestSFParam(t *testing.T) {
 		want int64
 		ok   bool
 	}{
-		{`"api/search";r=4;t=1`, 'r', 4, true},
-		{`"api/search";r=4;t=1`, 't', 1, true},
+		{`"t1";r=4;t=1`, 'r', 4, true},
+		{`"t1";r=4;t=1`, 't', 1, true},
+		{`"t0";r=0`, 't', 0, false},
 		{`"a;r=9";r=4;t=12`, 'r', 4, true},
+		{`"a\";r=9";r=4;t=12`, 'r', 4, true},
+		{`"a\\";r=4`, 'r', 4, true},
+		{`  "gcra"; r=20; t=1`, 't', 1, true},
+		{`"t1";r=4;t=1, "t2";r=0;t=9`, 't', 1, true}, // the first member
+		{`hard;r=0;t=3`, 't', 3, true},               // a token item
+		{`"x";pk=:abc=:;r=1`, 'r', 0, false},         // a byte sequence: not read
+		{`"x";n="a;r=2";r=1`, 'r', 1, true},
+		{`"x";r=-1`, 'r', -1, true},
+		{`"x";r=1;r=2`, 'r', 2, true},
 		{`"x"`, 'r', 0, false},
 		{``, 'r', 0, false},
 		{`"x";r=abc`, 'r', 0, false},
+		{`"x";r="4"`, 'r', 0, false},
+		{`"x";r=4.5`, 'r', 0, false},
+		{`"x";r=1234567890123456`, 'r', 0, false},
+		{`"x";R=4`, 'r', 0, false},
+		{`"x" ;r=4`, 'r', 0, false},
+		{`"x`, 'r', 0, false},
+		{`"x\q";r=4`, 'r', 0, false},
+		{`"x";r=4x`, 'r', 0, false},
+		{`4;r=4`, 'r', 0, false},
+		{`"x";r`, 'r', 0, false},
 	} {
 		if got, ok := sfParam(tc.v, tc.name); got != tc.want || ok != tc.ok {
 			t.Errorf("sfParam(%q, %c) = %d, %v; want %d, %v", tc.v, tc.name, got, ok, tc.want, tc.ok)
 		}
 	}
+}
+
+// FuzzSFParam checks sfParam on any value (it must not panic) and on
+// every value the agent could write: a string item with any name, r and
+// an optional t, alone or first in a list, read back exactly.
+func FuzzSFParam(f *testing.F) {
+	f.Add("t1", int64(4), int64(1), true, "")
+	f.Add(`a"b\\;r=9`, int64(0), int64(-1), false, `, "x";r=1;t=2`)
+	f.Fuzz(func(t *testing.T, name string, r, tv int64, hasT bool, rest string) {
+		sfParam(name, 'r') // any bytes at all
+		sfParam(rest, 't')
+		r, tv = r%1e15, tv%1e15
+		v := `"`
+		for i := 0; i < len(name); i++ {
+			switch c := name[i]; {
+			case c == '"' || c == '\\':
+				v += `\` + string(c)
+			case c >= 0x20 && c <= 0x7e:
+				v += string(c)
+			}
+		}
+		v += `";r=` + strconv.FormatInt(r, 10)
+		if hasT {
+			v += ";t=" + strconv.FormatInt(tv, 10)
+		}
+		v += rest
+		if !strings.HasPrefix(rest, ",") && !strings.HasPrefix(rest, " ") {
+			v = strings.TrimSuffix(v, rest)
+		}
+		if got, ok := sfParam(v, 'r'); !ok || got != r {
+			t.Fatalf("sfParam(%q, r) = %d, %v; want %d", v, got, ok, r)
+		}
+		if got, ok := sfParam(v, 't'); ok != hasT || hasT && got != tv {
+			t.Fatalf("sfParam(%q, t) = %d, %v; want %d, %v", v, got, ok, tv, hasT)
+		}
+	})
 }
 
 func TestRefund(t *testing.T) {

@@ -381,6 +381,8 @@ func (tr *tiersRes) decide(d *Decision, stats *Stats, domain string, t, q, m int
 		HardLimit: int(p.hard), GlobalLimit: int(p.global),
 		DomainHitsLastSecond: int(o.domainHits), GlobalHitsLastSecond: int(o.globalHits),
 		FirstTierLimit: int(p.firstLimit), FirstTierWindow: msDuration(p.firstWindow),
+		PolicyTier: o.policyTier, PolicyTierRemaining: int(o.policyRoom), PolicyTierRefill: msDuration(o.policyRefill),
+		HardRefill: msDuration(o.hardRefill), GlobalRefill: msDuration(o.globalRefill),
 	}
 }
 
@@ -441,9 +443,17 @@ func (gr *gcraRes) decide(d *Decision, stats *Stats, domain string, t, q, m int6
 	*d = Decision{
 		Kind: config.KindGCRA, Granted: int(o.granted), Remaining: int(o.remaining),
 		RetryAfter: time.Duration(o.retryAfter), ResetAfter: time.Duration(o.resetAfter),
-		GCRABurst: int(p.burst), GCRAPeriod: p.period,
+		GCRABurst: int(p.burst), GCRAPeriod: p.period, GCRARefill: time.Duration(gcraRefill(p, &o, t)),
 	}
 	return nil
+}
+
+// gcraRefill is the wait from t until the bucket holds one more token than
+// o.remaining: it holds floor(x/EI) tokens (at least 0) for x = t + B −
+// max(tat, t), and x grows with time.
+func gcraRefill(p *gcraParams, o *gcraOutcome, t int64) int64 {
+	x := t + p.b - max(o.tat, t)
+	return (o.remaining+1)*p.ei - x
 }
 
 // Refund returns copies tokens to a gcra bucket and reports what remains.

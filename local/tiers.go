@@ -159,6 +159,12 @@ type tiersOutcome struct {
 	tierLimit, tierHits, tierWindow     int64
 	burst, limitedByHard, limitedByGlob bool
 	domainHits, globalHits              int64
+	// The RateLimit figures (policies): the tier policy a request is
+	// closest to the limit of, its room and refill, and the hard and
+	// global refills (ms; −1 = never). See Decision.
+	policyTier               int
+	policyRoom, policyRefill int64
+	hardRefill, globalRefill int64
 }
 
 // tierRecord is what a decision committed, tier by tier: hits taken and
@@ -311,6 +317,7 @@ func (s *tiersState) report(p *tiersParams, o *tiersOutcome, t, m, glob int64, r
 	}
 	s.resetAt = reset
 	o.resetAfter = reset - t
+	s.policies(p, o, t, c, glob, ring)
 	switch {
 	case o.remaining >= m:
 		o.retryAfter = 0
@@ -441,4 +448,118 @@ func (c *tierCursor) nextLeave(x, w int64) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// policies fills the RateLimit figures of o (Decision.PolicyTier and the
+// refills) for the settled state at t, whose current tier is c. A policy's
+// refill is the least wait until more of its quota is available, with no
+// other traffic: the time within which the domain can use no more than
+// what it has left under that policy (and, with nothing used, its window,
+// since hits made now leave it only then).
+//
+// The tier policy is chosen among the tiers a request draws from now: the
+// current tier (its room) and the tiers the walk would enter above it
+// (their limits); when there is none (every tier the walk visits is cooling
+// down), among those cooling-down tiers, with room 0 until their cooldown
+// ends. The one with the least room wins; ties go to the longer refill,
+// then to the lower tier. The global refill costs a scan of the ring, so it
+// is computed only when the global limit has no more left than the tier
+// policy and the hard limit (else it cannot be reported).
+func (s *tiersState) policies(p *tiersParams, o *tiersOutcome, t int64, c int, glob int64, ring *secondRing) {
+	var best pick
+	if c >= 1 {
+		tp, in := &p.tiers[c-1], &s.inst[c-1]
+		best.offer(c, max(0, tp.limit-in.hits.sum), activeRefill(tp, in, t))
+	}
+	for j := c + 1; j <= len(p.tiers); j++ {
+		tp := &p.tiers[j-1]
+		if phaseAt(tp, &s.inst[j-1], t) == phaseCooldown {
+			if tp.skippable {
+				continue
+			}
+			break
+		}
+		best.offer(j, tp.limit, tp.window) // inactive: entered fresh
+	}
+	if best.k == 0 {
+		for j := 1; j <= len(p.tiers); j++ { // all cooling down (c = 0)
+			tp, in := &p.tiers[j-1], &s.inst[j-1]
+			best.offer(j, 0, in.entered+tp.active+tp.cooldown-t)
+			if !tp.skippable {
+				break
+			}
+		}
+	}
+	o.policyTier, o.policyRoom, o.policyRefill = best.k, best.room, best.refill
+	if best.k == 0 {
+		best.room, best.refill = math.MaxInt64, -1 // no tier: nothing to beat
+	}
+	o.hardRefill = 0
+	hardRoom := int64(math.MaxInt64)
+	if p.hard >= 0 {
+		hardRoom = max(0, p.hard-s.recent.sum)
+		switch live := s.recent.live(); {
+		case p.hard == 0:
+			o.hardRefill = -1
+		case len(live) > 0:
+			o.hardRefill = live[0].at + second - t
+		default:
+			o.hardRefill = second
+		}
+	}
+	o.globalRefill = 0
+	if p.global >= 0 && ring != nil {
+		if room := max(0, p.global-glob); room <= best.room && room <= hardRoom {
+			rc := newRingCursor(ring)
+			switch e, ok := rc.nextEvent(t); {
+			case p.global == 0:
+				o.globalRefill = -1
+			case ok:
+				o.globalRefill = e - t
+			default:
+				o.globalRefill = second
+			}
+		}
+	}
+}
+
+// activeRefill is the refill of an active tier at t: when its oldest hit
+// leaves its window (a hit made now, when it has none), if that is before
+// the instance ends; else when its cooldown ends and it can be entered
+// afresh (a tier in cooldown takes no hits, whatever leaves its window).
+func activeRefill(tp *tierParams, in *tierInst, t int64) int64 {
+	x := t + tp.window
+	if live := in.hits.live(); len(live) > 0 {
+		x = live[0].at + tp.window
+	}
+	if end := in.entered + tp.active; x >= end {
+		x = end + tp.cooldown
+	}
+	return x - t
+}
+
+// pick is the running choice of policies: the least room, then the longer
+// refill (−1, never, is the longest), then the first offered.
+type pick struct {
+	k            int
+	room, refill int64
+}
+
+// offer considers policy k with its room and refill (ms, −1 = never).
+func (b *pick) offer(k int, room, refill int64) {
+	if b.k != 0 && (room > b.room || room == b.room && !longer(refill, b.refill)) {
+		return
+	}
+	b.k, b.room, b.refill = k, room, refill
+}
+
+// longer reports whether refill a is strictly longer than b (−1 = never).
+func longer(a, b int64) bool {
+	switch {
+	case b < 0:
+		return false
+	case a < 0:
+		return true
+	}
+	return a > b
 }

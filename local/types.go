@@ -41,6 +41,35 @@ type Decision struct {
 	GCRABurst  int
 	GCRAPeriod time.Duration
 
+	// The figures of the RateLimit field (draft-ietf-httpapi-ratelimit-
+	// headers), one per policy: what the domain has left under it and its
+	// refill, the least wait until more of it is available with no other
+	// traffic (Never when no more ever will be). The refill is the policy's
+	// effective window: the time within which the domain can use no more
+	// than what it has left (its window when it has used nothing, since a
+	// hit made now leaves only then).
+	//
+	// tiers: PolicyTier is the tier (1-based) that a request draws from
+	// now and is closest to its limit: among the current tier (its room)
+	// and the tiers the walk would enter above it (their limits), or, when
+	// every tier the walk visits is cooling down, among those (room 0 until
+	// their cooldown ends); the least room wins, ties go to the longer
+	// refill, then to the lower tier. It is 0 when the resource has no
+	// tier. The hard limit has HardLimit − DomainHitsLastSecond left and
+	// refills when the domain's oldest hit of the last second leaves it;
+	// the global limit, likewise, with GlobalHitsLastSecond. GlobalRefill
+	// costs a scan of the last second, so it is filled only when the global
+	// limit has no more left than the tier policy and the hard limit (the
+	// only case it can be reported); it is 0 otherwise.
+	PolicyTier          int
+	PolicyTierRemaining int
+	PolicyTierRefill    time.Duration
+	HardRefill          time.Duration // 0 when there is no hard limit
+	GlobalRefill        time.Duration
+	// gcra: Remaining is what is left; GCRARefill is when one more token
+	// is (an emission interval when the bucket is full).
+	GCRARefill time.Duration
+
 	// Shadow is true when a rejection was turned into a grant by shadow mode.
 	Shadow bool
 	// Lenient is true when the grant was made without a limit: the namespace
