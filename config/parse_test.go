@@ -823,7 +823,7 @@ func TestDefault(t *testing.T) {
 	if ns := c.Namespaces["demo"]; ns == nil || ns.AllowUnconfigured || ns.IgnoreConfigured {
 		t.Errorf("demo namespace = %+v", ns)
 	}
-	kinds := map[string]Kind{"demo/search": KindTiers, "demo/export": KindGCRA, "demo/jobs": KindCopies, "demo/login": KindAdaptive}
+	kinds := map[string]Kind{"demo/search": KindTiers, "demo/export": KindGCRA, "demo/jobs": KindCopies, "demo/login": KindAdaptive, "demo/upstream": KindPacer}
 	for name, k := range kinds {
 		if r := c.Resources[name]; r == nil || r.Kind != k {
 			t.Errorf("%s = %+v, want kind %s", name, r, k)
@@ -841,6 +841,9 @@ func TestDefault(t *testing.T) {
 	}
 	if l := c.Resources["demo/login"]; l.MinWindow != 5 || l.MaxWindow != 250 || l.Rules != RulesOpenZiti {
 		t.Errorf("demo/login = %+v", l)
+	}
+	if u := c.Resources["demo/upstream"]; u.Quota != 5000 || u.Period != time.Hour || u.Strategy != StrategyKeepReserve || *u.Jitter != DefaultPacerJitter {
+		t.Errorf("demo/upstream = %+v", u)
 	}
 	// Each call is a fresh copy.
 	*c.Resources["demo/search"].HardLimit = 1

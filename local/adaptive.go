@@ -95,6 +95,8 @@ func kindsFor(call string) string {
 		return "copies resources"
 	case "admit":
 		return "adaptive resources"
+	case "pace", "observe":
+		return "pacer resources"
 	}
 	return "tiers and gcra resources"
 }

@@ -59,6 +59,7 @@ type resource struct {
 	gcra      *gcraRes
 	copies    *copiesRes
 	adaptive  *adaptiveRes // nil when the namespace ignores the config
+	pacer     *pacerRes    // nil when the namespace ignores the config
 }
 
 type tiersRes struct {
@@ -160,6 +161,8 @@ func buildResource(name string, rc *config.Resource, ignore bool) *resource {
 		r.copies = copiesFromConfig(name, rc, ignore)
 	case config.KindAdaptive:
 		r.adaptive = adaptiveFromConfig(rc, ignore)
+	case config.KindPacer:
+		r.pacer = pacerFromConfig(rc, ignore)
 	}
 	return r
 }
