@@ -6,7 +6,7 @@ import "time"
 // "" is not a valid kind: Validate requires one of the five constants.
 type Kind string
 
-// The resource kinds of SEMANTICS.md, and KindPacer.
+// The resource kinds.
 const (
 	// KindTiers is Charon's leniency-first burst tiers: a per-domain rate
 	// with bursts that climb tiers, each active for a while and then cooling

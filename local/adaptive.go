@@ -18,7 +18,7 @@ import (
 var ErrUnknownTicket = errors.New("local: unknown ticket")
 
 // adaptiveRes is the state of a resource of kind adaptive: the tracker of
-// package adaptive (OpenZiti's rules, SEMANTICS.md, or the Predictive ones,
+// package adaptive (OpenZiti's rules, the contract, or the Predictive ones,
 // as the resource's rules say) and the epoch its
 // tickets carry, so that a ticket of another tracker (an earlier process,
 // or the resource before it changed kind) is unknown rather than taken
