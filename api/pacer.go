@@ -101,7 +101,7 @@ func (b *pacerBody) field(key []byte, allowed uint8) (uint8, error) {
 	return f, nil
 }
 
-// bounds returns the range of the integer field f: status an HTTP status
+// pacerBounds returns the range of the integer field f: status an HTTP status
 // code, remaining a count of at most 18 digits or -1 (none).
 func pacerBounds(f uint8) (lo, hi int64) {
 	if f == pStatus {
