@@ -88,3 +88,15 @@ func BenchmarkPacer(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkParseRateLimit reads a draft-11 RateLimit value with two
+// policies, the agent's work on a raw POST /v1/observe.
+func BenchmarkParseRateLimit(b *testing.B) {
+	v := `"day";r=4000;t=3600, "second";r=9;t=1`
+	b.ReportAllocs()
+	for b.Loop() {
+		if n, ok := ParseRateLimit(v); !ok || n != 9 {
+			b.Fatal(n, ok)
+		}
+	}
+}

@@ -166,6 +166,9 @@ type PacerGroup struct {
 	sleep    float64
 	reserve  reserveGroup
 	maxSleep time.Duration
+	// remaining is the last remaining count observed (a 429 is 0); -1
+	// before any.
+	remaining int
 }
 
 // NewPacerGroup returns a group of cfg, or cfg's problems.
@@ -173,7 +176,7 @@ func NewPacerGroup(cfg PacerConfig) (*PacerGroup, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g := &PacerGroup{cfg: cfg.withDefaults()}
+	g := &PacerGroup{cfg: cfg.withDefaults(), remaining: -1}
 	g.sleep = g.cfg.StartSleep.Seconds()
 	g.reserve.init(&g.cfg)
 	return g, nil
@@ -273,6 +276,12 @@ func (p *Pacer) ObserveAt(now time.Time, status, remaining int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	limited := status == http.StatusTooManyRequests
+	switch {
+	case limited:
+		g.remaining = 0
+	case remaining >= 0:
+		g.remaining = remaining
+	}
 	switch g.cfg.Strategy {
 	case ExponentialBackoff:
 		if limited {
@@ -294,6 +303,52 @@ func (p *Pacer) ObserveAt(now time.Time, status, remaining int) {
 	default:
 		g.reserve.observe(g, &p.reserve, now, limited, remaining)
 	}
+}
+
+// PacerStatus is what a pacer and its group know at an instant.
+type PacerStatus struct {
+	// Wait is what Delay would return at the instant, jitter left out.
+	Wait time.Duration
+	// Rate is the rate, in requests per second, the group spaces its
+	// requests at: KeepReserve's schedule, or one call per sleep under
+	// ProportionalRemaining. It is +Inf when the pacer does not space
+	// requests: KeepReserve before it has seen the bucket run low or while
+	// the bucket is well above the reserve, ProportionalRemaining with a
+	// sleep of 0, and ExponentialBackoff always (it only backs off after a
+	// 429).
+	Rate float64
+	// Remaining is the last remaining count observed, a 429 counting as 0;
+	// -1 before any.
+	Remaining int
+}
+
+// Status returns what p knows at now without changing anything: the wait
+// a request asking now would be given (without jitter), the rate the group
+// paces at, and the last remaining count it saw. It reads no clock.
+func (p *Pacer) Status(now time.Time) PacerStatus {
+	g := p.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st := PacerStatus{Rate: math.Inf(1), Remaining: g.remaining}
+	switch g.cfg.Strategy {
+	case ExponentialBackoff:
+		if p.inCall {
+			st.Wait = p.pending
+		}
+	case ProportionalRemaining:
+		sleep := g.sleep
+		if p.inCall {
+			sleep, st.Wait = p.sleep, p.pending
+		} else {
+			st.Wait = seconds(sleep)
+		}
+		if sleep > 0 {
+			st.Rate = 1 / sleep
+		}
+	default:
+		st.Rate, st.Wait = g.reserve.status(g, &p.reserve, now)
+	}
+	return st
 }
 
 // jittered returns s seconds lengthened by a random fraction in [0, Jitter],

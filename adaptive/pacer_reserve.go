@@ -96,6 +96,22 @@ func (s *reserveGroup) delay(g *PacerGroup, p *reservePacer, now time.Time) time
 	return at.Sub(now)
 }
 
+// status returns the group's rate now and the delay a request of p would
+// get at now, without jitter and without taking a slot.
+func (s *reserveGroup) status(g *PacerGroup, p *reservePacer, now time.Time) (rate float64, wait time.Duration) {
+	r := s.rem
+	if !s.seen {
+		r = reserveFraction * float64(g.cfg.Limit)
+	}
+	rate = s.rate(&g.cfg, r) * float64(max(s.members, 1))
+	if p.started && rate > 0 && !math.IsInf(rate, 1) {
+		if next := s.last.Add(seconds(1 / rate)); next.After(now) {
+			wait = next.Sub(now)
+		}
+	}
+	return rate, wait
+}
+
 func (s *reserveGroup) observe(g *PacerGroup, p *reservePacer, now time.Time, limited bool, remaining int) {
 	cfg := &g.cfg
 	if limited {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -272,4 +273,130 @@ func TestRemaining(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestPacerStatus(t *testing.T) {
+	inf := math.Inf(1)
+	t.Run("keep reserve", func(t *testing.T) {
+		p := newPacer(t, PacerConfig{Strategy: KeepReserve, Jitter: -1})
+		if st := p.Status(ms(0)); st.Wait != 0 || st.Rate != inf || st.Remaining != -1 {
+			t.Fatalf("fresh: %+v, want no wait, unpaced, nothing seen", st)
+		}
+		p.Delay(ms(0))
+		p.ObserveAt(ms(100), 429, -1) // empty: S = the whole refill, 1.25/s
+		rate := 1.25 * math.Exp(-22.5/20)
+		slot := sec(1 / rate)
+		st := p.Status(ms(100))
+		if math.Abs(st.Rate-rate) > 1e-9 || !near(st.Wait, slot-100*time.Millisecond) || st.Remaining != 0 {
+			t.Fatalf("after a 429: %+v, want rate %v, wait %v, remaining 0", st, rate, slot-100*time.Millisecond)
+		}
+		// Status takes no slot: Delay then gives the same wait, once.
+		if d := p.Delay(ms(100)); !near(d, st.Wait) {
+			t.Fatalf("Delay after Status = %v, want %v", d, st.Wait)
+		}
+		if st := p.Status(ms(100)); !near(st.Wait, 2*slot-100*time.Millisecond) {
+			t.Fatalf("after taking the slot: wait %v, want %v", st.Wait, 2*slot-100*time.Millisecond)
+		}
+		p.ObserveAt(ms(200), 200, 4000)
+		if st := p.Status(ms(200)); st.Rate != inf || st.Wait != 0 || st.Remaining != 4000 {
+			t.Fatalf("full bucket: %+v", st)
+		}
+		p.ObserveAt(ms(300), 200, -1) // no count: the last one stays
+		if st := p.Status(ms(300)); st.Remaining != 4000 {
+			t.Fatalf("remaining %d after a reply without a count, want 4000 kept", st.Remaining)
+		}
+	})
+	t.Run("proportional remaining", func(t *testing.T) {
+		p := newPacer(t, PacerConfig{Strategy: ProportionalRemaining, Jitter: -1, StartSleep: 2 * time.Second})
+		if st := p.Status(ms(0)); st.Wait != 2*time.Second || st.Rate != 0.5 {
+			t.Fatalf("fresh: %+v, want the start sleep and 0.5/s", st)
+		}
+		p.Delay(ms(0))
+		p.ObserveAt(ms(10), 429, -1) // sleep 2 + 0.8 = 2.8 s for the retry
+		if st := p.Status(ms(10)); !near(st.Wait, sec(2.8)) || st.Remaining != 0 {
+			t.Fatalf("after a 429: %+v, want a 2.8s wait", st)
+		}
+	})
+	t.Run("exponential backoff", func(t *testing.T) {
+		p := newPacer(t, PacerConfig{Strategy: ExponentialBackoff, Jitter: -1})
+		p.Delay(ms(0))
+		p.ObserveAt(ms(10), 429, -1)
+		if st := p.Status(ms(10)); !near(st.Wait, sec(0.8)) || st.Rate != inf {
+			t.Fatalf("after a 429: %+v, want a 0.8s wait, unpaced", st)
+		}
+	})
+}
+
+func TestParseRateLimit(t *testing.T) {
+	cases := []struct {
+		v    string
+		want int
+		ok   bool
+	}{
+		{`"default";r=4;t=1`, 4, true},
+		{` "default" ; r=4 ; t=1 `, 4, true},
+		{`"day";r=100;t=3600, "second";r=2;t=1`, 2, true},
+		{`"a;r=1,b";r=8;t=1`, 8, true},
+		{`"p";r=-1;t=1, "q";r=3`, 3, true},
+		{`limit=10, remaining=6, reset=2`, 6, true},
+		{`"default";r=0;t=30`, 0, true},
+		{`"default";q=100;w=60`, 0, false}, // a policy, not a RateLimit value
+		{`r=6`, 0, false},
+		{`"p";r=abc`, 0, false},
+		{``, 0, false},
+		{`"p";r=1234567890123456789`, 0, false},
+	}
+	for _, tc := range cases {
+		if got, ok := ParseRateLimit(tc.v); got != tc.want || ok != tc.ok {
+			t.Errorf("ParseRateLimit(%q) = %d, %v; want %d, %v", tc.v, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestParseRateLimitRemaining(t *testing.T) {
+	cases := []struct {
+		v    string
+		want int
+		ok   bool
+	}{
+		{`42`, 42, true},
+		{` 42 `, 42, true},
+		{`9, 3`, 3, true},
+		{`0`, 0, true},
+		{`x, 12`, 12, true},
+		{`-1`, 0, false},
+		{`4.5`, 0, false},
+		{`1e3`, 0, false},
+		{``, 0, false},
+		{`"p";r=4`, 0, false},
+		{`999999999999999999`, 999999999999999999, true},
+		{`1234567890123456789`, 0, false},
+	}
+	for _, tc := range cases {
+		if got, ok := ParseRateLimitRemaining(tc.v); got != tc.want || ok != tc.ok {
+			t.Errorf("ParseRateLimitRemaining(%q) = %d, %v; want %d, %v", tc.v, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// FuzzParseRateLimit: the parsers never panic, and a count they return is
+// non-negative and written in the value as it is returned.
+func FuzzParseRateLimit(f *testing.F) {
+	for _, s := range []string{`"default";r=4;t=1`, `"a;r=1,b";r=8`, `limit=10, remaining=6, reset=2`, `9, 3`, `"p";r=-1`, `"\"";r=2`, `"unterminated;r=3`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		for name, parse := range map[string]func(string) (int, bool){"ParseRateLimit": ParseRateLimit, "ParseRateLimitRemaining": ParseRateLimitRemaining} {
+			n, ok := parse(v)
+			if !ok {
+				if n != 0 {
+					t.Fatalf("%s(%q) = %d with ok false", name, v, n)
+				}
+				continue
+			}
+			if n < 0 || !strings.Contains(v, strconv.Itoa(n)) {
+				t.Fatalf("%s(%q) = %d, which the value does not say", name, v, n)
+			}
+		}
+	})
 }

@@ -27,10 +27,8 @@ func Remaining(h http.Header) (int, bool) {
 	for _, name := range []string{"RateLimit-Remaining", "X-RateLimit-Remaining"} {
 		best, found := 0, false
 		for _, v := range h.Values(name) {
-			for _, part := range strings.Split(v, ",") {
-				if n, ok := count(strings.TrimSpace(part)); ok && (!found || n < best) {
-					best, found = n, true
-				}
+			if n, ok := ParseRateLimitRemaining(v); ok && (!found || n < best) {
+				best, found = n, true
 			}
 		}
 		if found {
@@ -40,13 +38,41 @@ func Remaining(h http.Header) (int, bool) {
 	return 0, false
 }
 
+// ParseRateLimit returns the remaining count one RateLimit field value
+// reports, as Remaining reads it: the smallest r parameter of the items of
+// the IETF draft's structured form (`"default";r=4;t=1`, items separated by
+// commas, a quoted name may hold commas and semicolons), or the remaining
+// member of the older dictionary form (`limit=10, remaining=4, reset=1`).
+// Items whose r is malformed are skipped; ok is false when no item reports
+// a count.
+func ParseRateLimit(v string) (remaining int, ok bool) { return structuredRemaining(v) }
+
+// ParseRateLimitRemaining returns the count one RateLimit-Remaining (or
+// X-RateLimit-Remaining) field value reports: a non-negative decimal
+// integer of at most 18 digits, or a comma-separated list of them (the
+// smallest); spaces around each are ignored. ok is false when no member is
+// such an integer.
+func ParseRateLimitRemaining(v string) (remaining int, ok bool) {
+	best, found := 0, false
+	for _, part := range strings.Split(v, ",") {
+		if n, ok := count(strings.TrimSpace(part)); ok && (!found || n < best) {
+			best, found = n, true
+		}
+	}
+	return best, found
+}
+
 // structuredRemaining reads one RateLimit field value: the smallest r=
-// parameter of its list members, or its remaining= dictionary member.
+// parameter of its list members, or its remaining= dictionary member. It
+// does not allocate.
 func structuredRemaining(v string) (int, bool) {
 	best, found := 0, false
-	for _, member := range splitOutsideQuotes(v, ',') {
-		parts := splitOutsideQuotes(member, ';')
-		for i, p := range parts {
+	for rest, more := v, true; more; {
+		var member string
+		member, rest, more = cutOutsideQuotes(rest, ',')
+		for i, prest, pmore := 0, member, true; pmore; i++ {
+			var p string
+			p, prest, pmore = cutOutsideQuotes(prest, ';')
 			k, val, ok := strings.Cut(strings.TrimSpace(p), "=")
 			if !ok {
 				continue
@@ -78,11 +104,12 @@ func count(s string) (int, bool) {
 	return n, err == nil
 }
 
-// splitOutsideQuotes splits s at sep, except inside "quoted strings"
-// (where \ escapes the next character).
-func splitOutsideQuotes(s string, sep byte) []string {
-	var out []string
-	start, quoted := 0, false
+// cutOutsideQuotes slices s around the first sep that is not inside a
+// "quoted string" (where \ escapes the next character), returning the
+// text before and after it; found is false, and before is s, when there is
+// none.
+func cutOutsideQuotes(s string, sep byte) (before, after string, found bool) {
+	quoted := false
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case quoted && c == '\\':
@@ -90,9 +117,8 @@ func splitOutsideQuotes(s string, sep byte) []string {
 		case c == '"':
 			quoted = !quoted
 		case !quoted && c == sep:
-			out = append(out, s[start:i])
-			start = i + 1
+			return s[:i], s[i+1:], true
 		}
 	}
-	return append(out, s[start:])
+	return s, "", false
 }

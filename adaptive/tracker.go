@@ -159,7 +159,8 @@ func (t *Tracker) compact() {
 }
 
 // Reconfigure puts cfg in force, keeping the outstanding tickets and what
-// the window learned; the window is clamped into cfg's bounds.
+// the window learned; the window is clamped into cfg's bounds
+// (Window.Reconfigure says what a change of Rules forgets).
 func (t *Tracker) Reconfigure(cfg Config) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()

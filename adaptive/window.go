@@ -219,11 +219,18 @@ func (w *Window) Stale(c Call, now time.Time) bool {
 	return w.cfg.Rules == Predictive && w.pred.late(c, now)
 }
 
-// Reconfigure puts cfg in force, keeping the outstanding calls and what
-// was learned; the window is clamped into cfg's [MinWindow, MaxWindow].
+// Reconfigure puts cfg in force, keeping the window, the outstanding calls
+// and what was learned; the window is clamped into cfg's [MinWindow,
+// MaxWindow]. A change of Rules keeps the window (it is what both rules
+// adapt) but forgets what the Predictive rules had learned, so that a
+// switch back to them relearns from fresh latencies instead of resuming
+// from estimates made before the switch.
 func (w *Window) Reconfigure(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if cfg.Rules != w.cfg.Rules {
+		w.pred = predictor{}
 	}
 	w.cfg = cfg.withDefaults()
 	w.window = min(max(w.window, w.cfg.MinWindow), w.cfg.MaxWindow)

@@ -311,3 +311,46 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("defaults not filled in: %+v", got)
 	}
 }
+
+func TestWindowReconfigureRules(t *testing.T) {
+	// Predictive learns the callers' patience from a backoff; a change of
+	// rules keeps the window and forgets it; keeping the rules keeps it.
+	cfg := Config{MinWindow: 1, MaxWindow: 50, Margin: 1, Rules: Predictive}
+	w := newWindow(t, cfg)
+	var calls []Call
+	for range 20 {
+		c, ok := w.Admit(t0)
+		if !ok {
+			t.Fatal("not admitted")
+		}
+		calls = append(calls, c)
+	}
+	w.Success(calls[0], ms(100))   // perPos 100 ms
+	w.Backoff(calls[19], ms(1000)) // patience 1 s at position 20
+	learned := w.Deadline()
+	if learned != time.Second || w.PerPosition() != 100*time.Millisecond {
+		t.Fatalf("learned deadline %v per position %v, want 1s and 100ms", learned, w.PerPosition())
+	}
+	size := w.Size()
+	if err := w.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if w.Deadline() != learned || w.Size() != size {
+		t.Fatalf("same rules: deadline %v window %d, want %v and %d kept", w.Deadline(), w.Size(), learned, size)
+	}
+	cfg.Rules = OpenZiti
+	if err := w.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if w.Deadline() != 0 || w.PerPosition() != 0 || w.Size() != size || w.Outstanding() != 18 {
+		t.Fatalf("to openziti: deadline %v per position %v window %d outstanding %d, want 0, 0, %d, 18",
+			w.Deadline(), w.PerPosition(), w.Size(), w.Outstanding(), size)
+	}
+	cfg.Rules = Predictive
+	if err := w.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if w.Deadline() != 0 || w.Size() != size {
+		t.Fatalf("back to predictive: deadline %v window %d, want 0 (relearned from scratch) and %d", w.Deadline(), w.Size(), size)
+	}
+}

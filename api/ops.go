@@ -25,6 +25,9 @@ type stateReply struct {
 	TATMs *int64 `json:"tat_ms,omitempty"`
 	// Holds (kind copies): the domain's holds.
 	Holds *int `json:"holds,omitempty"`
+	// Pacer (kind pacer): the wait a call asking now would get, the last
+	// remaining count seen and the rate paced at; the domain is ignored.
+	Pacer *pacerStateReply `json:"pacer,omitempty"`
 	// Peek (rate kinds): the reply a peek (copies 0) would get now.
 	Peek json.RawMessage `json:"peek,omitempty"`
 	// Origins (in a cluster): each node's share of the key, this node's
@@ -79,6 +82,8 @@ func (s *Server) state(ctx *fasthttp.RequestCtx, _ params) {
 	case config.KindCopies:
 		holds := ks.Holds
 		reply.Holds = &holds
+	case config.KindPacer:
+		reply.Pacer = pacerState(g.engine, s.now(), ks.Resource)
 	}
 	if ks.Peek != nil {
 		reply.Peek = appendDecision(nil, ks.Peek)

@@ -47,6 +47,10 @@ var routes = []route{
 	{"POST", "/v1/admit", (*Server).admit},
 	{"POST", "/v1/complete", (*Server).complete},
 
+	// Client pacing (pacer.go).
+	{"POST", "/v1/pace", (*Server).pace},
+	{"POST", "/v1/observe", (*Server).observe},
+
 	// Simulation (simulate.go).
 	{"POST", "/v1/simulate", (*Server).simulate},
 

@@ -168,6 +168,8 @@ const (
 	epRelease
 	epTransfer
 	epSeize
+	epPace
+	epObserve
 	numEndpoints
 )
 
@@ -180,6 +182,8 @@ var endpointPaths = [numEndpoints]string{
 	epRelease:  "/v1/release",
 	epTransfer: "/v1/transfer",
 	epSeize:    "/v1/seize",
+	epPace:     "/v1/pace",
+	epObserve:  "/v1/observe",
 }
 
 // New returns a Client for the agent cfg names. It does not connect: an

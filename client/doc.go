@@ -1,7 +1,8 @@
 // Package client is the Go client of the obol agent: rate decisions
 // (Request, Check, Batch, Refund), copy-limited holds (Reserve, Release,
-// Transfer, Seize), Charon's pseudo-atomic Multi, and HTTP middleware for
-// net/http and fasthttp.
+// Transfer, Seize), Charon's pseudo-atomic Multi, HTTP middleware for
+// net/http and fasthttp, and client pacing for calls to a rate-limited API
+// elsewhere (Pace, Observe, PacedTransport).
 //
 // The agent runs beside the application; the client asks it over its Unix
 // socket (or loopback HTTP) with JSON and small timeouts. It fails open: an

@@ -29,6 +29,7 @@ resources:
   api/search: {kind: tiers, tiers: "5,1,1,0,50,5,5,15"}
   api/export: {kind: gcra, burst: 20, count: 20, period: 1s}
   api/login: {kind: gcra, burst: 2, count: 1, period: 1s}
+  api/upstream: {kind: pacer, quota: 4500, period: 1h, jitter: 0}
   jobs/sandbox:
     kind: copies
     domain_limit: 5

@@ -769,7 +769,8 @@ var (
 		"hard_limit", "global_limit", "tiers",
 		"burst", "count", "period",
 		"domain_limit", "groups",
-		"min_window", "max_window", "grow_every", "margin", "timeout",
+		"min_window", "max_window", "grow_every", "margin", "timeout", "rules",
+		"strategy", "quota", "min_sleep", "multiplier", "jitter", "start_sleep",
 		"domains"}
 	overrideKeys = []string{"tiers", "hard_limit", "burst", "count", "period", "domain_limit"}
 	tierKeys     = []string{"limit", "window", "active", "cooldown", "skippable"}
@@ -780,6 +781,7 @@ var (
 		KindTiers:    {"tiers"},
 		KindGCRA:     {"burst", "count", "period"},
 		KindAdaptive: {"min_window", "max_window"},
+		KindPacer:    {"quota", "period"},
 	}
 	requiredOverride = map[Kind][]string{
 		KindTiers: {"tiers"},
@@ -947,6 +949,20 @@ func (d *decoder) resource(path string, n *yaml.Node) *Resource {
 			r.Margin = d.integer(p.path, p.v)
 		case "timeout":
 			r.Timeout = d.duration(p.path, p.v)
+		case "rules":
+			r.Rules = Rules(d.str(p.path, p.v))
+		case "strategy":
+			r.Strategy = Strategy(d.str(p.path, p.v))
+		case "quota":
+			r.Quota = d.integer(p.path, p.v)
+		case "min_sleep":
+			r.MinSleep = d.duration(p.path, p.v)
+		case "multiplier":
+			r.Multiplier = d.number(p.path, p.v)
+		case "jitter":
+			r.Jitter = Fraction(d.number(p.path, p.v))
+		case "start_sleep":
+			r.StartSleep = d.duration(p.path, p.v)
 		case "domains":
 			r.Domains = d.overrides(p.path, p.v, r.Kind)
 		default:

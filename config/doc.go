@@ -3,7 +3,8 @@
 //
 // A Config maps resource names, NAMESPACE/NAME, to a Resource of one kind —
 // tiers (Charon burst tiers), gcra (a token bucket), copies (a counting
-// semaphore) or adaptive (an adaptive queue window) — with optional
+// semaphore), adaptive (an adaptive queue window) or pacer (a client pacer
+// for a rate-limited API elsewhere) — with optional
 // per-domain Overrides that replace the default for one domain whole, and
 // per-namespace modes. Parse, ParseResource and Load decode with a
 // path-tracking walker: unknown keys, type errors and every Validate rule are

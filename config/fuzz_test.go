@@ -73,6 +73,13 @@ min_window: 5
 max_window: 250`,
 		`{"kind": "copies", "global_limit": 3, "domain_limit": 9}`,
 		`kind: tiers`,
+		`{"kind": "adaptive", "min_window": 1, "max_window": 9, "rules": "predictive"}`,
+		`{"kind": "pacer", "quota": 4500, "period": "1h", "strategy": "proportional_remaining", "multiplier": 1.5, "jitter": 0.2, "min_sleep": "1s", "start_sleep": "2s"}`,
+		`kind: pacer
+quota: 100
+period: 1m
+strategy: exponential_backoff
+jitter: 0`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -75,6 +75,14 @@ type resourceJSON struct {
 	GrowEvery *int    `json:"grow_every,omitempty"`
 	Margin    *int    `json:"margin,omitempty"`
 	Timeout   *string `json:"timeout,omitempty"`
+	Rules     *string `json:"rules,omitempty"`
+
+	Strategy   *string  `json:"strategy,omitempty"`
+	Quota      *int     `json:"quota,omitempty"`
+	MinSleep   *string  `json:"min_sleep,omitempty"`
+	Multiplier *float64 `json:"multiplier,omitempty"`
+	Jitter     *float64 `json:"jitter,omitempty"`
+	StartSleep *string  `json:"start_sleep,omitempty"`
 
 	Domains map[string]*overrideJSON `json:"domains,omitempty"`
 }
@@ -89,14 +97,17 @@ type overrideJSON struct {
 }
 
 // MarshalJSON renders r in the config-file schema: kind, shadow (when
-// true), drift, max_keys, every field of r's kind even when zero, any field
-// of another kind that is set (only an invalid Resource has one), and the
-// per-domain overrides, each showing its kind's fields. The limit fields
-// (hard_limit, global_limit, domain_limit, a group's limit) are the
-// exception: they appear exactly when set, so that absent (no limit) and 0
-// (grants nothing) round-trip.
+// true), drift, max_keys, every field of r's kind even when zero (for kind
+// pacer, every field its strategy reads), any field of another kind that
+// is set (only an invalid Resource has one), and the per-domain overrides,
+// each showing its kind's fields. The limit fields (hard_limit,
+// global_limit, domain_limit, a group's limit) and jitter are the
+// exception: they appear exactly when set, so that absent (no limit, the
+// default jitter) and 0 (grants nothing, no jitter) round-trip.
 func (r Resource) MarshalJSON() ([]byte, error) {
-	show := func(name string, set bool) bool { return set || belongs(name, r.Kind) }
+	show := func(name string, set bool) bool {
+		return set || belongs(name, r.Kind) && (r.Kind != KindPacer || pacerUses(name, r.Strategy))
+	}
 	j := resourceJSON{Kind: r.Kind, Shadow: r.Shadow, Drift: r.Drift, MaxKeys: r.MaxKeys}
 	j.HardLimit, j.GlobalLimit = r.HardLimit, r.GlobalLimit // absent stays absent
 	j.Tiers = tiersIf(show("tiers", len(r.Tiers) != 0), r.Tiers)
@@ -116,6 +127,16 @@ func (r Resource) MarshalJSON() ([]byte, error) {
 	j.GrowEvery = intIf(show("grow_every", r.GrowEvery != 0), r.GrowEvery)
 	j.Margin = intIf(show("margin", r.Margin != 0), r.Margin)
 	j.Timeout = durationIf(show("timeout", r.Timeout != 0), r.Timeout)
+	j.Rules = stringIf(show("rules", r.Rules != ""), string(r.Rules))
+	j.Strategy = stringIf(show("strategy", r.Strategy != ""), string(r.Strategy))
+	j.Quota = intIf(show("quota", r.Quota != 0), r.Quota)
+	j.MinSleep = durationIf(show("min_sleep", r.MinSleep != 0), r.MinSleep)
+	if show("multiplier", r.Multiplier != 0) {
+		m := r.Multiplier
+		j.Multiplier = &m
+	}
+	j.Jitter = r.Jitter // absent stays absent: the default
+	j.StartSleep = durationIf(show("start_sleep", r.StartSleep != 0), r.StartSleep)
 	if len(r.Domains) > 0 {
 		j.Domains = make(map[string]*overrideJSON, len(r.Domains))
 		for d, o := range r.Domains {
@@ -153,6 +174,13 @@ func (o *Override) toJSON(k Kind) *overrideJSON {
 }
 
 func intIf(show bool, v int) *int {
+	if !show {
+		return nil
+	}
+	return &v
+}
+
+func stringIf(show bool, v string) *string {
 	if !show {
 		return nil
 	}

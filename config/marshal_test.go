@@ -32,7 +32,10 @@ resources:
     domains: {"weird \"domain\"\n": {tiers: []}, d: {tiers: "2,1,1,0", hard_limit: 4}}
   x/g: {kind: gcra, burst: 1, count: 3, period: 3ns, domains: {d: {burst: 2, count: 1, period: 1h}}}
   x/c: {kind: copies, global_limit: 5, domain_limit: 9, groups: [{name: g, limit: 0, domains: [a, b]}], domains: {d: {domain_limit: 0}}}
-  x/a: {kind: adaptive, min_window: 1, max_window: 1000000000, grow_every: 1, margin: 1, timeout: 1ns}
+  x/a: {kind: adaptive, min_window: 1, max_window: 1000000000, grow_every: 1, margin: 1, timeout: 1ns, rules: predictive}
+  x/k: {kind: pacer, quota: 4500, period: 1h, start_sleep: 1s}
+  x/e: {kind: pacer, quota: 3, period: 1s, strategy: exponential_backoff, jitter: 0}
+  x/p: {kind: pacer, quota: 100, period: 1m, strategy: proportional_remaining, min_sleep: 2s, multiplier: 1.5, jitter: 0.25, start_sleep: 1s}
 `},
 	}
 	for _, tt := range tests {
@@ -64,6 +67,9 @@ gossip: {sync_interval: 250ms}
 resources:
   a/t: {kind: tiers, tiers: "5,1,1,0", domains: {d: {tiers: []}}}
   a/g: {kind: gcra, burst: 20, count: 20, period: 1s}
+  a/a: {kind: adaptive, min_window: 1, max_window: 2}
+  a/k: {kind: pacer, quota: 4500, period: 1h}
+  a/e: {kind: pacer, quota: 4500, period: 1h, strategy: exponential_backoff, jitter: 0}
 `)
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -74,6 +80,11 @@ resources:
 		`"gossip":{"sync_interval":"250ms"}`,
 		`"a/t":{"kind":"tiers","drift":0.05,"max_keys":1000000,"tiers":[{"limit":5,"window":"1s","active":"1s","cooldown":"0s","skippable":false}],"domains":{"d":{"tiers":[]}}}`,
 		`"a/g":{"kind":"gcra","drift":0.05,"max_keys":1000000,"burst":20,"count":20,"period":"1s"}`,
+		`"a/a":{"kind":"adaptive","drift":0.05,"max_keys":1000000,"min_window":1,"max_window":2,"grow_every":10,"margin":10,"timeout":"30s","rules":"openziti"}`,
+		// A pacer shows what its strategy reads: keep_reserve no min_sleep
+		// or multiplier, exponential_backoff no start_sleep.
+		`"a/k":{"kind":"pacer","drift":0.05,"max_keys":1000000,"period":"1h0m0s","strategy":"keep_reserve","quota":4500,"jitter":0.1,"start_sleep":"0s"}`,
+		`"a/e":{"kind":"pacer","drift":0.05,"max_keys":1000000,"period":"1h0m0s","strategy":"exponential_backoff","quota":4500,"min_sleep":"800ms","multiplier":1.2,"jitter":0}`,
 		`"namespaces":{}`,
 	} {
 		if want == `"namespaces":{}` {

@@ -1,5 +1,7 @@
 package config
 
+import "time"
+
 // Normalize rewrites c in place into the canonical form the agent runs on
 // and GET /v1/config shows (SEMANTICS.md, "Normalization"): every resource
 // and override is normalized as Resource.Normalize describes; Namespaces and
@@ -40,7 +42,10 @@ func (c *Config) Normalize() {
 //   - drift absent becomes DefaultDrift (0 stays 0: every hit ships at
 //     once); max_keys 0 becomes DefaultMaxKeys;
 //   - kind adaptive: grow_every 0 becomes DefaultGrowEvery, margin 0
-//     DefaultMargin, timeout 0 DefaultTimeout;
+//     DefaultMargin, timeout 0 DefaultTimeout, rules "" RulesOpenZiti;
+//   - kind pacer: strategy "" becomes StrategyKeepReserve, jitter absent
+//     DefaultPacerJitter; for the strategies that read them, min_sleep 0
+//     becomes period/quota and multiplier 0 DefaultPacerMultiplier;
 //   - kind copies: with a global_limit G set, a domain_limit (default or
 //     override) or group limit above G, or absent, is lowered to G, the
 //     effective limit; limits stay absent when G is;
@@ -72,6 +77,22 @@ func (r *Resource) Normalize() {
 		}
 		if r.Timeout == 0 {
 			r.Timeout = DefaultTimeout
+		}
+		if r.Rules == "" {
+			r.Rules = RulesOpenZiti
+		}
+	case KindPacer:
+		if r.Strategy == "" {
+			r.Strategy = StrategyKeepReserve
+		}
+		if r.Jitter == nil {
+			r.Jitter = Fraction(DefaultPacerJitter)
+		}
+		if r.MinSleep == 0 && r.Quota > 0 && pacerUses("min_sleep", r.Strategy) {
+			r.MinSleep = r.Period / time.Duration(r.Quota)
+		}
+		if r.Multiplier == 0 && pacerUses("multiplier", r.Strategy) {
+			r.Multiplier = DefaultPacerMultiplier
 		}
 	case KindCopies:
 		r.DomainLimit = capLimit(r.DomainLimit, r.GlobalLimit)

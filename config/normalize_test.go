@@ -106,6 +106,9 @@ resources:
 	if a := c.Resources["a/a"]; a.GrowEvery != 10 || a.Margin != 10 || a.Timeout != 30*s {
 		t.Errorf("adaptive defaults = %+v", a)
 	}
+	if a := c.Resources["a/a"]; a.Rules != RulesOpenZiti {
+		t.Errorf("adaptive rules = %q, want openziti", a.Rules)
+	}
 	// Adaptive defaults are not given to other kinds.
 	if g := c.Resources["a/g"]; g.GrowEvery != 0 || g.Margin != 0 || g.Timeout != 0 {
 		t.Errorf("gcra got adaptive defaults: %+v", g)
@@ -139,6 +142,8 @@ func TestNormalizeIdempotent(t *testing.T) {
 				"a/c": {Kind: KindCopies, DomainLimit: Limit(9), GlobalLimit: Limit(4), Groups: []Group{{Name: "g", Limit: Limit(7), Domains: []string{"x"}}},
 					Domains: map[string]*Override{"d": {DomainLimit: Limit(8)}}},
 				"a/a": {Kind: KindAdaptive, MinWindow: 1, MaxWindow: 1},
+				"a/p": {Kind: KindPacer, Quota: 4500, Period: time.Hour, Strategy: StrategyProportionalRemaining},
+				"a/k": {Kind: KindPacer, Quota: 10, Period: time.Second},
 				"a/g": {Kind: KindGCRA, Burst: 1, Count: 1, Period: time.Second, Domains: map[string]*Override{}},
 			},
 		}

@@ -252,6 +252,38 @@ resources:
 			},
 		},
 		{
+			name: "adaptive rules",
+			src:  `resources: {a/o: {kind: adaptive, min_window: 1, max_window: 2}, a/p: {kind: adaptive, min_window: 1, max_window: 2, rules: predictive}, a/z: {kind: adaptive, min_window: 1, max_window: 2, rules: openziti}}`,
+			check: func(t *testing.T, c *Config) {
+				for name, want := range map[string]Rules{"a/o": RulesOpenZiti, "a/p": RulesPredictive, "a/z": RulesOpenZiti} {
+					if got := c.Resources[name].Rules; got != want {
+						t.Errorf("%s: rules %q, want %q", name, got, want)
+					}
+				}
+			},
+		},
+		{
+			name: "pacer defaults, by strategy",
+			src: `resources:
+  p/k: {kind: pacer, quota: 4500, period: 1h}
+  p/e: {kind: pacer, quota: 4500, period: 1h, strategy: exponential_backoff}
+  p/p: {kind: pacer, quota: 100, period: 1m, strategy: proportional_remaining, min_sleep: 2s, multiplier: 1.5, jitter: 0, start_sleep: 1s}
+`,
+			check: func(t *testing.T, c *Config) {
+				k, e, p := c.Resources["p/k"], c.Resources["p/e"], c.Resources["p/p"]
+				if k.Strategy != StrategyKeepReserve || *k.Jitter != 0.1 || k.MinSleep != 0 || k.Multiplier != 0 || k.StartSleep != 0 {
+					t.Errorf("keep_reserve = %+v", k)
+				}
+				// 3600 s / 4500 = 0.8 s, rate_throttle_client's MIN_SLEEP.
+				if e.Strategy != StrategyExponentialBackoff || e.MinSleep != 800*time.Millisecond || e.Multiplier != 1.2 || *e.Jitter != 0.1 {
+					t.Errorf("exponential_backoff = %+v", e)
+				}
+				if p.MinSleep != 2*time.Second || p.Multiplier != 1.5 || *p.Jitter != 0 || p.StartSleep != time.Second || p.Quota != 100 || p.Period != time.Minute {
+					t.Errorf("proportional_remaining = %+v", p)
+				}
+			},
+		},
+		{
 			name: "explicit zero of its own kind's optional fields",
 			src:  `resources: {a/b: {kind: copies, domain_limit: 0, global_limit: 0, groups: []}}`,
 			check: func(t *testing.T, c *Config) {
@@ -353,7 +385,10 @@ func TestParseInvalid(t *testing.T) {
 			`resources["a/b"].kind`, "required"},
 		{"kind unknown",
 			`resources: {a/b: {kind: tier}}`,
-			`resources["a/b"].kind`, `must be one of tiers, gcra, copies or adaptive, got "tier" (did you mean "tiers"?)`},
+			`resources["a/b"].kind`, `must be one of tiers, gcra, copies, adaptive or pacer, got "tier" (did you mean "tiers"?)`},
+		{"kind pacer misspelt",
+			`resources: {a/b: {kind: pacers, quota: 1, period: 1s}}`,
+			`resources["a/b"].kind`, `must be one of tiers, gcra, copies, adaptive or pacer, got "pacers" (did you mean "pacer"?)`},
 		{"resource name without a slash",
 			`resources: {search: {kind: tiers, tiers: ""}}`,
 			`resources["search"]`, "must be NAMESPACE/NAME"},
@@ -414,6 +449,72 @@ func TestParseInvalid(t *testing.T) {
 		{"adaptive overrides",
 			`resources: {a/b: {kind: adaptive, min_window: 1, max_window: 3, domains: {x: {}}}}`,
 			`resources["a/b"].domains`, "kind adaptive takes no per-domain overrides"},
+		{"adaptive rules misspelt",
+			`resources: {a/b: {kind: adaptive, min_window: 1, max_window: 3, rules: predictiv}}`,
+			`resources["a/b"].rules`, `must be one of openziti or predictive, got "predictiv" (did you mean "predictive"?)`},
+		{"adaptive rules unknown",
+			`resources: {a/b: {kind: adaptive, min_window: 1, max_window: 3, rules: aimd}}`,
+			`resources["a/b"].rules`, `must be one of openziti or predictive, got "aimd"`},
+		{"adaptive rules not a string",
+			`resources: {a/b: {kind: adaptive, min_window: 1, max_window: 3, rules: 2}}`,
+			`resources["a/b"].rules`, `must be a string, got the number 2`},
+		{"rules on another kind",
+			`resources: {a/b: {kind: gcra, burst: 1, count: 1, period: 1s, rules: predictive}}`,
+			`resources["a/b"].rules`, "not a field of kind gcra (rules is for kind adaptive)"},
+		{"pacer quota required",
+			`resources: {a/b: {kind: pacer, period: 1h}}`,
+			`resources["a/b"].quota`, "required for kind pacer"},
+		{"pacer period required",
+			`resources: {a/b: {kind: pacer, quota: 5000}}`,
+			`resources["a/b"].period`, "required for kind pacer"},
+		{"pacer quota 0",
+			`resources: {a/b: {kind: pacer, quota: 0, period: 1h}}`,
+			`resources["a/b"].quota`, "must be ≥ 1, got 0"},
+		{"pacer period 0",
+			`resources: {a/b: {kind: pacer, quota: 1, period: 0s}}`,
+			`resources["a/b"].period`, "must be > 0, got 0s"},
+		{"pacer strategy misspelt",
+			`resources: {a/b: {kind: pacer, quota: 1, period: 1h, strategy: keep-reserve}}`,
+			`resources["a/b"].strategy`, `must be one of keep_reserve, exponential_backoff or proportional_remaining, got "keep-reserve" (did you mean "keep_reserve"?)`},
+		{"pacer multiplier below 1",
+			`resources: {a/b: {kind: pacer, quota: 1, period: 1h, strategy: exponential_backoff, multiplier: 0.5}}`,
+			`resources["a/b"].multiplier`, "must be a number ≥ 1 (0 means 1.2), got 0.5"},
+		{"pacer multiplier infinite",
+			`resources: {a/b: {kind: pacer, quota: 1, period: 1h, strategy: exponential_backoff, multiplier: .inf}}`,
+			`resources["a/b"].multiplier`, "must be a number ≥ 1 (0 means 1.2), got +Inf"},
+		{"pacer jitter above 1",
+			`resources: {a/b: {kind: pacer, quota: 1, period: 1h, jitter: 2}}`,
+			`resources["a/b"].jitter`, "must be in [0, 1] (absent means 0.1, 0 none), got 2"},
+		{"pacer negative start_sleep",
+			`resources: {a/b: {kind: pacer, quota: 1, period: 1h, start_sleep: -1s}}`,
+			`resources["a/b"].start_sleep`, "must be ≥ 0, got -1s"},
+		{"pacer min_sleep as a bare number",
+			`resources: {a/b: {kind: pacer, quota: 1, period: 1h, strategy: proportional_remaining, min_sleep: 1}}`,
+			`resources["a/b"].min_sleep`, `not a bare number (for seconds write "1s")`},
+		{"pacer field its strategy does not read",
+			`resources: {a/b: {kind: pacer, quota: 1, period: 1h, min_sleep: 1s}}`,
+			`resources["a/b"].min_sleep`, "not read by strategy keep_reserve (min_sleep is for strategy exponential_backoff and proportional_remaining): leave it out"},
+		{"pacer start_sleep under exponential_backoff",
+			`resources: {a/b: {kind: pacer, quota: 1, period: 1h, strategy: exponential_backoff, start_sleep: 1s}}`,
+			`resources["a/b"].start_sleep`, "not read by strategy exponential_backoff (start_sleep is for strategy keep_reserve and proportional_remaining)"},
+		{"pacer shadow",
+			`resources: {a/b: {kind: pacer, quota: 1, period: 1h, shadow: true}}`,
+			`resources["a/b"].shadow`, "kind pacer has no shadow mode"},
+		{"pacer overrides",
+			`resources: {a/b: {kind: pacer, quota: 1, period: 1h, domains: {x: {}}}}`,
+			`resources["a/b"].domains`, "kind pacer takes no per-domain overrides"},
+		{"gcra field on a pacer",
+			`resources: {a/b: {kind: pacer, quota: 1, period: 1h, burst: 5}}`,
+			`resources["a/b"].burst`, "not a field of kind pacer (burst is for kind gcra)"},
+		{"pacer field on gcra",
+			`resources: {a/b: {kind: gcra, burst: 1, count: 1, period: 1s, quota: 5}}`,
+			`resources["a/b"].quota`, "not a field of kind gcra (quota is for kind pacer)"},
+		{"period on tiers names both kinds",
+			`resources: {a/b: {kind: tiers, tiers: "", period: 1s}}`,
+			`resources["a/b"].period`, "not a field of kind tiers (period is for kind gcra and pacer)"},
+		{"pacer unknown key with a suggestion",
+			`resources: {a/b: {kind: pacer, quota: 1, period: 1h, startsleep: 1s}}`,
+			`resources["a/b"].startsleep`, `unknown key (did you mean "start_sleep"?)`},
 		{"drift above 1",
 			`resources: {a/b: {kind: tiers, tiers: "", drift: 1.5}}`,
 			`resources["a/b"].drift`, "must be in [0, 1]"},
@@ -746,7 +847,7 @@ func TestDefault(t *testing.T) {
 	if ns := c.Namespaces["demo"]; ns == nil || ns.AllowUnconfigured || ns.IgnoreConfigured {
 		t.Errorf("demo namespace = %+v", ns)
 	}
-	kinds := map[string]Kind{"demo/search": KindTiers, "demo/export": KindGCRA, "demo/jobs": KindCopies, "demo/login": KindAdaptive}
+	kinds := map[string]Kind{"demo/search": KindTiers, "demo/export": KindGCRA, "demo/jobs": KindCopies, "demo/login": KindAdaptive, "demo/upstream": KindPacer}
 	for name, k := range kinds {
 		if r := c.Resources[name]; r == nil || r.Kind != k {
 			t.Errorf("%s = %+v, want kind %s", name, r, k)
@@ -762,8 +863,11 @@ func TestDefault(t *testing.T) {
 	if j := c.Resources["demo/jobs"]; lim(j.DomainLimit) != 5 || lim(j.GlobalLimit) != 100 || len(j.Groups) != 2 || lim(j.Groups[1].Limit) != 0 {
 		t.Errorf("demo/jobs = %+v", j)
 	}
-	if l := c.Resources["demo/login"]; l.MinWindow != 5 || l.MaxWindow != 250 {
+	if l := c.Resources["demo/login"]; l.MinWindow != 5 || l.MaxWindow != 250 || l.Rules != RulesOpenZiti {
 		t.Errorf("demo/login = %+v", l)
+	}
+	if u := c.Resources["demo/upstream"]; u.Quota != 5000 || u.Period != time.Hour || u.Strategy != StrategyKeepReserve || *u.Jitter != DefaultPacerJitter {
+		t.Errorf("demo/upstream = %+v", u)
 	}
 	// Each call is a fresh copy.
 	*c.Resources["demo/search"].HardLimit = 1

@@ -3,10 +3,10 @@ package config
 import "time"
 
 // Kind names a resource's limiting algorithm (SEMANTICS.md). The zero value
-// "" is not a valid kind: Validate requires one of the four constants.
+// "" is not a valid kind: Validate requires one of the five constants.
 type Kind string
 
-// The resource kinds of SEMANTICS.md.
+// The resource kinds.
 const (
 	// KindTiers is Charon's leniency-first burst tiers: a per-domain rate
 	// with bursts that climb tiers, each active for a while and then cooling
@@ -22,6 +22,59 @@ const (
 	// concurrent work that shrinks when callers time out and grows back on
 	// success.
 	KindAdaptive Kind = "adaptive"
+	// KindPacer is a client pacer: callers of a rate-limited API elsewhere
+	// ask it how long to wait before each call and report each reply (its
+	// status and remaining count), and it paces them so that together they
+	// neither run the API's quota dry nor leave it unused.
+	KindPacer Kind = "pacer"
+)
+
+// Rules names how an adaptive window adapts (kind adaptive). The zero value
+// "" means RulesOpenZiti (normalization fills it in).
+type Rules string
+
+// The rules of an adaptive window (docs/adaptive.md).
+const (
+	// RulesOpenZiti is OpenZiti's adaptive rate limiter, exactly: grow by
+	// one every grow_every successes, drop to the failing position minus
+	// margin on a backoff.
+	RulesOpenZiti Rules = "openziti"
+	// RulesPredictive is OpenZiti's rules plus what the latencies say: the
+	// time one queue position takes and how long callers wait before they
+	// give up. The window stops growing where calls would start to time
+	// out instead of growing into the timeouts, and work that could no
+	// longer finish in time is rejected at the head of the queue.
+	RulesPredictive Rules = "predictive"
+)
+
+// Strategy names how a pacer throttles (kind pacer). The zero value ""
+// means StrategyKeepReserve (normalization fills it in).
+type Strategy string
+
+// The strategies of a pacer (docs/adaptive.md, "The pacer").
+const (
+	// StrategyKeepReserve is obol's: it paces calls at a rate it steers
+	// from the remaining count the API reports, so that the clients
+	// together keep a small reserve instead of running the quota dry, and
+	// converge on equal shares.
+	StrategyKeepReserve Strategy = "keep_reserve"
+	// StrategyExponentialBackoff is rate_throttle_client's
+	// ExponentialBackoff: no wait until a 429, then min_sleep, times
+	// multiplier per further 429 of the same call; a success resets it.
+	StrategyExponentialBackoff Strategy = "exponential_backoff"
+	// StrategyProportionalRemaining is rate_throttle_client's
+	// ExponentialIncreaseProportionalRemainingDecrease: every call waits a
+	// shared sleep; a 429 adds min_sleep to it and multiplies it by
+	// multiplier; a success cuts it by the fraction remaining/quota.
+	StrategyProportionalRemaining Strategy = "proportional_remaining"
+)
+
+// Defaults filled in by normalization for kind pacer (rate_throttle_client's).
+const (
+	// DefaultPacerMultiplier is the pacer multiplier used when it is 0.
+	DefaultPacerMultiplier = 1.2
+	// DefaultPacerJitter is the pacer jitter used when it is absent.
+	DefaultPacerJitter = 0.1
 )
 
 // DefaultMaxKeys is the number of keys a resource tracks when max_keys is 0.
@@ -35,7 +88,7 @@ const DefaultDrift = 0.05
 // that scope and Limit(0) grants nothing.
 func Limit(n int) *int { return &n }
 
-// Fraction returns a pointer to f, for Resource.Drift.
+// Fraction returns a pointer to f, for Resource.Drift and Resource.Jitter.
 func Fraction(f float64) *float64 { return &f }
 
 // LimitOr returns *l, or none when l is nil (absent).
@@ -166,10 +219,13 @@ type Group struct {
 // at most MaxLimit and durations at most MaxDuration. The zero value is not
 // valid (it has no kind). Plain data: safe for concurrent reads only.
 type Resource struct {
-	// Kind is the algorithm: tiers, gcra, copies or adaptive. Required.
+	// Kind is the algorithm: tiers, gcra, copies, adaptive or pacer.
+	// Required.
 	Kind Kind `json:"kind"`
 	// Shadow computes, records and reports decisions but grants what would
 	// be rejected (marked shadow): a way to try a limit on real traffic.
+	// Kind pacer has no shadow mode (a pacer only advises a wait, which its
+	// callers are free to ignore while they try it).
 	Shadow bool `json:"shadow,omitempty"`
 	// Drift is the drift tolerance, a fraction in [0, 1] of the limit: a
 	// node ships a key's unshipped hits at once when they reach
@@ -211,7 +267,8 @@ type Resource struct {
 	// Count/Period, so one token every Period/Count (whole nanoseconds,
 	// which must be ≥ 1ns).
 	Count int `json:"count,omitempty"`
-	// Period (gcra) is the refill period Count applies to; > 0.
+	// Period (gcra and pacer) is the refill period: of Count for gcra, of
+	// Quota for pacer; > 0.
 	Period time.Duration `json:"period,omitempty"`
 
 	// copies
@@ -243,8 +300,46 @@ type Resource struct {
 	// Timeout (adaptive) is how long an admitted call may stay outstanding
 	// before it counts as a backoff; 0 means DefaultTimeout (30s).
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Rules (adaptive) selects how the window adapts: RulesOpenZiti or
+	// RulesPredictive; "" means RulesOpenZiti (filled in by
+	// normalization). Predictive wastes less work when callers time out
+	// (docs/adaptive.md measures both); OpenZiti's is the published
+	// algorithm, exactly.
+	Rules Rules `json:"rules,omitempty"`
 
-	// Domains maps a domain to its override. Not allowed for kind adaptive.
+	// pacer
+
+	// Strategy (pacer) is how the pacer throttles: StrategyKeepReserve,
+	// StrategyExponentialBackoff or StrategyProportionalRemaining; ""
+	// means StrategyKeepReserve (filled in by normalization).
+	Strategy Strategy `json:"strategy,omitempty"`
+	// Quota (pacer) is the paced API's quota: requests per Period, and the
+	// most its bucket holds; ≥ 1, required. KeepReserve keeps 0.5% of it
+	// in reserve; the proportional strategy divides remaining counts by
+	// it.
+	Quota int `json:"quota,omitempty"`
+	// MinSleep (pacer; exponential_backoff and proportional_remaining
+	// only) is the sleep step of a 429; 0 means Period/Quota (filled in
+	// by normalization). Longer backs off harder after a 429.
+	MinSleep time.Duration `json:"min_sleep,omitempty"`
+	// Multiplier (pacer; exponential_backoff and proportional_remaining
+	// only) is how much a sleep grows per 429, ≥ 1; 0 means
+	// DefaultPacerMultiplier (1.2, filled in by normalization).
+	Multiplier float64 `json:"multiplier,omitempty"`
+	// Jitter (pacer) is the most a wait is lengthened at random, as a
+	// fraction of it in [0, 1]; nil (absent) means DefaultPacerJitter
+	// (0.1, filled in by normalization), 0 none. Jitter keeps clients
+	// that were throttled together from retrying together.
+	Jitter *float64 `json:"jitter,omitempty"`
+	// StartSleep (pacer; keep_reserve and proportional_remaining only) is
+	// the wait a fresh pacer starts from: the interval between calls
+	// (keep_reserve) or the sleep before each call (proportional_remaining)
+	// until the replies say more; 0 means none (KeepReserve then does not
+	// pace until it sees the quota run low).
+	StartSleep time.Duration `json:"start_sleep,omitempty"`
+
+	// Domains maps a domain to its override. Not allowed for kinds
+	// adaptive and pacer.
 	Domains map[string]*Override `json:"domains,omitempty"`
 }
 

@@ -41,13 +41,76 @@ const (
 	DefaultTimeout = 30 * time.Second
 )
 
-// Valid reports whether k is one of the four kinds.
+// Valid reports whether k is one of the five kinds.
 func (k Kind) Valid() bool {
 	switch k {
-	case KindTiers, KindGCRA, KindCopies, KindAdaptive:
+	case KindTiers, KindGCRA, KindCopies, KindAdaptive, KindPacer:
 		return true
 	}
 	return false
+}
+
+// kindNames are the kinds, in the order messages list them.
+var kindNames = []string{"tiers", "gcra", "copies", "adaptive", "pacer"}
+
+// Valid reports whether r is one of the rules; "" (the default) is not.
+func (r Rules) Valid() bool { return r == RulesOpenZiti || r == RulesPredictive }
+
+// Valid reports whether s is one of the strategies; "" (the default) is not.
+func (s Strategy) Valid() bool {
+	switch s {
+	case StrategyKeepReserve, StrategyExponentialBackoff, StrategyProportionalRemaining:
+		return true
+	}
+	return false
+}
+
+var (
+	rulesNames    = []string{string(RulesOpenZiti), string(RulesPredictive)}
+	strategyNames = []string{string(StrategyKeepReserve), string(StrategyExponentialBackoff), string(StrategyProportionalRemaining)}
+)
+
+// pacerStrategyFields lists the pacer fields only some strategies read, and
+// which.
+var pacerStrategyFields = map[string][]Strategy{
+	"min_sleep":   {StrategyExponentialBackoff, StrategyProportionalRemaining},
+	"multiplier":  {StrategyExponentialBackoff, StrategyProportionalRemaining},
+	"start_sleep": {StrategyKeepReserve, StrategyProportionalRemaining},
+}
+
+// pacerUses reports whether a pacer of strategy s ("" = the default) reads
+// the field name.
+func pacerUses(name string, s Strategy) bool {
+	if s == "" {
+		s = StrategyKeepReserve
+	}
+	ss, limited := pacerStrategyFields[name]
+	if !limited {
+		return true
+	}
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// enumMsg is the problem of a value that is not one of names, with a
+// suggestion when one is close.
+func enumMsg(got string, names []string) string {
+	s := fmt.Sprintf("must be one of %s, got %q", orList(names), got)
+	if sug := suggest(got, names); sug != "" {
+		s += fmt.Sprintf(" (did you mean %q?)", sug)
+	}
+	return s
+}
+
+func orList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }
 
 // kindFields lists, for each kind-specific field of Resource, the kinds it
@@ -58,7 +121,7 @@ var kindFields = map[string][]Kind{
 	"tiers":        {KindTiers},
 	"burst":        {KindGCRA},
 	"count":        {KindGCRA},
-	"period":       {KindGCRA},
+	"period":       {KindGCRA, KindPacer},
 	"domain_limit": {KindCopies},
 	"groups":       {KindCopies},
 	"min_window":   {KindAdaptive},
@@ -66,6 +129,13 @@ var kindFields = map[string][]Kind{
 	"grow_every":   {KindAdaptive},
 	"margin":       {KindAdaptive},
 	"timeout":      {KindAdaptive},
+	"rules":        {KindAdaptive},
+	"strategy":     {KindPacer},
+	"quota":        {KindPacer},
+	"min_sleep":    {KindPacer},
+	"multiplier":   {KindPacer},
+	"jitter":       {KindPacer},
+	"start_sleep":  {KindPacer},
 	"domains":      {KindTiers, KindGCRA, KindCopies},
 }
 
@@ -117,19 +187,16 @@ func wrongKindMsg(name string, k Kind) string {
 }
 
 func wrongOverrideMsg(name string, k Kind) string {
-	if k == KindAdaptive {
+	switch k {
+	case KindAdaptive:
 		return "kind adaptive takes no per-domain overrides"
+	case KindPacer:
+		return "kind pacer takes no per-domain overrides (one pacer paces every caller of the agent)"
 	}
 	return fmt.Sprintf("not a field of a %s override (a %s override sets %s)", k, k, joinAnd(overrideFields[k]))
 }
 
-func badKindMsg(k Kind) string {
-	s := fmt.Sprintf("must be one of tiers, gcra, copies or adaptive, got %q", string(k))
-	if sug := suggest(string(k), []string{"tiers", "gcra", "copies", "adaptive"}); sug != "" {
-		s += fmt.Sprintf(" (did you mean %q?)", sug)
-	}
-	return s
-}
+func badKindMsg(k Kind) string { return enumMsg(string(k), kindNames) }
 
 // Validate checks c and returns nil or a *Problems listing every problem, each
 // with its path (`resources["api/search"].tiers[1].limit: must be ≥ 1, got 0`).
@@ -321,7 +388,7 @@ func checkResource(l *problemList, path string, r *Resource) {
 	known := k.Valid()
 	switch {
 	case k == "":
-		l.add(field(path, "kind"), "required (one of tiers, gcra, copies or adaptive)")
+		l.add(field(path, "kind"), "required (one of %s)", orList(kindNames))
 	case !known:
 		l.add(field(path, "kind"), "%s", badKindMsg(k))
 	}
@@ -329,6 +396,9 @@ func checkResource(l *problemList, path string, r *Resource) {
 		l.add(field(path, "drift"), "must be in [0, 1] (absent means %v, 0 ships every hit at once), got %v", DefaultDrift, *r.Drift)
 	}
 	checkInt(l, field(path, "max_keys"), r.MaxKeys, 0)
+	if k == KindPacer && r.Shadow {
+		l.add(field(path, "shadow"), "kind pacer has no shadow mode: a pacer only advises a wait (to try one, let the callers ignore wait_ms)")
+	}
 
 	// Fields of another kind.
 	if known {
@@ -363,9 +433,12 @@ func checkResource(l *problemList, path string, r *Resource) {
 	if want("tiers") {
 		checkTiers(l, field(path, "tiers"), r.Tiers)
 	}
-	if known && k == KindGCRA {
+	switch {
+	case known && k == KindGCRA:
 		checkGCRA(l, path, r.Burst, r.Count, r.Period)
-	} else if !known {
+	case known && k == KindPacer:
+		checkDuration(l, field(path, "period"), r.Period, true)
+	case !known:
 		checkSetGCRA(l, path, set, r.Burst, r.Count, r.Period)
 	}
 	if want("domain_limit") {
@@ -394,11 +467,56 @@ func checkResource(l *problemList, path string, r *Resource) {
 	if want("timeout") {
 		checkDuration(l, field(path, "timeout"), r.Timeout, false)
 	}
-	if k != KindAdaptive {
+	if want("rules") && r.Rules != "" && !r.Rules.Valid() {
+		l.add(field(path, "rules"), "%s", enumMsg(string(r.Rules), rulesNames))
+	}
+	checkPacer(l, path, r, want)
+	if belongs("domains", k) || !known {
 		for d, o := range r.Domains {
 			p := entry(field(path, "domains"), d)
 			checkDomain(l, p, d)
 			checkOverride(l, p, k, o)
+		}
+	}
+}
+
+// checkPacer checks the pacer fields want selects: strategy one of the
+// three, quota in [1, MaxLimit], min_sleep and start_sleep in [0,
+// MaxDuration], multiplier 0 or a finite number ≥ 1, jitter in [0, 1], and
+// no field the strategy does not read (it would silently do nothing).
+func checkPacer(l *problemList, path string, r *Resource, want func(string) bool) {
+	if want("strategy") && r.Strategy != "" && !r.Strategy.Valid() {
+		l.add(field(path, "strategy"), "%s", enumMsg(string(r.Strategy), strategyNames))
+	}
+	if want("quota") {
+		checkInt(l, field(path, "quota"), r.Quota, 1)
+	}
+	if want("min_sleep") {
+		checkDuration(l, field(path, "min_sleep"), r.MinSleep, false)
+	}
+	if want("multiplier") && r.Multiplier != 0 && !(r.Multiplier >= 1 && r.Multiplier <= math.MaxFloat64) {
+		l.add(field(path, "multiplier"), "must be a number ≥ 1 (0 means %v), got %v", DefaultPacerMultiplier, r.Multiplier)
+	}
+	if want("jitter") && r.Jitter != nil && !(*r.Jitter >= 0 && *r.Jitter <= 1) {
+		l.add(field(path, "jitter"), "must be in [0, 1] (absent means %v, 0 none), got %v", DefaultPacerJitter, *r.Jitter)
+	}
+	if want("start_sleep") {
+		checkDuration(l, field(path, "start_sleep"), r.StartSleep, false)
+	}
+	if r.Kind != KindPacer || !r.Strategy.Valid() && r.Strategy != "" {
+		return
+	}
+	for _, f := range r.setFields() {
+		if !pacerUses(f, r.Strategy) {
+			s := r.Strategy
+			if s == "" {
+				s = StrategyKeepReserve
+			}
+			users := make([]string, 0, 2)
+			for _, x := range pacerStrategyFields[f] {
+				users = append(users, string(x))
+			}
+			l.add(field(path, f), "not read by strategy %s (%s is for strategy %s): leave it out", s, f, joinAnd(users))
 		}
 	}
 }
@@ -425,6 +543,13 @@ func (r *Resource) setFields() []string {
 	add("grow_every", r.GrowEvery != 0)
 	add("margin", r.Margin != 0)
 	add("timeout", r.Timeout != 0)
+	add("rules", r.Rules != "")
+	add("strategy", r.Strategy != "")
+	add("quota", r.Quota != 0)
+	add("min_sleep", r.MinSleep != 0)
+	add("multiplier", r.Multiplier != 0)
+	add("jitter", r.Jitter != nil)
+	add("start_sleep", r.StartSleep != 0)
 	add("domains", len(r.Domains) != 0)
 	return s
 }

@@ -18,7 +18,8 @@ import (
 var ErrUnknownTicket = errors.New("local: unknown ticket")
 
 // adaptiveRes is the state of a resource of kind adaptive: the tracker of
-// package adaptive (OpenZiti's rules, SEMANTICS.md) and the epoch its
+// package adaptive (OpenZiti's rules, the contract, or the Predictive ones,
+// as the resource's rules say) and the epoch its
 // tickets carry, so that a ticket of another tracker (an earlier process,
 // or the resource before it changed kind) is unknown rather than taken
 // for one of this tracker's.
@@ -38,8 +39,18 @@ func adaptiveConfig(rc *config.Resource) adaptive.Config {
 		GrowEvery: max(rc.GrowEvery, 0),
 		Margin:    max(rc.Margin, 0),
 		Timeout:   max(rc.Timeout, 0),
-		Rules:     adaptive.OpenZiti,
+		Rules:     adaptiveRules(rc.Rules),
 	}
+}
+
+// adaptiveRules returns the rules r names: Predictive for "predictive",
+// OpenZiti's otherwise ("" and "openziti"; a validated config has no
+// other).
+func adaptiveRules(r config.Rules) adaptive.Rules {
+	if r == config.RulesPredictive {
+		return adaptive.Predictive
+	}
+	return adaptive.OpenZiti
 }
 
 // adaptiveFromConfig returns the state of an adaptive resource, nil when its
@@ -57,7 +68,9 @@ func adaptiveFromConfig(rc *config.Resource, ignore bool) *adaptiveRes {
 
 // adoptAdaptive makes nr (freshly built by a reload) run on old's tracker:
 // the window, what it learned and the open tickets carry over; the new
-// limits apply at once (the window is clamped into them).
+// limits apply at once (the window is clamped into them). A change of rules
+// keeps the window and the tickets too, but what the Predictive rules had
+// learned is forgotten (adaptive.Window.Reconfigure).
 func adoptAdaptive(nr, old *resource, rc *config.Resource) {
 	if nr.adaptive == nil || old.adaptive == nil {
 		return
@@ -83,6 +96,8 @@ func kindsFor(call string) string {
 		return "copies resources"
 	case "admit":
 		return "adaptive resources"
+	case "pace", "observe":
+		return "pacer resources"
 	}
 	return "tiers and gcra resources"
 }

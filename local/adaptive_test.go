@@ -228,3 +228,67 @@ func BenchmarkAdaptiveAdmit(b *testing.B) {
 		}
 	}
 }
+
+// rulesConfig has two adaptive resources that differ only in their rules.
+func rulesConfig(t *testing.T, predRules string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(`
+resources:
+  a/ziti: {kind: adaptive, min_window: 1, max_window: 50, grow_every: 1, margin: 1, timeout: 10s}
+  a/pred: {kind: adaptive, min_window: 1, max_window: 50, grow_every: 1, margin: 1, timeout: 10s, rules: ` + predRules + `}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestAdaptiveRules: twenty calls admitted at t0; the first succeeds at
+// 100 ms (one position takes 100 ms), the last backs off at 1 s (callers
+// wait 1 s). OpenZiti's rules drop the window to 20 − margin = 19; the
+// Predictive ones cap it at 0.9 · 1 s / 100 ms = 9.
+func TestAdaptiveRules(t *testing.T) {
+	e := New(rulesConfig(t, "predictive"))
+	tickets := map[string][]string{}
+	for _, name := range []string{"a/ziti", "a/pred"} {
+		for range 20 {
+			a, err := e.Admit(at(0), name)
+			if err != nil || !a.Admitted {
+				t.Fatalf("%s: %+v %v", name, a, err)
+			}
+			tickets[name] = append(tickets[name], a.Ticket())
+		}
+		if _, err := e.Complete(at(100), tickets[name][0], adaptive.Success); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Complete(at(1000), tickets[name][19], adaptive.Backoff); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w, _, _ := e.AdaptiveWindow("a/ziti"); w != 19 {
+		t.Errorf("openziti window %d, want 19", w)
+	}
+	if w, _, _ := e.AdaptiveWindow("a/pred"); w != 9 {
+		t.Errorf("predictive window %d, want 9", w)
+	}
+
+	// A reload to openziti keeps the window and the tickets; a success
+	// then grows the window, which the Predictive cap would not allow.
+	n, ch := e.Reload(rulesConfig(t, "openziti"))
+	if len(ch.Changed) != 1 || ch.Changed[0] != "a/pred" || len(ch.KindChanged) != 0 {
+		t.Fatalf("changes %+v, want a/pred changed", ch)
+	}
+	if w, o, _ := n.AdaptiveWindow("a/pred"); w != 9 || o != 18 {
+		t.Fatalf("after the switch: window %d outstanding %d, want 9 and 18", w, o)
+	}
+	if w, err := n.Complete(at(1000), tickets["a/pred"][1], adaptive.Success); err != nil || w != 10 {
+		t.Fatalf("a success under openziti: window %d, %v; want 10", w, err)
+	}
+	// Back to predictive: what it had learned (1 s patience, 100 ms a
+	// position: a cap of 9) is forgotten, so a success grows the window
+	// again instead of clamping it.
+	n2, _ := n.Reload(rulesConfig(t, "predictive"))
+	if w, err := n2.Complete(at(1100), tickets["a/pred"][2], adaptive.Success); err != nil || w != 11 {
+		t.Fatalf("a success after switching back: window %d, %v; want 11", w, err)
+	}
+}

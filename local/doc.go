@@ -2,7 +2,9 @@
 // use of a resource on behalf of a domain may go ahead.
 //
 // One pure file per algorithm: tiers.go (Charon's burst tiers), gcra.go
-// (Boulder's GCRA) and copies.go (counting semaphores with sessions). Every
+// (Boulder's GCRA) and copies.go (counting semaphores with sessions);
+// adaptive.go and pacer.go put package adaptive's queue window and client
+// pacer behind the engine's registry, one per resource and agent. Every
 // decision takes its instant as an argument, like x/time/rate's AllowN; the
 // package reads no clock, does no I/O and logs nothing. The server passes the
 // current time, tests and /v1/simulate pass virtual time.

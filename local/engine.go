@@ -57,6 +57,7 @@ type resource struct {
 	gcra      *gcraRes
 	copies    *copiesRes
 	adaptive  *adaptiveRes // nil when the namespace ignores the config
+	pacer     *pacerRes    // nil when the namespace ignores the config
 	idleSince int64        // unconfigured resources: when Step first found it empty (ns), 0 = in use
 }
 
@@ -170,6 +171,8 @@ func buildResource(name string, rc *config.Resource, ignore bool) *resource {
 		r.copies = copiesFromConfig(name, rc, ignore)
 	case config.KindAdaptive:
 		r.adaptive = adaptiveFromConfig(rc, ignore)
+	case config.KindPacer:
+		r.pacer = pacerFromConfig(rc, ignore)
 	}
 	return r
 }

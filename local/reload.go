@@ -112,5 +112,7 @@ func adoptState(nr, old *resource, rc *config.Resource) {
 		// The window, what it learned and the open tickets carry over;
 		// new limits are put in force (the window clamped into them).
 		adoptAdaptive(nr, old, rc)
+	case nr.pacer != nil:
+		adoptPacer(nr, old) // kept unless its config changed
 	}
 }
