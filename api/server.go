@@ -22,7 +22,8 @@ type Options struct {
 	// decision instant; nil means time.Now.
 	Now func() time.Time
 	// Logger receives internal errors (with their request id) and listener
-	// events, never one line per request; nil means slog.Default().
+	// events, never one line per request (but the rejections LogRejections
+	// asks for); nil means slog.Default().
 	Logger *slog.Logger
 	// NodeName is this node's name in /v1/peers; "" means the hostname.
 	NodeName string
@@ -33,6 +34,21 @@ type Options struct {
 	// Cluster shows the mesh in /v1/peers, /v1/state and /metrics; nil
 	// means the node runs alone.
 	Cluster ClusterView
+	// LogRejections is the fraction, in [0, 1], of rejections (and shadow
+	// grants) logged at level Info as "rejected", with the resource, the
+	// domain (not for adaptive), the kind, shadow, and retry_after_ms (rate
+	// decisions) or window (adaptive); each is drawn at random. 0 (the
+	// zero value) logs none, 1 every one.
+	LogRejections float64
+}
+
+// Validate returns the problem of o, naming the field, its value and what
+// is expected; nil when o is valid. New panics on options that are not.
+func (o Options) Validate() error {
+	if !(o.LogRejections >= 0 && o.LogRejections <= 1) { // NaN too
+		return fmt.Errorf("api: LogRejections: must be a fraction in [0, 1], got %v", o.LogRejections)
+	}
+	return nil
 }
 
 // Server serves the agent's HTTP API (API.md) over an engine. The engine sits
@@ -58,6 +74,8 @@ type Server struct {
 	load      func() (*config.Config, string, error)
 	reload    sync.Mutex // one reload at a time
 	cluster   ClusterView
+	tops      topSets       // the /v1/top windows of the resources in force
+	rejected  *rejectionLog // nil when rejections are not logged
 }
 
 // generation is one engine in force and what is derived from it once.
@@ -69,6 +87,11 @@ type generation struct {
 	names map[string]string
 	// metrics are the per-resource series of this engine's resources.
 	metrics map[string]*resMetrics
+	// rejections logs rejections, sampled; nil when off.
+	rejections *rejectionLog
+	// decisionTime is the server's: the decision instant of a handler that
+	// started at start.
+	decisionTime func(start time.Time) time.Time
 }
 
 // name returns b as a string, interned when it names a configured resource.
@@ -81,7 +104,11 @@ func (g *generation) name(b []byte) string {
 
 // New returns a Server over engine e. It is not ready (GET /readyz answers
 // 503) until SetReady(true), which Serve calls once its listeners are up.
+// It panics when opts do not Validate.
 func New(e *local.Engine, opts Options) *Server {
+	if err := opts.Validate(); err != nil {
+		panic(err)
+	}
 	s := &Server{
 		now:     opts.Now,
 		log:     opts.Logger,
@@ -100,6 +127,7 @@ func New(e *local.Engine, opts Options) *Server {
 	if s.name == "" {
 		s.name, _ = os.Hostname()
 	}
+	s.rejected = newRejectionLog(s.log, opts.LogRejections)
 	var id [4]byte
 	_, _ = rand.Read(id[:])
 	s.idPrefix = hex.EncodeToString(id[:])
@@ -114,9 +142,11 @@ func (s *Server) Engine() *local.Engine { return s.gen.Load().engine }
 
 // SetEngine puts e in force for the requests that start from now on and
 // bumps the config version shown by GET /v1/config (the first engine is
-// version 1).
+// version 1). The /v1/top windows of the resources e keeps, with their
+// kind, carry over.
 func (s *Server) SetEngine(e *local.Engine) {
-	g := &generation{engine: e, version: s.versions.Add(1), names: map[string]string{}, metrics: s.metrics.forEngine(e)}
+	g := &generation{engine: e, version: s.versions.Add(1), names: map[string]string{},
+		metrics: s.metrics.forEngine(e, s.tops.forConfig(e.Config(), s.now())), rejections: s.rejected, decisionTime: s.decisionTime}
 	if cfg := e.Config(); cfg != nil {
 		for name := range cfg.Resources {
 			g.names[name] = name
