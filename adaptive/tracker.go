@@ -52,6 +52,8 @@ type Tracker struct {
 	open  map[Ticket]Call
 	order []pending // admission order, for the sweep; completed ones are skipped
 	head  int       // order[:head] is consumed
+	// expired counts the tickets swept since the tracker was made.
+	expired uint64
 }
 
 type pending struct {
@@ -138,6 +140,7 @@ func (t *Tracker) sweep(now time.Time) int {
 	if t.head == len(t.order) {
 		t.order, t.head = t.order[:0], 0
 	}
+	t.expired += uint64(n)
 	return n
 }
 
@@ -172,6 +175,15 @@ func (t *Tracker) Window() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.win.Size()
+}
+
+// Expired returns how many tickets have expired (been outstanding for the
+// timeout and counted as backoffs) since the tracker was made, by any
+// sweep: Sweep's and those of Admit and Complete.
+func (t *Tracker) Expired() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.expired
 }
 
 // Outstanding returns how many tickets are open (expired ones not yet

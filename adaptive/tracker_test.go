@@ -128,3 +128,32 @@ func TestTrackerReconfigure(t *testing.T) {
 		t.Fatalf("a ticket from before the reconfiguration: %v", err)
 	}
 }
+
+// TestTrackerExpired checks that Expired counts the tickets of every
+// sweep: Admit's, Complete's and Sweep's, each once.
+func TestTrackerExpired(t *testing.T) {
+	tr := newTracker(t, Config{MinWindow: 10, MaxWindow: 10, Timeout: time.Second})
+	steps := []struct {
+		name string
+		do   func()
+		want uint64
+	}{
+		{"three admitted at 0 ms", func() {
+			for range 3 {
+				tr.Admit(ms(0))
+			}
+		}, 0},
+		{"one admitted at 500 ms", func() { tr.Admit(ms(500)) }, 0},
+		{"an admit at 1000 ms sweeps the three of 0 ms", func() { tr.Admit(ms(1000)) }, 3},
+		{"a complete of an unknown ticket at 1500 ms sweeps the one of 500 ms", func() { _, _ = tr.Complete(999, Success, ms(1500)) }, 4},
+		{"a sweep at 1999 ms finds none", func() { tr.Sweep(ms(1999)) }, 4},
+		{"a sweep at 2000 ms finds the one of 1000 ms", func() { tr.Sweep(ms(2000)) }, 5},
+		{"sweeping again counts nothing twice", func() { tr.Sweep(ms(5000)) }, 5},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := tr.Expired(); got != s.want {
+			t.Fatalf("%s: expired %d, want %d", s.name, got, s.want)
+		}
+	}
+}

@@ -251,11 +251,13 @@ func (s *Server) admit(ctx *fasthttp.RequestCtx, _ params) {
 		return
 	}
 	g := s.gen.Load()
-	a, err := g.engine.Admit(s.now(), g.name(b.resource))
+	resource := g.name(b.resource)
+	a, err := g.engine.Admit(s.now(), resource)
 	if err != nil {
 		s.fail(ctx, err)
 		return
 	}
+	g.countAdmit(resource, &a)
 	f := replyFormat(ctx)
 	if f == formatMsgpack {
 		e := &c.body.codec().e
@@ -278,7 +280,11 @@ func (s *Server) complete(ctx *fasthttp.RequestCtx, _ params) {
 	if !s.decodeAdaptive(ctx, c, &b, completeFields) {
 		return
 	}
-	w, err := s.Engine().Complete(s.now(), string(b.ticket), b.outcome)
+	g := s.gen.Load()
+	w, err := g.engine.Complete(s.now(), string(b.ticket), b.outcome)
+	if err == nil || errors.Is(err, local.ErrUnknownTicket) {
+		g.countComplete(b.ticket, b.outcome, err)
+	}
 	if err != nil {
 		if errors.Is(err, local.ErrUnknownTicket) {
 			err = &apiError{status: fasthttp.StatusNotFound, code: codeUnknownTicket, msg: strings.TrimPrefix(err.Error(), "local: ")}

@@ -297,10 +297,10 @@ func (s *Server) batch(ctx *fasthttp.RequestCtx, _ params) {
 	for i := range st.items {
 		it := &st.items[i]
 		if it.err == nil {
-			resource := g.name(it.resource)
-			it.err = g.engine.Decide(&d, s.now(), resource, string(it.domain), it.copies, it.minCopies)
+			resource, now := g.name(it.resource), s.now()
+			it.err = g.engine.Decide(&d, now, resource, string(it.domain), it.copies, it.minCopies)
 			if it.err == nil {
-				it.series = g.count(resource, &d)
+				it.series = g.count(resource, it.domain, it.copies, &d, now)
 			}
 		}
 		if e == nil && i > 0 {

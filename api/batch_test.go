@@ -337,6 +337,7 @@ func TestBatchReadsTheClockPerItem(t *testing.T) {
 		Now:    func() time.Time { return t0.Add(time.Duration(calls.Add(1)) * 50 * time.Millisecond) },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
+	calls.Store(0) // New reads it once (the /v1/top windows start then)
 	var ctx fasthttp.RequestCtx
 	ctx.Request.Header.SetMethod("POST")
 	ctx.Request.SetRequestURI("/v1/batch")

@@ -91,12 +91,14 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, _ params) {
 	}
 	copies, minCopies := c.body.counts()
 	g := s.gen.Load()
-	r, err := g.engine.Reserve(s.now(), g.name(c.body.resource), string(c.body.domain),
+	now, resource := s.now(), g.name(c.body.resource)
+	r, err := g.engine.Reserve(now, resource, string(c.body.domain),
 		copies, minCopies, string(c.body.session))
 	if err != nil {
 		s.fail(ctx, err)
 		return
 	}
+	g.countReserve(resource, c.body.domain, copies, &r, now)
 	f := replyFormat(ctx)
 	if f == formatMsgpack {
 		e := &c.body.codec().e
@@ -118,11 +120,15 @@ func (s *Server) release(ctx *fasthttp.RequestCtx, _ params) {
 		return
 	}
 	copies, _ := c.body.counts()
-	released, held, err := s.Engine().Release(s.now(), string(c.body.hold), copies)
+	g := s.gen.Load()
+	hold := string(c.body.hold)
+	resource, _ := g.engine.HoldResource(hold) // for the metrics: a hold's resource never changes
+	released, held, err := g.engine.Release(s.now(), hold, copies)
 	if err != nil {
 		s.fail(ctx, err)
 		return
 	}
+	g.countHoldOp(resource, opRelease)
 	f := replyFormat(ctx)
 	if f == formatMsgpack {
 		e := &c.body.codec().e
@@ -149,12 +155,16 @@ func (s *Server) transfer(ctx *fasthttp.RequestCtx, _ params) {
 		return
 	}
 	copies, _ := c.body.counts()
-	id, err := s.Engine().Transfer(s.now(), string(c.body.hold), copies,
+	g := s.gen.Load()
+	hold := string(c.body.hold)
+	resource, _ := g.engine.HoldResource(hold)
+	id, err := g.engine.Transfer(s.now(), hold, copies,
 		time.Duration(c.body.ttl())*time.Millisecond)
 	if err != nil {
 		s.fail(ctx, err)
 		return
 	}
+	g.countHoldOp(resource, opTransfer)
 	f := replyFormat(ctx)
 	if f == formatMsgpack {
 		e := &c.body.codec().e
@@ -178,11 +188,13 @@ func (s *Server) seize(ctx *fasthttp.RequestCtx, _ params) {
 	if !s.decodeBody(ctx, c, seizeFields, fTransfer|fSession) {
 		return
 	}
-	r, err := s.Engine().Seize(s.now(), string(c.body.transfer), string(c.body.session))
+	g := s.gen.Load()
+	r, err := g.engine.Seize(s.now(), string(c.body.transfer), string(c.body.session))
 	if err != nil {
 		s.fail(ctx, err)
 		return
 	}
+	g.countHoldOp(r.Resource, opSeize)
 	f := replyFormat(ctx)
 	if f == formatMsgpack {
 		e := &c.body.codec().e

@@ -30,6 +30,17 @@ type stateReply struct {
 	Pacer *pacerStateReply `json:"pacer,omitempty"`
 	// Peek (rate kinds): the reply a peek (copies 0) would get now.
 	Peek json.RawMessage `json:"peek,omitempty"`
+	// Kind adaptive (the domain plays no part): the window and the calls
+	// outstanding now (tickets past the timeout are expired first), the
+	// window's bounds, the ticket timeout, and the tickets expired so far
+	// (since the window was made: a reload keeps it). Absent when the
+	// resource has no window (its namespace ignores its config).
+	Window      *int    `json:"window,omitempty"`
+	Outstanding *int    `json:"outstanding,omitempty"`
+	MinWindow   *int    `json:"min_window,omitempty"`
+	MaxWindow   *int    `json:"max_window,omitempty"`
+	TimeoutMs   *int64  `json:"timeout_ms,omitempty"`
+	Expired     *uint64 `json:"expired,omitempty"`
 	// Origins (in a cluster): each node's share of the key, this node's
 	// own first; the tiers, holds and peek above are the merged view.
 	Origins []reconcile.Contribution `json:"origins,omitempty"`
@@ -44,19 +55,26 @@ type tierStateReply struct {
 }
 
 // GET /v1/state?resource=R&domain=D → the key's state, without spending.
+// The domain may be left out for an adaptive resource, whose window is the
+// resource's.
 func (s *Server) state(ctx *fasthttp.RequestCtx, _ params) {
 	c := getCall()
 	defer putCall(c)
 	b := &c.body
+	g := s.gen.Load()
 	err := b.readQuery(ctx.QueryArgs(), fResource|fDomain)
 	if err == nil {
-		err = b.check(fResource | fDomain)
+		err = b.check(fResource)
+	}
+	if err == nil && !b.has(fDomain) {
+		if rc := g.engine.Config().Resources[string(b.resource)]; rc == nil || rc.Kind != config.KindAdaptive {
+			err = b.check(fResource | fDomain)
+		}
 	}
 	if err != nil {
 		s.fail(ctx, err)
 		return
 	}
-	g := s.gen.Load()
 	ks, err := g.engine.State(s.now(), g.name(b.resource), string(b.domain))
 	if err != nil {
 		s.fail(ctx, err)
@@ -84,6 +102,12 @@ func (s *Server) state(ctx *fasthttp.RequestCtx, _ params) {
 		reply.Holds = &holds
 	case config.KindPacer:
 		reply.Pacer = pacerState(g.engine, s.now(), ks.Resource)
+	case config.KindAdaptive:
+		if a := ks.Adaptive; a != nil {
+			timeout := a.Timeout.Milliseconds()
+			reply.Window, reply.Outstanding, reply.MinWindow, reply.MaxWindow = &a.Window, &a.Outstanding, &a.MinWindow, &a.MaxWindow
+			reply.TimeoutMs, reply.Expired = &timeout, &a.Expired
+		}
 	}
 	if ks.Peek != nil {
 		reply.Peek = appendDecision(nil, ks.Peek)

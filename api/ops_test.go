@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/local"
@@ -116,5 +117,51 @@ func TestPeersHealthReady(t *testing.T) {
 	}
 	if r := h.do("GET", "/healthz", ""); r.status != 200 {
 		t.Errorf("healthz when not ready: %d", r.status)
+	}
+}
+
+// TestStateAdaptive steps an adaptive resource over fixed instants and
+// checks what /v1/state shows of its window: the window, the calls
+// outstanding, the bounds, the timeout and the tickets expired.
+func TestStateAdaptive(t *testing.T) {
+	h := newObsHarness(t)
+	state := func(q string) string {
+		t.Helper()
+		r := h.do("GET", "/v1/state?"+q, "")
+		if r.status != 200 {
+			t.Fatalf("state?%s: %d %s", q, r.status, r.body)
+		}
+		return string(r.body)
+	}
+	const fresh = `{"resource":"o/login","domain":"","kind":"adaptive","tracked":true,"window":2,"outstanding":0,"min_window":1,"max_window":2,"timeout_ms":10000,"expired":0}`
+	if got := state("resource=o/login"); got != fresh {
+		t.Errorf("fresh:\n%s\nwant\n%s", got, fresh)
+	}
+	h.ok("/v1/admit", `{"resource":"o/login"}`)
+	h.clock.set(t0.Add(4 * time.Second))
+	h.ok("/v1/admit", `{"resource":"o/login"}`)
+	// A domain may be given; it plays no part.
+	if got, want := state("resource=o/login&domain=x"), `{"resource":"o/login","domain":"x","kind":"adaptive","tracked":true,"window":2,"outstanding":2,"min_window":1,"max_window":2,"timeout_ms":10000,"expired":0}`; got != want {
+		t.Errorf("two outstanding:\n%s\nwant\n%s", got, want)
+	}
+	// At 10 s the first ticket has been outstanding for the timeout: asking
+	// expires it first (a backoff at position 1: the window falls to 1).
+	h.clock.set(t0.Add(10 * time.Second))
+	m := decodeObject(t, []byte(state("resource=o/login")))
+	if num(t, m, "window") != 1 || num(t, m, "outstanding") != 1 || num(t, m, "expired") != 1 {
+		t.Errorf("after the timeout: %v", m)
+	}
+	// Other kinds still need the domain.
+	r := h.do("GET", "/v1/state?resource=o/gcra", "")
+	if code, msg := errorReply(t, r.body); r.status != 400 || code != codeBadRequest || msg != "domain: required field is missing" {
+		t.Errorf("gcra without a domain: %d %s %s", r.status, code, msg)
+	}
+	r = h.do("GET", "/v1/state?resource=nope/x", "")
+	if code, _ := errorReply(t, r.body); r.status != 400 || code != codeBadRequest {
+		t.Errorf("an unknown resource without a domain: %d %s", r.status, r.body)
+	}
+	// A gcra state has no window fields.
+	if m := decodeObject(t, []byte(state("resource=o/gcra&domain=a"))); m["window"] != nil || m["outstanding"] != nil {
+		t.Errorf("gcra state: %v", m)
 	}
 }

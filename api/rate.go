@@ -41,7 +41,7 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, _ params) {
 		c.out = appendDecision(c.out[:0], &d)
 	}
 	writeReply(ctx, f, c.out)
-	g.observe(resource, &d, start)
+	g.observe(resource, c.body.domain, copies, &d, start)
 }
 
 // POST /v1/refund {"resource", "domain", "copies"} → {"remaining": N} (gcra).
@@ -160,7 +160,7 @@ func (s *Server) check(ctx *fasthttp.RequestCtx, _ params) {
 		s.fail(ctx, err)
 		return
 	}
-	defer g.observe(resource, &d, start)
+	defer g.observe(resource, b.domain, copies, &d, start)
 	if d.Granted > 0 || (copies == 0 && d.RetryAfter == 0) {
 		c.out = setRateLimit(ctx, c.out[:0], g.policies.lookup(resource, domain), &d, q.form, 0)
 		ctx.SetStatusCode(fasthttp.StatusNoContent)

@@ -56,6 +56,7 @@ var routes = []route{
 
 	// Operations (ops.go).
 	{"GET", "/v1/state", (*Server).state},
+	{"GET", "/v1/top", (*Server).top}, // top.go: the heaviest domains of the last minute
 	{"GET", "/v1/config", (*Server).showConfig},
 	{"POST", "/v1/config/reload", (*Server).reloadConfig},
 	{"GET", "/metrics", (*Server).metricsPage},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -23,7 +24,8 @@ type Options struct {
 	// decision instant; nil means time.Now.
 	Now func() time.Time
 	// Logger receives internal errors (with their request id) and listener
-	// events, never one line per request; nil means slog.Default().
+	// events, never one line per request (but the rejections LogRejections
+	// asks for); nil means slog.Default().
 	Logger *slog.Logger
 	// NodeName is this node's name in /v1/peers; "" means the hostname.
 	NodeName string
@@ -55,6 +57,21 @@ type Options struct {
 	// as in X-Forwarded-For, whose first element is the client's address.
 	// "" (the default) means no such header.
 	CheckDomainHeader string
+	// LogRejections is the fraction, in [0, 1], of rejections (and shadow
+	// grants) logged at level Info as "rejected", with the resource, the
+	// domain (not for adaptive), the kind, shadow, and retry_after_ms (rate
+	// decisions) or window (adaptive); each is drawn at random. 0 (the
+	// zero value) logs none, 1 every one.
+	LogRejections float64
+}
+
+// Validate returns the problem of o, naming the field, its value and what
+// is expected; nil when o is valid. New panics on options that are not.
+func (o Options) Validate() error {
+	if !(o.LogRejections >= 0 && o.LogRejections <= 1) { // NaN too
+		return fmt.Errorf("api: LogRejections: must be a fraction in [0, 1], got %v", o.LogRejections)
+	}
+	return nil
 }
 
 // Server serves the agent's HTTP API (API.md) over an engine. The engine sits
@@ -87,6 +104,8 @@ type Server struct {
 	connLog        *connLogger // fasthttp's messages, cut and rate-limited (connlog.go)
 	// domainHeader is Options.CheckDomainHeader.
 	domainHeader string
+	tops         topSets       // the /v1/top windows of the resources in force
+	rejected     *rejectionLog // nil when rejections are not logged
 }
 
 // generation is one engine in force and what is derived from it once.
@@ -100,6 +119,11 @@ type generation struct {
 	metrics map[string]*resMetrics
 	// policies are the RateLimit-Policy fields of its rate resources.
 	policies policyTable
+	// rejections logs rejections, sampled; nil when off.
+	rejections *rejectionLog
+	// decisionTime is the server's: the decision instant of a handler that
+	// started at start.
+	decisionTime func(start time.Time) time.Time
 }
 
 // name returns b as a string, interned when it names a configured resource.
@@ -112,7 +136,11 @@ func (g *generation) name(b []byte) string {
 
 // New returns a Server over engine e. It is not ready (GET /readyz answers
 // 503) until SetReady(true), which Serve calls once its listeners are up.
+// It panics when opts do not Validate.
 func New(e *local.Engine, opts Options) *Server {
+	if err := opts.Validate(); err != nil {
+		panic(err)
+	}
 	s := &Server{
 		now:     opts.Now,
 		log:     opts.Logger,
@@ -144,6 +172,7 @@ func New(e *local.Engine, opts Options) *Server {
 	if s.name == "" {
 		s.name, _ = os.Hostname()
 	}
+	s.rejected = newRejectionLog(s.log, opts.LogRejections)
 	var id [4]byte
 	_, _ = rand.Read(id[:])
 	s.idPrefix = hex.EncodeToString(id[:])
@@ -158,10 +187,12 @@ func (s *Server) Engine() *local.Engine { return s.gen.Load().engine }
 
 // SetEngine puts e in force for the requests that start from now on and
 // bumps the config version shown by GET /v1/config (the first engine is
-// version 1).
+// version 1). The /v1/top windows of the resources e keeps, with their
+// kind, carry over.
 func (s *Server) SetEngine(e *local.Engine) {
-	g := &generation{engine: e, version: s.versions.Add(1), names: map[string]string{}, metrics: s.metrics.forEngine(e),
-		policies: newPolicyTable(e.Config())}
+	g := &generation{engine: e, version: s.versions.Add(1), names: map[string]string{},
+		metrics:  s.metrics.forEngine(e, s.tops.forConfig(e.Config(), s.now())),
+		policies: newPolicyTable(e.Config()), rejections: s.rejected, decisionTime: s.decisionTime}
 	if cfg := e.Config(); cfg != nil {
 		for name := range cfg.Resources {
 			g.names[name] = name

@@ -251,6 +251,44 @@ func (e *Engine) AdaptiveWindow(resource string) (window, outstanding int, ok bo
 	return r.adaptive.tr.Window(), r.adaptive.tr.Outstanding(), true
 }
 
+// AdaptiveState is an adaptive resource's window as AdaptiveState reports
+// it.
+type AdaptiveState struct {
+	// Window is the calls the resource admits at once now.
+	Window int
+	// Outstanding is the calls admitted and not yet completed or expired.
+	Outstanding int
+	// MinWindow and MaxWindow bound the window (the config in force).
+	MinWindow, MaxWindow int
+	// Timeout is how long a ticket may stay outstanding before it expires.
+	Timeout time.Duration
+	// Expired counts the tickets that expired (outstanding for Timeout,
+	// counted as backoffs) since the window was made: a reload keeps it, a
+	// change of kind starts it again from 0.
+	Expired uint64
+}
+
+// AdaptiveState returns the state of an adaptive resource, as of its last
+// decision or sweep; ok is false for a resource that is not adaptive or
+// has no window (its namespace ignores its config). Safe for concurrent
+// use.
+func (e *Engine) AdaptiveState(resource string) (st AdaptiveState, ok bool) {
+	r, found := e.res[resource]
+	if !found || r.adaptive == nil {
+		return AdaptiveState{}, false
+	}
+	tr := r.adaptive.tr
+	st = AdaptiveState{Window: tr.Window(), Outstanding: tr.Outstanding(), Expired: tr.Expired()}
+	if rc := e.cfg.Resources[resource]; rc != nil {
+		c := adaptiveConfig(rc)
+		st.MinWindow, st.MaxWindow, st.Timeout = c.MinWindow, c.MaxWindow, c.Timeout
+		if st.Timeout == 0 {
+			st.Timeout = adaptive.DefaultTimeout
+		}
+	}
+	return st, true
+}
+
 // sweepAdaptive counts the tickets of r outstanding for its timeout as
 // backoffs, as of t.
 func sweepAdaptive(r *resource, t time.Time) {

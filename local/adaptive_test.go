@@ -292,3 +292,46 @@ func TestAdaptiveRules(t *testing.T) {
 		t.Fatalf("a success after switching back: window %d, %v; want 11", w, err)
 	}
 }
+
+// TestAdaptiveStateAndExpired steps an adaptive resource through admits,
+// a timeout and a reload, and checks State and AdaptiveState at each step.
+func TestAdaptiveStateAndExpired(t *testing.T) {
+	e := New(adaptiveConfigFor(t))
+	type want struct {
+		window, outstanding int
+		expired             uint64
+	}
+	check := func(step string, e *Engine, ms int, w want) {
+		t.Helper()
+		ks, err := e.State(at(ms), "a/login", "")
+		if err != nil || ks.Kind != config.KindAdaptive || !ks.Tracked || ks.Adaptive == nil {
+			t.Fatalf("%s: state %+v %v", step, ks, err)
+		}
+		got := *ks.Adaptive
+		if got.Window != w.window || got.Outstanding != w.outstanding || got.Expired != w.expired ||
+			got.MinWindow != 1 || got.MaxWindow != 3 || got.Timeout != 10*time.Second {
+			t.Fatalf("%s: %+v, want window %d outstanding %d expired %d, bounds 1..3, timeout 10s", step, got, w.window, w.outstanding, w.expired)
+		}
+		if st, ok := e.AdaptiveState("a/login"); !ok || st != got {
+			t.Fatalf("%s: AdaptiveState %+v %v, State %+v", step, st, ok, got)
+		}
+	}
+	check("fresh", e, 0, want{3, 0, 0})
+	e.Admit(at(0), "a/login")
+	e.Admit(at(5000), "a/login")
+	check("two admitted", e, 5000, want{3, 2, 0})
+	// At 10 s the first has been outstanding for the timeout: State sweeps
+	// it, a backoff at position 1 (the window falls to the minimum).
+	check("the first expired", e, 10000, want{1, 1, 1})
+	n, _ := e.Reload(adaptiveConfigFor(t))
+	check("a reload keeps the count", n, 15000, want{1, 0, 2})
+
+	for _, c := range []struct{ resource, why string }{{"a/gcra", "not adaptive"}, {"off/login", "no window"}, {"zz/none", "unknown"}} {
+		if st, ok := n.AdaptiveState(c.resource); ok {
+			t.Errorf("AdaptiveState(%s), %s: %+v", c.resource, c.why, st)
+		}
+	}
+	if ks, err := n.State(at(0), "off/login", ""); err != nil || ks.Tracked || ks.Adaptive != nil {
+		t.Errorf("state of an adaptive resource its namespace ignores: %+v %v", ks, err)
+	}
+}

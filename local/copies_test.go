@@ -337,3 +337,23 @@ func checkCounts(t *testing.T, seed, stepN int, e *Engine, cr *copiesRes, m *cop
 		t.Fatalf("seed %d step %d: groups %v, model ent %d eu %d", seed, stepN, cr.perGroup, ent, eu)
 	}
 }
+
+func TestHoldResource(t *testing.T) {
+	e := copiesEngine(t)
+	sid, _ := e.OpenSession(at(0), 10*s)
+	r, err := e.Reserve(at(0), "c/jobs", "acme", 2, 1, sid)
+	if err != nil || r.Hold == "" {
+		t.Fatalf("reserve: %+v %v", r, err)
+	}
+	if name, ok := e.HoldResource(r.Hold); !ok || name != "c/jobs" {
+		t.Errorf("HoldResource(open hold) = %q %v", name, ok)
+	}
+	if _, _, err := e.Release(at(1), r.Hold, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{r.Hold, "h-nope", ""} {
+		if name, ok := e.HoldResource(id); ok {
+			t.Errorf("HoldResource(%q) = %q, want none", id, name)
+		}
+	}
+}

@@ -593,6 +593,20 @@ func (e *Engine) Release(t time.Time, hold string, copies int) (released, held i
 	return copies, int(h.n), nil
 }
 
+// HoldResource returns the name of the resource of an open hold; ok is
+// false when the hold is unknown, released or its session ended (as of the
+// last call that expired sessions). The API labels the metrics of release
+// and transfer with it. Safe for concurrent use.
+func (e *Engine) HoldResource(hold string) (resource string, ok bool) {
+	e.book.mu.Lock()
+	defer e.book.mu.Unlock()
+	h, found := e.book.holds[hold]
+	if !found {
+		return "", false
+	}
+	return h.res.name, true
+}
+
 // Transfer moves copies copies of a hold into staging for ttl and returns the
 // transfer id; they stay counted until seized or expired.
 func (e *Engine) Transfer(t time.Time, hold string, copies int, ttl time.Duration) (string, error) {
@@ -690,6 +704,11 @@ func (e *Engine) State(t time.Time, resource, domain string) (KeyState, error) {
 		ks.Holds = int(r.copies.perDom[domain] + r.copies.remote[domain])
 		ks.Tracked = ks.Holds > 0
 		e.book.mu.Unlock()
+	case config.KindAdaptive:
+		sweepAdaptive(r, t)
+		if st, ok := e.AdaptiveState(resource); ok {
+			ks.Adaptive, ks.Tracked = &st, true
+		}
 	}
 	return ks, nil
 }

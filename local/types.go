@@ -132,4 +132,8 @@ type KeyState struct {
 	TAT      time.Time // gcra; zero when the bucket is full
 	Holds    int       // copies: the domain's holds
 	Peek     *Decision // rate kinds: the decision of a peek at that instant
+	// Adaptive (kind adaptive) is the resource's window, swept as of the
+	// asked instant; nil when the resource has none (its namespace ignores
+	// its config). The domain plays no part.
+	Adaptive *AdaptiveState
 }
