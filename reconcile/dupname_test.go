@@ -141,3 +141,30 @@ func TestOwnNameConflict(t *testing.T) {
 		t.Errorf("its own packet counted as a conflict")
 	}
 }
+
+// TestSilentPeerComesBackWithoutDoubleCounting: a peer partitioned past the
+// silence bound loses its holds here; when the same incarnation is heard
+// again its counts go on from where they were: no hit is applied twice.
+func TestSilentPeerComesBackWithoutDoubleCounting(t *testing.T) {
+	tab := newTable("r")
+	names := []gossip.Name{{Hash: 7, Resource: "c/r", Domain: "d"}}
+	sum := func(ops []op) (n int64) {
+		for _, o := range ops {
+			if o.kind == opCount {
+				n += o.n
+			}
+		}
+		return n
+	}
+	ops, _ := tab.merge(&gossip.Packet{From: "p", Incarnation: 3, Names: names, Counts: []gossip.Count{{Hash: 7, Bucket: 1000, Value: 5}}}, 1000, nil)
+	if sum(ops) != 5 {
+		t.Fatalf("first packet applied %d", sum(ops))
+	}
+	if _, expired := tab.expireSilent(30_000, 10_000, nil); len(expired) != 1 {
+		t.Fatalf("expired %v", expired)
+	}
+	ops, ok := tab.merge(&gossip.Packet{From: "p", Incarnation: 3, Counts: []gossip.Count{{Hash: 7, Bucket: 1000, Value: 7}}}, 31_000, nil)
+	if !ok || sum(ops) != 2 {
+		t.Errorf("after the silence: applied %d (ok %v), want the 2 new hits only", sum(ops), ok)
+	}
+}

@@ -62,6 +62,10 @@ type origin struct {
 	// of the old incarnation still arriving well after the new one appeared
 	// mean two live agents share the name (conflict).
 	newerAt, staleAt int64
+	// expired: the origin went silent and its holds were dropped
+	// (expireSilent); the next packet under the name is heard, of whatever
+	// incarnation.
+	expired bool
 }
 
 // conflictAfter is how long after a newer incarnation of a name appeared
@@ -78,18 +82,20 @@ func (t *table) conflicting(name string, now int64) bool {
 
 // expireSilent drops, as if memberlist had declared them dead, the holds of
 // every origin that has sent nothing of its current incarnation for
-// silence ms, and forgets that incarnation, so that the next packet under
-// the name (of any incarnation) starts afresh. It bounds how long a ghost's
-// holds stay counted: an agent that died while another agent kept its name
-// alive in memberlist, or whose death memberlist never saw.
+// silence ms, and marks it expired: the next packet under the name is
+// heard whatever its incarnation. It bounds how long a ghost's holds stay
+// counted: an agent that died while another agent kept its name alive in
+// memberlist, or whose death memberlist never saw. Counts are kept: the
+// same incarnation coming back (a partition that healed) goes on from them
+// and nothing is applied twice.
 func (t *table) expireSilent(now, silence int64, out []op) ([]op, []string) {
 	var expired []string
 	for name, o := range t.origins {
 		if o.gone || now-o.lastSync <= silence {
 			continue
 		}
-		o.gone = true
-		o.inc, o.newerAt, o.staleAt = 0, 0, 0
+		o.gone, o.expired = true, true
+		o.newerAt, o.staleAt = 0, 0
 		out = t.dropGauges(o, out)
 		expired = append(expired, name)
 	}
@@ -129,10 +135,10 @@ func (t *table) merge(p *gossip.Packet, now int64, out []op) ([]op, bool) {
 	case o == nil:
 		o = &origin{name: p.From, inc: p.Incarnation, keys: make(map[uint64]*remoteKey)}
 		t.origins[p.From] = o
-	case p.Incarnation < o.inc:
+	case p.Incarnation < o.inc && !o.expired:
 		o.staleAt = now
 		return out, false // a message from before the node restarted (or a second agent under the name)
-	case p.Incarnation > o.inc:
+	case p.Incarnation != o.inc:
 		// A restart: the old incarnation's holds are gone; its counts were
 		// real hits and stay applied, but the new one counts from zero.
 		out = t.dropGauges(o, out)
@@ -142,7 +148,7 @@ func (t *table) merge(p *gossip.Packet, now int64, out []op) ([]op, bool) {
 		}
 		o.inc = p.Incarnation
 	}
-	o.gone = false
+	o.gone, o.expired = false, false
 	o.lastSync = now
 	for _, n := range p.Names {
 		if _, ok := t.names[n.Hash]; ok {

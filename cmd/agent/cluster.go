@@ -17,7 +17,7 @@ import (
 
 // Cluster defaults.
 const (
-	defaultGossipBind = "0.0.0.0:7946"
+	defaultGossipPort = "7946"
 	defaultSync       = 250 * time.Millisecond
 	defaultLabel      = "obol"
 	leaveTimeout      = 2 * time.Second
@@ -36,6 +36,10 @@ type clusterSettings struct {
 	key        []byte // the gossip key read from secretFile, by loadKey
 	label      string
 	sync       time.Duration
+	insecure   bool // gossip off loopback without a key, asked for explicitly
+	// nameGenerated: the name is the hostname and this process's suffix,
+	// not one the operator gave.
+	nameGenerated bool
 }
 
 // loadKey reads the gossip key when the agent joins a mesh with a secret
@@ -68,8 +72,8 @@ var _ api.ClusterView = (*clusterRun)(nil)
 // answer is not an error: the node runs alone (fail open) until someone
 // joins it.
 // The key must have been loaded (loadKey).
-func startCluster(ctx context.Context, cs clusterSettings, e *local.Engine, log *slog.Logger, base clock.Clock) (*clusterRun, error) {
-	rec := reconcile.New(reconcile.Options{Name: cs.name, SyncInterval: cs.sync, Logger: log, Clock: base})
+func startCluster(ctx context.Context, cs clusterSettings, e *local.Engine, log *slog.Logger, base clock.Clock, onConflict func(uint64)) (*clusterRun, error) {
+	rec := reconcile.New(reconcile.Options{Name: cs.name, SyncInterval: cs.sync, Logger: log, Clock: base, OnNameConflict: onConflict})
 	e.Attach(rec)
 	node, err := gossip.New(gossip.Config{
 		Name: cs.name, Bind: cs.bind, Join: cs.join, SecretKey: cs.key, Label: cs.label,

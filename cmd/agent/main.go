@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -85,6 +87,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	e := readEnv(getenv)
 	e.hostname, _ = os.Hostname()
+	e.nameSuffix = randomSuffix()
 
 	p, err := prepare(f, e, lookupIP)
 	if err != nil {
@@ -147,6 +150,9 @@ func prepare(f flags, e env, lookup func(string) ([]net.IP, error)) (plan, error
 		if err := st.cluster.loadKey(); err != nil {
 			errs = append(errs, err)
 		}
+		if err := st.loadToken(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	p.st = st
 	return p, errors.Join(errs...)
@@ -167,7 +173,8 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 	// wall clock at start plus monotonic time, so that a step of the
 	// system clock moves none of them.
 	base := clock.NewMonotonic()
-	opts := api.Options{Logger: log, Base: base}
+	opts := api.Options{Logger: log, Base: base, AuthToken: st.authToken, AuthEverywhere: st.authEverywhere,
+		CheckDomainHeader: st.domainHeader, LogRejections: st.logRejections}
 	if p.path != "" {
 		path := p.path
 		opts.LoadConfig = func() (*config.Config, string, error) {
@@ -176,8 +183,19 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 		}
 	}
 	engine := local.New(p.cfg)
+	// A name conflict seen in the first minute means this agent took a name
+	// in use: it stops (the other one was there first). Later, the conflict
+	// is only logged, loudly (reconcile does).
+	ctx, refuse := context.WithCancelCause(ctx)
+	defer refuse(nil)
+	started := time.Now()
+	onConflict := func(other uint64) {
+		if time.Since(started) < conflictGrace {
+			refuse(fmt.Errorf("%v: another live agent uses this node name (incarnation %d); give each agent a unique --node-name", value{st.cluster.name, "--node-name"}, other))
+		}
+	}
 	if st.cluster.enabled {
-		clu, err := startCluster(ctx, st.cluster, engine, log, base)
+		clu, err := startCluster(ctx, st.cluster, engine, log, base, onConflict)
 		if err != nil {
 			log.Error("obol agent cannot start gossip", "err", err)
 			return err
@@ -203,7 +221,14 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 	stepCtx, stopStep := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		stepLoop(stepCtx, stepEvery, base.Now, func(t time.Time) { srv.Engine().Step(t) })
+		var offset time.Duration // the wall clock's offset last logged
+		stepLoop(stepCtx, stepEvery, base.Now, func(t time.Time) {
+			srv.Engine().Step(t)
+			if off := base.WallOffset(); (off - offset).Abs() > time.Second {
+				offset = off
+				log.Warn("the system clock was stepped: decisions keep the time base the agent started on", "wall_clock_offset", off.String())
+			}
+		})
 	})
 	// SIGHUP re-reads the config file, as POST /v1/config/reload does; the
 	// outcome (or every problem of a refused file) is logged by Reload.
@@ -223,6 +248,9 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 	err = srv.Serve(ctx, ls)
 	stopStep()
 	wg.Wait()
+	if cause := context.Cause(ctx); err == nil && cause != nil && cause != context.Canceled {
+		err = cause
+	}
 	if err != nil {
 		log.Error("obol agent stopped on an error", "err", err)
 		return &exitError{exitFailure, err}
@@ -336,4 +364,16 @@ func plural(n int, thing string) string {
 		return "1 " + thing
 	}
 	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+// conflictGrace is how long after start a node-name conflict stops the
+// agent rather than only being logged.
+const conflictGrace = time.Minute
+
+// randomSuffix returns 6 random hex digits: the default node name is the
+// hostname and this suffix, unique per process.
+func randomSuffix() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

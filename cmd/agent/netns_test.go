@@ -77,7 +77,7 @@ func TestPartitionNetns(t *testing.T) {
 	for i := range 3 {
 		ns := fmt.Sprintf("obol-%s-%d", tag, i)
 		nodes = append(nodes, startWrapped(t, []string{"ip", "netns", "exec", ns}, bin, dir, fmt.Sprintf("n%d", i),
-			"--gossip-bind", addrs[i], "--join", join, "--sync-interval", netnsSync.String()))
+			"--gossip-bind", addrs[i], "--join", join, "--sync-interval", netnsSync.String(), "--gossip-insecure"))
 	}
 	alive := func(n *proc) int {
 		k := 0

@@ -1,16 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-sockaddr"
 	"github.com/hashicorp/memberlist"
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/internal/sock"
@@ -41,7 +44,14 @@ type env struct {
 	secretFile string // OBOL_GOSSIP_SECRET_FILE: the gossip key
 	label      string // OBOL_GOSSIP_LABEL: the mesh's label
 	sync       string // OBOL_SYNC_INTERVAL: the sync tick
-	hostname   string // the host's name, the default node name
+	insecure   string // OBOL_GOSSIP_INSECURE: "true" gossips off loopback without a key
+	hostname   string // the host's name, the start of the default node name
+	nameSuffix string // this process's random suffix of the default node name
+
+	authTokenFile  string // OBOL_AUTH_TOKEN_FILE: the bearer token
+	authEverywhere string // OBOL_AUTH_EVERYWHERE: "true" asks for it on every listener
+	domainHeader   string // OBOL_CHECK_DOMAIN_HEADER: /v1/check's domain header
+	logRejections  string // OBOL_LOG_REJECTIONS: the fraction of rejections logged
 }
 
 func readEnv(getenv func(string) string) env {
@@ -59,6 +69,12 @@ func readEnv(getenv func(string) string) env {
 		secretFile: getenv("OBOL_GOSSIP_SECRET_FILE"),
 		label:      getenv("OBOL_GOSSIP_LABEL"),
 		sync:       getenv("OBOL_SYNC_INTERVAL"),
+		insecure:   getenv("OBOL_GOSSIP_INSECURE"),
+
+		authTokenFile:  getenv("OBOL_AUTH_TOKEN_FILE"),
+		authEverywhere: getenv("OBOL_AUTH_EVERYWHERE"),
+		domainHeader:   getenv("OBOL_CHECK_DOMAIN_HEADER"),
+		logRejections:  getenv("OBOL_LOG_REJECTIONS"),
 	}
 }
 
@@ -80,6 +96,12 @@ type flags struct {
 	secretFile string
 	label      string
 	sync       string
+	insecure   bool
+
+	authTokenFile  string
+	authEverywhere bool
+	domainHeader   string
+	logRejections  string
 
 	set map[string]bool // the flags given
 }
@@ -113,8 +135,13 @@ func parseFlags(args []string, stdout, stderr io.Writer) (flags, error) {
 	fs.BoolVar(&f.httpPublic, "http-public", false, "allow a non-loopback HTTP address (env OBOL_HTTP_PUBLIC)")
 	fs.StringVar(&f.drain, "drain-timeout", "", "how long a stop waits for requests in flight, a Go duration (env OBOL_DRAIN_TIMEOUT; default "+defaultDrain.String()+")")
 	fs.StringVar(&f.logLevel, "log-level", "", "least level logged: debug, info, warn or error (env OBOL_LOG_LEVEL; default info)")
-	fs.StringVar(&f.nodeName, "node-name", "", "this node's name in the mesh, unique (env OBOL_NODE_NAME; default the hostname)")
-	fs.StringVar(&f.gossipBind, "gossip-bind", "", "gossip ip:port, UDP and TCP; port 0 picks one (env OBOL_GOSSIP_BIND; default "+defaultGossipBind+" when --join is given; neither: the agent runs alone)")
+	fs.StringVar(&f.nodeName, "node-name", "", "this node's name in the mesh, unique (env OBOL_NODE_NAME; default the hostname and a random suffix per process)")
+	fs.StringVar(&f.gossipBind, "gossip-bind", "", "gossip ip:port, UDP and TCP; port 0 picks one (env OBOL_GOSSIP_BIND; default this host's private address, port "+defaultGossipPort+", when --join is given; neither: the agent runs alone)")
+	fs.BoolVar(&f.insecure, "gossip-insecure", false, "gossip on an address reachable from other hosts without --gossip-secret-file: only on a network you trust (env OBOL_GOSSIP_INSECURE)")
+	fs.StringVar(&f.authTokenFile, "auth-token-file", "", "file holding the bearer token (at least 16 bytes) every request through a non-loopback listener must carry; required with --http-public (env OBOL_AUTH_TOKEN_FILE)")
+	fs.BoolVar(&f.authEverywhere, "auth-everywhere", false, "ask for the token on the Unix socket and loopback too (env OBOL_AUTH_EVERYWHERE)")
+	fs.StringVar(&f.domainHeader, "check-domain-header", "", "request header /v1/check takes the domain from (its first comma-separated element, as X-Forwarded-For) when neither ?domain= nor Obol-Domain is given (env OBOL_CHECK_DOMAIN_HEADER)")
+	fs.StringVar(&f.logRejections, "log-rejections", "", "fraction in [0, 1] of rejections logged, one line each, sampled at random (env OBOL_LOG_REJECTIONS; default 0)")
 	fs.StringVar(&f.join, "join", "", "peers to join, host:port[,…]; a DNS name joins every address it resolves to (env OBOL_JOIN)")
 	fs.StringVar(&f.secretFile, "gossip-secret-file", "", "file holding the gossip key, 16, 24 or 32 bytes in base64 or hex: encrypts and authenticates gossip (env OBOL_GOSSIP_SECRET_FILE)")
 	fs.StringVar(&f.label, "gossip-label", "", "the mesh's label: nodes with another label ignore each other (env OBOL_GOSSIP_LABEL; default "+defaultLabel+")")
@@ -178,6 +205,50 @@ type settings struct {
 	drain      time.Duration
 	logLevel   slog.Level
 	cluster    clusterSettings
+
+	authTokenFile  value  // where the bearer token is
+	authToken      []byte // read by loadToken
+	authEverywhere bool
+	domainHeader   string
+	logRejections  float64
+}
+
+// minTokenLen is the shortest bearer token taken: 16 bytes is 128 bits when
+// random, as the docs ask (openssl rand -hex 32).
+const minTokenLen = 16
+
+// loadToken reads the bearer token file, trimmed of surrounding white
+// space. The error names the file and where it was given.
+func (s *settings) loadToken() error {
+	if s.authTokenFile.v == "" {
+		return nil
+	}
+	b, err := os.ReadFile(s.authTokenFile.v)
+	if err != nil {
+		return fmt.Errorf("%v: %w", s.authTokenFile, err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < minTokenLen {
+		return fmt.Errorf("%v: the token is %d bytes, want at least %d (e.g. openssl rand -hex 32)", s.authTokenFile, len(b), minTokenLen)
+	}
+	s.authToken = b
+	return nil
+}
+
+// boolSetting is a boolean flag, else its variable; bad names a variable
+// that is not a boolean.
+func boolSetting(f flags, name string, flagV bool, envV, envName string, bad func(value, string, ...any)) bool {
+	if f.set[name] {
+		return flagV
+	}
+	if envV == "" {
+		return false
+	}
+	v, err := strconv.ParseBool(envV)
+	if err != nil {
+		bad(value{envV, envName}, "want true or false")
+	}
+	return v
 }
 
 // value is a setting's value and where it came from: a flag (--http), a
@@ -237,6 +308,25 @@ func resolve(f flags, e env, cfg *config.Config) (settings, error) {
 		s.httpPublic = v
 	}
 	s.httpFrom = httpV
+	s.authTokenFile = pick(value{f.authTokenFile, "--auth-token-file"}, value{e.authTokenFile, "OBOL_AUTH_TOKEN_FILE"})
+	s.authEverywhere = boolSetting(f, "auth-everywhere", f.authEverywhere, e.authEverywhere, "OBOL_AUTH_EVERYWHERE", bad)
+	if s.httpPublic && httpV.v != off && s.authTokenFile.v == "" {
+		errs = append(errs, fmt.Errorf("%v with --http-public: a listener reachable from the network needs --auth-token-file (OBOL_AUTH_TOKEN_FILE); every request through it must carry the token", httpV))
+	}
+	if s.authEverywhere && s.authTokenFile.v == "" {
+		errs = append(errs, errors.New("--auth-everywhere (OBOL_AUTH_EVERYWHERE): needs --auth-token-file (OBOL_AUTH_TOKEN_FILE)"))
+	}
+	s.domainHeader = firstOf(f.domainHeader, e.domainHeader)
+	if h := s.domainHeader; h != "" && !validHeaderName(h) {
+		bad(pick(value{f.domainHeader, "--check-domain-header"}, value{e.domainHeader, "OBOL_CHECK_DOMAIN_HEADER"}), "not a header name (letters, digits and - only)")
+	}
+	if v := pick(value{f.logRejections, "--log-rejections"}, value{e.logRejections, "OBOL_LOG_REJECTIONS"}); v.v != "" {
+		r, err := strconv.ParseFloat(v.v, 64)
+		if err != nil || !(r >= 0 && r <= 1) {
+			bad(v, "want a fraction in [0, 1], such as 0.01")
+		}
+		s.logRejections = r
+	}
 	if httpV.v != off {
 		s.http = httpV.v
 		if err := checkHTTP(httpV.v, s.httpPublic); err != nil {
@@ -272,19 +362,36 @@ func resolve(f flags, e env, cfg *config.Config) (settings, error) {
 		c.join = cfg.Gossip.Join
 	}
 	c.enabled = bindV.v != "" || len(c.join) > 0
-	if bindV.v == "" {
-		bindV = value{defaultGossipBind, "the default --gossip-bind"}
+	if bindV.v == "" && c.enabled {
+		// Never every interface by default: this host's private address.
+		ip := privateIP()
+		if ip == "" {
+			errs = append(errs, errors.New("--gossip-bind (OBOL_GOSSIP_BIND): this host has no private address to gossip on by default; give the address, e.g. the pod IP"))
+		}
+		bindV = value{net.JoinHostPort(ip, defaultGossipPort), "the default --gossip-bind"}
 	}
 	c.bind = bindV.v
-	if err := checkGossipBind(bindV.v); err != nil {
-		bad(bindV, "%v", err)
+	if c.enabled {
+		if err := checkGossipBind(bindV.v); err != nil {
+			bad(bindV, "%v", err)
+		}
 	}
-	c.name = firstOf(f.nodeName, e.nodeName, e.hostname)
+	c.name = firstOf(f.nodeName, e.nodeName)
+	if c.name == "" && e.hostname != "" {
+		// Unique per process: two agents on one host must not share a
+		// name (their counts and holds could not be told apart).
+		c.name = e.hostname + "-" + e.nameSuffix
+		c.nameGenerated = true
+	}
 	if c.enabled && c.name == "" {
 		errs = append(errs, errors.New("--node-name / OBOL_NODE_NAME: required when the host has no name"))
 	}
 	secretV := pick(value{f.secretFile, "--gossip-secret-file"}, value{e.secretFile, "OBOL_GOSSIP_SECRET_FILE"}, value{cfg.Gossip.SecretFile, "config gossip.secret_file"})
 	c.secretFile, c.secretFrom = secretV.v, secretV.from
+	c.insecure = boolSetting(f, "gossip-insecure", f.insecure, e.insecure, "OBOL_GOSSIP_INSECURE", bad)
+	if c.enabled && c.secretFile == "" && !c.insecure && !loopbackBind(c.bind) {
+		bad(bindV, "gossip reachable from other hosts needs a key: give --gossip-secret-file (OBOL_GOSSIP_SECRET_FILE, config gossip.secret_file), or --gossip-insecure (OBOL_GOSSIP_INSECURE=true) on a network you trust; without a key anyone who reaches the port joins the mesh and can claim every copy")
+	}
 	labelV := pick(value{f.label, "--gossip-label"}, value{e.label, "OBOL_GOSSIP_LABEL"}, value{defaultLabel, "the default --gossip-label"})
 	c.label = labelV.v
 	if len(c.label) > memberlist.LabelMaxSize {
@@ -357,6 +464,34 @@ func checkHTTPName(s settings, lookup func(host string) ([]net.IP, error)) error
 		}
 	}
 	return nil
+}
+
+// loopbackBind reports whether a gossip bind address is on loopback only.
+func loopbackBind(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsLoopback()
+}
+
+// privateIP is this host's private address (RFC 1918, or IPv6 unique
+// local), "" when it has none; a variable for tests.
+var privateIP = func() string {
+	ip, err := sockaddr.GetPrivateIP()
+	if err != nil {
+		return ""
+	}
+	return ip
+}
+
+// validHeaderName reports whether h is an HTTP header name we take: letters,
+// digits and '-'.
+func validHeaderName(h string) bool {
+	for _, c := range h {
+		if !(c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return h != ""
 }
 
 // checkGossipBind checks a gossip bind address: ip:port, the host an IP

@@ -20,12 +20,21 @@ func TestResolveCluster(t *testing.T) {
 		want clusterSettings
 		err  string
 	}{
-		{name: "alone by default", e: env{hostname: "h"}, cfg: none,
-			want: clusterSettings{name: "h", bind: defaultGossipBind, label: defaultLabel, sync: defaultSync}},
-		{name: "join alone turns it on on the default bind", f: flags{join: "a:1, b:2,"}, e: env{hostname: "h"}, cfg: none,
-			want: clusterSettings{enabled: true, name: "h", bind: defaultGossipBind, join: []string{"a:1", "b:2"}, label: defaultLabel, sync: defaultSync}},
-		{name: "config file", e: env{hostname: "h"}, cfg: file,
-			want: clusterSettings{enabled: true, name: "h", bind: "10.0.0.1:7000", join: []string{"peers.svc"}, secretFile: "/k", secretFrom: "config gossip.secret_file", label: defaultLabel, sync: time.Second}},
+		{name: "alone by default", e: env{hostname: "h", nameSuffix: "abc123"}, cfg: none,
+			want: clusterSettings{name: "h-abc123", nameGenerated: true, label: defaultLabel, sync: defaultSync}},
+		{name: "join alone turns it on on the private address", f: flags{join: "a:1, b:2,", secretFile: "/k"}, e: env{hostname: "h", nameSuffix: "abc123"}, cfg: none,
+			want: clusterSettings{enabled: true, name: "h-abc123", nameGenerated: true, bind: "10.1.2.3:7946", join: []string{"a:1", "b:2"}, secretFile: "/k", secretFrom: "--gossip-secret-file", label: defaultLabel, sync: defaultSync}},
+		{name: "no key off loopback is refused", f: flags{join: "a:1"}, e: env{hostname: "h"}, cfg: none,
+			err: `the default --gossip-bind "10.1.2.3:7946": gossip reachable from other hosts needs a key`},
+		{name: "no key on 0.0.0.0 is refused", f: flags{gossipBind: "0.0.0.0:7946"}, e: env{hostname: "h"}, cfg: none,
+			err: `--gossip-bind "0.0.0.0:7946": gossip reachable from other hosts needs a key`},
+		{name: "no key, insecure asked for", f: flags{join: "a:1", insecure: true, set: map[string]bool{"gossip-insecure": true}}, e: env{hostname: "h", nameSuffix: "s"}, cfg: none,
+			want: clusterSettings{enabled: true, name: "h-s", nameGenerated: true, bind: "10.1.2.3:7946", join: []string{"a:1"}, insecure: true, label: defaultLabel, sync: defaultSync}},
+		{name: "insecure from env", f: flags{join: "a:1"}, e: env{hostname: "h", nameSuffix: "s", insecure: "true"}, cfg: none,
+			want: clusterSettings{enabled: true, name: "h-s", nameGenerated: true, bind: "10.1.2.3:7946", join: []string{"a:1"}, insecure: true, label: defaultLabel, sync: defaultSync}},
+		{name: "bad insecure env", f: flags{gossipBind: "127.0.0.1:0"}, e: env{hostname: "h", insecure: "yes please"}, cfg: none, err: `OBOL_GOSSIP_INSECURE "yes please": want true or false`},
+		{name: "config file", e: env{hostname: "h", nameSuffix: "abc123"}, cfg: file,
+			want: clusterSettings{enabled: true, name: "h-abc123", nameGenerated: true, bind: "10.0.0.1:7000", join: []string{"peers.svc"}, secretFile: "/k", secretFrom: "config gossip.secret_file", label: defaultLabel, sync: time.Second}},
 		{name: "env over config", e: env{hostname: "h", nodeName: "n1", gossipBind: "127.0.0.1:0", join: "x:1", secretFile: "/e", label: "blue", sync: "100ms"}, cfg: file,
 			want: clusterSettings{enabled: true, name: "n1", bind: "127.0.0.1:0", join: []string{"x:1"}, secretFile: "/e", secretFrom: "OBOL_GOSSIP_SECRET_FILE", label: "blue", sync: 100 * time.Millisecond}},
 		{name: "flags over env", f: flags{nodeName: "f1", gossipBind: "127.0.0.1:9", sync: "1s", label: "red"}, e: env{nodeName: "n1", gossipBind: "127.0.0.1:0", sync: "100ms"}, cfg: none,
@@ -39,6 +48,8 @@ func TestResolveCluster(t *testing.T) {
 		{name: "zero sync from env", f: flags{gossipBind: "127.0.0.1:0"}, e: env{hostname: "h", sync: "0s"}, cfg: none, err: `OBOL_SYNC_INTERVAL "0s"`},
 		{name: "no name", f: flags{gossipBind: "127.0.0.1:0"}, cfg: none, err: "--node-name"},
 	}
+	defer func(old func() string) { privateIP = old }(privateIP)
+	privateIP = func() string { return "10.1.2.3" }
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := resolve(tc.f, tc.e, tc.cfg)
