@@ -118,8 +118,13 @@ func checkLoopback(addr string) error {
 const socketMode = 0o660
 
 // listenUnix binds the socket at path (sock.Listen: a stale socket file is
-// removed first, a live one or another file refused).
+// removed first, a live one or another file refused). The default path's
+// private directory under /tmp is made (or refused) first
+// (sock.PrepareDefault).
 func (l *Listeners) listenUnix(path string) error {
+	if err := sock.PrepareDefault(path); err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
 	ln, err := sock.Listen(path, socketMode)
 	if err != nil {
 		return fmt.Errorf("api: %w", err)

@@ -49,7 +49,7 @@ const (
 type Config struct {
 	// Socket is the agent's Unix socket. Socket and URL are exclusive; when
 	// both are empty the socket is $OBOL_SOCKET, else the agent's default,
-	// $XDG_RUNTIME_DIR/obol.sock, else /tmp/obol.sock ($TMPDIR is not
+	// $XDG_RUNTIME_DIR/obol.sock, else /run/obol/obol.sock, else /tmp/obol-UID/obol.sock ($TMPDIR is not
 	// read). OBOL_SOCKET=off (an agent serving no socket) makes New fail:
 	// give URL.
 	Socket string

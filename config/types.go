@@ -127,7 +127,7 @@ type Config struct {
 // environment variable.
 type Agent struct {
 	// Socket is the Unix socket path ("" = $XDG_RUNTIME_DIR/obol.sock, else
-	// /tmp/obol.sock; "off" = none).
+	// /run/obol/obol.sock when /run/obol exists, else /tmp/obol-UID/obol.sock in a 0700 directory; "off" = none).
 	Socket string `json:"socket,omitempty"`
 	// HTTP is the loopback TCP address ("" = 127.0.0.1:7070; "off" = none).
 	// Otherwise it must be host:port.

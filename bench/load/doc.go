@@ -15,7 +15,8 @@
 // temporary Unix socket and a free loopback port; -agent-socket and
 // -agent-pid attach it to an agent already running instead (-agent-pid
 // alone: on the agent's default socket, $OBOL_SOCKET, else
-// $XDG_RUNTIME_DIR/obol.sock, else /tmp/obol.sock). The floor runs
+// $XDG_RUNTIME_DIR/obol.sock, else /run/obol/obol.sock, else
+// /tmp/obol-UID/obol.sock). The floor runs
 // as a child process of its own (this binary with a hidden -serve-floor
 // flag), so that its CPU time is read exactly as the agent's is.
 //

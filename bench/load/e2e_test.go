@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/obol-dev/obol/internal/sock"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -205,7 +206,7 @@ func TestAttachDefaultSocket(t *testing.T) {
 		want string // "": an error naming OBOL_SOCKET
 	}{
 		{name: "XDG_RUNTIME_DIR", env: map[string]string{"XDG_RUNTIME_DIR": "/run/user/7", "TMPDIR": "/var/tmp"}, want: "/run/user/7/obol.sock"},
-		{name: "fallback", env: map[string]string{"TMPDIR": "/var/tmp"}, want: "/tmp/obol.sock"},
+		{name: "fallback", env: map[string]string{"TMPDIR": "/var/tmp"}, want: sock.DefaultPath(func(string) string { return "" })},
 		{name: "OBOL_SOCKET", env: map[string]string{"OBOL_SOCKET": "/run/obol/obol.sock", "XDG_RUNTIME_DIR": "/run/user/7"}, want: "/run/obol/obol.sock"},
 		{name: "OBOL_SOCKET off", env: map[string]string{"OBOL_SOCKET": "off"}},
 	} {

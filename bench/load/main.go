@@ -100,7 +100,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up before each phase's measurement")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop at this many requests/s in total (0: closed loop; setting it runs that one scenario; with -soak, the soak's rate)")
 	fs.StringVar(&o.agentSocket, "agent-socket", "", "attach to the agent serving this Unix socket instead of starting one (needs -agent-pid)")
-	fs.IntVar(&o.agentPID, "agent-pid", 0, "process id of the attached agent, for its CPU time and RSS; alone, attaches on the agent's default socket ($OBOL_SOCKET, else $XDG_RUNTIME_DIR/obol.sock, else /tmp/obol.sock)")
+	fs.IntVar(&o.agentPID, "agent-pid", 0, "process id of the attached agent, for its CPU time and RSS; alone, attaches on the agent's default socket ($OBOL_SOCKET, else "+sock.DefaultRule+")")
 	fs.StringVar(&o.agentHTTP, "agent-http", "", "loopback TCP address of the attached agent (for -tcp)")
 	resources := fs.String("resources", defaultResources, "comma-separated rate resources the domains are spread over")
 	fs.StringVar(&o.rssResource, "rss-resource", defaultRSSResource, "gcra resource the RSS measurement fills with keys")

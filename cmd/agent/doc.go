@@ -10,7 +10,7 @@
 // all read in settings.go; a flag wins over its variable, which wins over
 // the config file's agent: and gossip: keys, which win over the defaults:
 // the socket sock.DefaultPath ($XDG_RUNTIME_DIR/obol.sock, else
-// /tmp/obol.sock) and 127.0.0.1:7070. "off" turns a listener off; one must
+// /run/obol/obol.sock, else /tmp/obol-UID/obol.sock) and 127.0.0.1:7070. "off" turns a listener off; one must
 // stay. Without a config file the agent runs on the built-in demo config.
 //
 // Bad flags, variables or config print every problem, each naming the flag,

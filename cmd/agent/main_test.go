@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/sock"
 )
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.
@@ -566,6 +567,7 @@ func TestResolve(t *testing.T) {
 		drain        time.Duration
 		level        slog.Level
 	}
+	defaultSock := sock.DefaultPath(func(string) string { return "" }) // no XDG_RUNTIME_DIR
 	cases := []struct {
 		name string
 		f    flags
@@ -574,19 +576,19 @@ func TestResolve(t *testing.T) {
 		want want
 	}{
 		{"defaults with XDG", flags{}, env{runtimeDir: "/run/user/7"}, none, want{socket: "/run/user/7/obol.sock", http: "127.0.0.1:7070"}},
-		{"defaults without XDG", flags{}, env{}, none, want{socket: "/tmp/obol.sock", http: "127.0.0.1:7070"}},
+		{"defaults without XDG", flags{}, env{}, none, want{socket: defaultSock, http: "127.0.0.1:7070"}},
 		{"config file over defaults", flags{}, env{runtimeDir: "/x"}, file, want{socket: "/cfg.sock", http: "127.0.0.1:3"}},
 		{"env over config file", flags{}, env{socket: "/env.sock", http: "127.0.0.1:2"}, file, want{socket: "/env.sock", http: "127.0.0.1:2"}},
 		{"flags over env", flags{socket: "/flag.sock", http: "127.0.0.1:1"}, env{socket: "/env.sock", http: "127.0.0.1:2"}, file, want{socket: "/flag.sock", http: "127.0.0.1:1"}},
 		{"socket off", flags{socket: "off"}, env{}, file, want{http: "127.0.0.1:3"}},
 		{"http off from env", flags{}, env{http: "off"}, file, want{socket: "/cfg.sock"}},
-		{"http off in the file, on by flag", flags{http: "127.0.0.1:4"}, env{}, &config.Config{Agent: config.Agent{HTTP: "off"}}, want{socket: "/tmp/obol.sock", http: "127.0.0.1:4"}},
-		{"public from env", flags{}, env{httpPublic: "true", http: "0.0.0.0:1", authTokenFile: "/t"}, none, want{socket: "/tmp/obol.sock", http: "0.0.0.0:1", public: true}},
-		{"public flag over env", flags{httpPublic: false, set: map[string]bool{"http-public": true}}, env{httpPublic: "true"}, none, want{socket: "/tmp/obol.sock", http: "127.0.0.1:7070"}},
-		{"drain from env", flags{}, env{drain: "2s"}, none, want{socket: "/tmp/obol.sock", http: "127.0.0.1:7070", drain: 2 * time.Second}},
-		{"drain flag over env", flags{drain: "250ms"}, env{drain: "2s"}, none, want{socket: "/tmp/obol.sock", http: "127.0.0.1:7070", drain: 250 * time.Millisecond}},
-		{"log level from env", flags{}, env{logLevel: "Warn"}, none, want{socket: "/tmp/obol.sock", http: "127.0.0.1:7070", level: slog.LevelWarn}},
-		{"log level flag over env", flags{logLevel: "debug"}, env{logLevel: "error"}, none, want{socket: "/tmp/obol.sock", http: "127.0.0.1:7070", level: slog.LevelDebug}},
+		{"http off in the file, on by flag", flags{http: "127.0.0.1:4"}, env{}, &config.Config{Agent: config.Agent{HTTP: "off"}}, want{socket: defaultSock, http: "127.0.0.1:4"}},
+		{"public from env", flags{}, env{httpPublic: "true", http: "0.0.0.0:1", authTokenFile: "/t"}, none, want{socket: defaultSock, http: "0.0.0.0:1", public: true}},
+		{"public flag over env", flags{httpPublic: false, set: map[string]bool{"http-public": true}}, env{httpPublic: "true"}, none, want{socket: defaultSock, http: "127.0.0.1:7070"}},
+		{"drain from env", flags{}, env{drain: "2s"}, none, want{socket: defaultSock, http: "127.0.0.1:7070", drain: 2 * time.Second}},
+		{"drain flag over env", flags{drain: "250ms"}, env{drain: "2s"}, none, want{socket: defaultSock, http: "127.0.0.1:7070", drain: 250 * time.Millisecond}},
+		{"log level from env", flags{}, env{logLevel: "Warn"}, none, want{socket: defaultSock, http: "127.0.0.1:7070", level: slog.LevelWarn}},
+		{"log level flag over env", flags{logLevel: "debug"}, env{logLevel: "error"}, none, want{socket: defaultSock, http: "127.0.0.1:7070", level: slog.LevelDebug}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

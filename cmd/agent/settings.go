@@ -130,7 +130,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.config, "config", "", "config file, YAML or JSON (env OBOL_CONFIG; none: the built-in demo config)")
 	fs.StringVar(&f.checkConfig, "check-config", "", "check this config file, with the other flags and the environment, print every problem (exit 2) or a summary (exit 0), and serve nothing")
 	fs.BoolVar(&f.version, "version", false, "print the version and build of this binary and exit")
-	fs.StringVar(&f.socket, "socket", "", "Unix socket path, or off (env OBOL_SOCKET; default $XDG_RUNTIME_DIR/obol.sock, else /tmp/obol.sock)")
+	fs.StringVar(&f.socket, "socket", "", "Unix socket path, or off (env OBOL_SOCKET; default "+sock.DefaultRule+")")
 	fs.StringVar(&f.http, "http", "", "HTTP listen address, loopback, or off; port 0 picks one (env OBOL_HTTP; default "+defaultHTTP+")")
 	fs.BoolVar(&f.httpPublic, "http-public", false, "allow a non-loopback HTTP address (env OBOL_HTTP_PUBLIC)")
 	fs.StringVar(&f.drain, "drain-timeout", "", "how long a stop waits for requests in flight, a Go duration (env OBOL_DRAIN_TIMEOUT; default "+defaultDrain.String()+")")

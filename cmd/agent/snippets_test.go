@@ -77,6 +77,7 @@ func runSnippet(t *testing.T, file string, i int, block, sock string) {
 	script := strings.NewReplacer(
 		"$XDG_RUNTIME_DIR/obol.sock", sock,
 		"/run/obol/obol.sock", sock,
+		"/tmp/obol-$(id -u)/obol.sock", sock,
 		"/tmp/obol.sock", sock,
 	).Replace(block)
 	prelude := "set -euo pipefail\n" +

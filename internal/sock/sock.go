@@ -15,9 +15,20 @@ import (
 // Name is the file name of the default socket.
 const Name = "obol.sock"
 
-// FallbackDir is the default socket's directory when XDG_RUNTIME_DIR is not
-// set (or not absolute).
-const FallbackDir = "/tmp"
+// RunDir is the default socket's directory when XDG_RUNTIME_DIR is not set
+// (or not absolute) and this directory exists: the system's runtime
+// directory for obol, made by the operator, a package or a container volume
+// with the permissions it wants.
+var RunDir = "/run/obol"
+
+// TmpDir holds the last resort, a directory of the user's own,
+// TmpDir/obol-UID, made with mode 0700 (see PrepareDefault): a socket right
+// in a shared /tmp could be created first by another user, who would then
+// answer the clients or keep the agent from starting.
+var TmpDir = "/tmp"
+
+// DefaultRule describes DefaultPath, for help texts.
+const DefaultRule = "$XDG_RUNTIME_DIR/obol.sock, else /run/obol/obol.sock when /run/obol exists, else /tmp/obol-UID/obol.sock (a 0700 directory of the user's)"
 
 // Off is the value of OBOL_SOCKET (and of the agent's --socket) that turns
 // the socket off.
@@ -48,7 +59,10 @@ var (
 // DefaultPath returns the socket path used when none is configured:
 // $XDG_RUNTIME_DIR/obol.sock when XDG_RUNTIME_DIR is set to an absolute
 // path (a relative one is ignored, as the XDG base directory specification
-// asks), else /tmp/obol.sock. nil getenv means os.Getenv.
+// asks); else RunDir/obol.sock when RunDir is a directory; else
+// TmpDir/obol-UID/obol.sock, in a directory only the user may enter
+// (PrepareDefault makes it). Each is a place other users cannot create the
+// socket in first. nil getenv means os.Getenv.
 func DefaultPath(getenv func(string) string) string {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -56,7 +70,43 @@ func DefaultPath(getenv func(string) string) string {
 	if d := getenv("XDG_RUNTIME_DIR"); d != "" && filepath.IsAbs(d) {
 		return filepath.Join(d, Name)
 	}
-	return filepath.Join(FallbackDir, Name)
+	if fi, err := os.Stat(RunDir); err == nil && fi.IsDir() {
+		return filepath.Join(RunDir, Name)
+	}
+	return filepath.Join(userTmpDir(), Name)
+}
+
+// userTmpDir is TmpDir/obol-UID.
+func userTmpDir() string { return filepath.Join(TmpDir, fmt.Sprintf("obol-%d", os.Getuid())) }
+
+// PrepareDefault makes the directory of the default socket path when it is
+// the user's own directory under TmpDir: created with mode 0700 if missing,
+// and refused, naming the reason, if it is not a directory of this user's
+// that nobody else may enter (another user made it first: a socket in it
+// could be theirs). Any other path is left alone (its directory is the
+// operator's).
+func PrepareDefault(path string) error {
+	dir := filepath.Dir(path)
+	if dir != userTmpDir() {
+		return nil
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("sock: making the socket directory %s: %w", dir, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("sock: %s: %w", dir, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("sock: %s is a %s, not the private directory the default socket goes in; remove it, or give --socket", dir, kind(fi.Mode()))
+	case !ok || int(st.Uid) != os.Getuid():
+		return fmt.Errorf("sock: %s belongs to another user (uid %d), who could answer in the agent's place; remove it, or give --socket", dir, st.Uid)
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("sock: %s has mode %v: other users may enter it; chmod 700 it, or give --socket", dir, fi.Mode().Perm())
+	}
+	return nil
 }
 
 // ClientPath returns the socket a client dials when it is given none:

@@ -2,6 +2,7 @@ package sock
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -28,16 +29,19 @@ func envOf(m map[string]string) func(string) string {
 }
 
 func TestDefaultPath(t *testing.T) {
+	defer func(r, d string) { RunDir, TmpDir = r, d }(RunDir, TmpDir)
+	RunDir, TmpDir = filepath.Join(t.TempDir(), "absent"), "/tmp"
+	mine := fmt.Sprintf("/tmp/obol-%d/obol.sock", os.Getuid())
 	cases := []struct {
 		name string
 		env  map[string]string
 		want string
 	}{
 		{name: "XDG_RUNTIME_DIR set", env: map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000"}, want: "/run/user/1000/obol.sock"},
-		{name: "nothing set", env: nil, want: "/tmp/obol.sock"},
-		{name: "TMPDIR is not read", env: map[string]string{"TMPDIR": "/var/tmp/me"}, want: "/tmp/obol.sock"},
-		{name: "relative XDG_RUNTIME_DIR is ignored", env: map[string]string{"XDG_RUNTIME_DIR": "run/me"}, want: "/tmp/obol.sock"},
-		{name: "OBOL_SOCKET is not the default", env: map[string]string{"OBOL_SOCKET": "/x.sock"}, want: "/tmp/obol.sock"},
+		{name: "nothing set", env: nil, want: mine},
+		{name: "TMPDIR is not read", env: map[string]string{"TMPDIR": "/var/tmp/me"}, want: mine},
+		{name: "relative XDG_RUNTIME_DIR is ignored", env: map[string]string{"XDG_RUNTIME_DIR": "run/me"}, want: mine},
+		{name: "OBOL_SOCKET is not the default", env: map[string]string{"OBOL_SOCKET": "/x.sock"}, want: mine},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -262,5 +266,56 @@ func TestDialNobody(t *testing.T) {
 	stale(t, path)
 	if _, err := Dial(path, 0); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("Dial on a stale socket: %v, want ECONNREFUSED", err)
+	}
+}
+
+// TestDefaultPathRunDir: with no XDG_RUNTIME_DIR, an existing /run/obol wins
+// over the per-user directory under /tmp.
+func TestDefaultPathRunDir(t *testing.T) {
+	defer func(r string) { RunDir = r }(RunDir)
+	RunDir = t.TempDir()
+	if got := DefaultPath(envOf(nil)); got != filepath.Join(RunDir, "obol.sock") {
+		t.Errorf("DefaultPath = %q", got)
+	}
+}
+
+// TestPrepareDefaultRefusesASquattedDirectory is a regression test of the
+// hardening issue's ninth item: the default socket in a shared /tmp could be
+// created first by another user. The default is now a 0700 directory of the
+// user's own; one that is not a directory, is open to others, or (as root
+// can check) belongs to someone else is refused.
+func TestPrepareDefaultRefusesASquattedDirectory(t *testing.T) {
+	defer func(d string) { TmpDir = d }(TmpDir)
+	TmpDir = shortDir(t)
+	path := filepath.Join(userTmpDir(), Name)
+	if err := PrepareDefault(path); err != nil {
+		t.Fatalf("fresh: %v", err)
+	}
+	if fi, err := os.Stat(userTmpDir()); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("made %v %v, want mode 0700", fi.Mode(), err)
+	}
+	if err := PrepareDefault(path); err != nil {
+		t.Errorf("again: %v", err)
+	}
+	os.Chmod(userTmpDir(), 0o777)
+	if err := PrepareDefault(path); err == nil || !strings.Contains(err.Error(), "other users may enter it") {
+		t.Errorf("open to others: %v", err)
+	}
+	os.Remove(userTmpDir())
+	os.WriteFile(userTmpDir(), nil, 0o600)
+	if err := PrepareDefault(path); err == nil || !strings.Contains(err.Error(), "regular file") {
+		t.Errorf("a file in its place: %v", err)
+	}
+	os.Remove(userTmpDir())
+	if os.Getuid() == 0 {
+		os.Mkdir(userTmpDir(), 0o700)
+		os.Chown(userTmpDir(), 4242, 4242)
+		if err := PrepareDefault(path); err == nil || !strings.Contains(err.Error(), "belongs to another user (uid 4242)") {
+			t.Errorf("another user's: %v", err)
+		}
+	}
+	// Other paths are the operator's business.
+	if err := PrepareDefault("/somewhere/else/obol.sock"); err != nil {
+		t.Errorf("another path: %v", err)
 	}
 }
