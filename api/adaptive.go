@@ -19,9 +19,9 @@ import (
 // expired (docs/api.md).
 const codeUnknownTicket = "unknown_ticket"
 
-// maxTicket is the longest ticket: a resource name, '#', and two base-36
-// numbers.
-const maxTicket = maxName + 32
+// maxTicket is the longest ticket: a resource name, '#', two base-36
+// numbers and the 26-character MAC, with their dots.
+const maxTicket = maxName + 64
 
 // The fields of the adaptive bodies. They are read by their own small
 // table, next to the shared one of wire.go, with the same readers and the
@@ -252,7 +252,11 @@ func (s *Server) admit(ctx *fasthttp.RequestCtx, _ params) {
 	}
 	g := s.gen.Load()
 	resource := g.name(b.resource)
-	a, err := g.engine.Admit(s.now(), resource)
+	client := ""
+	if g.engine.BoundsClients(resource) {
+		client = clientOf(ctx) // a syscall: only where a client share applies
+	}
+	a, err := g.engine.AdmitAs(s.now(), resource, client)
 	if err != nil {
 		s.fail(ctx, err)
 		return
@@ -317,6 +321,9 @@ func appendAdmission(b []byte, a *local.Admission) []byte {
 		b = appendIntField(b, "position", int64(a.Position))
 	}
 	b = appendIntField(b, "window", int64(a.Window))
+	if a.ClientShare {
+		b = appendBoolField(b, "client_share", true)
+	}
 	if a.Shadow {
 		b = appendBoolField(b, "shadow", true)
 	}
@@ -333,6 +340,9 @@ func (e *mpEncoder) admission(a *local.Admission) {
 	if a.Admitted {
 		n += 2
 	}
+	if a.ClientShare {
+		n++
+	}
 	if a.Shadow {
 		n++
 	}
@@ -346,6 +356,9 @@ func (e *mpEncoder) admission(a *local.Admission) {
 		e.intField("position", int64(a.Position))
 	}
 	e.intField("window", int64(a.Window))
+	if a.ClientShare {
+		e.boolField("client_share", true)
+	}
 	if a.Shadow {
 		e.boolField("shadow", true)
 	}

@@ -2,9 +2,14 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -166,7 +171,7 @@ func TestAdaptiveMalformed(t *testing.T) {
 		{name: "outcome unknown", path: "/v1/complete", body: `{"ticket":"t/login#1.1","outcome":"timeout"}`, status: 400, code: "bad_request", names: []string{"outcome", `"timeout"`, "success", "backoff"}},
 		{name: "outcome as bool", path: "/v1/complete", body: `{"ticket":"t/login#1.1","outcome":true}`, status: 400, code: "bad_request", names: []string{"outcome", "string", "true"}},
 		{name: "ticket empty", path: "/v1/complete", body: `{"ticket":"","outcome":"success"}`, status: 400, code: "bad_request", names: []string{"ticket", "empty"}},
-		{name: "ticket too long", path: "/v1/complete", body: `{"ticket":"` + long + `","outcome":"success"}`, status: 400, code: "bad_request", names: []string{"ticket", "288"}},
+		{name: "ticket too long", path: "/v1/complete", body: `{"ticket":"` + long + `","outcome":"success"}`, status: 400, code: "bad_request", names: []string{"ticket", "320"}},
 		{name: "resource on complete", path: "/v1/complete", body: `{"ticket":"x#1.1","outcome":"success","resource":"t/login"}`, status: 400, code: "bad_request", names: []string{"resource", "unknown field", "ticket, outcome"}},
 		{name: "msgpack truncated", path: "/v1/admit", body: "\x81\xa8resource", headers: msgp, status: 400, code: "bad_request", names: []string{"resource", "MessagePack"}},
 		{name: "msgpack binary resource", path: "/v1/admit", body: "\x81\xa8resource\xc4\x07t/login", headers: msgp, status: 400, code: "bad_request", names: []string{"resource", "string", "binary"}},
@@ -335,5 +340,51 @@ func TestAdaptiveMetrics(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+}
+
+// TestAdmitClientShareOverTheSocket: on the Unix socket a client is the
+// process at the other end; with client_share 0.5 of a window of 4, this
+// process gets two places and a third admit is refused with client_share.
+func TestAdmitClientShareOverTheSocket(t *testing.T) {
+	cfg, err := config.Parse([]byte(`resources: {a/w: {kind: adaptive, min_window: 1, max_window: 4, client_share: 0.5}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "obs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	srv := New(local.New(cfg), Options{Logger: slog.New(slog.DiscardHandler)})
+	ls, err := Listen(ListenConfig{Socket: filepath.Join(dir, "s.sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ls) }()
+	defer func() { stop(); <-done }()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", filepath.Join(dir, "s.sock"))
+	}}}
+	admit := func() map[string]any {
+		t.Helper()
+		resp, err := hc.Post("http://obol/v1/admit", "application/json", strings.NewReader(`{"resource":"a/w"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return decodeObject(t, b)
+	}
+	for i := range 2 {
+		if m := admit(); m["admitted"] != true {
+			t.Fatalf("admit %d: %v", i, m)
+		}
+	}
+	if m := admit(); m["admitted"] != false || m["client_share"] != true {
+		t.Errorf("third admit of one process: %v, want refused with client_share", m)
 	}
 }

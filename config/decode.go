@@ -769,7 +769,7 @@ var (
 		"hard_limit", "global_limit", "tiers",
 		"burst", "count", "period",
 		"domain_limit", "groups",
-		"min_window", "max_window", "grow_every", "margin", "timeout", "rules",
+		"min_window", "max_window", "grow_every", "margin", "timeout", "rules", "client_share",
 		"strategy", "quota", "min_sleep", "multiplier", "jitter", "start_sleep",
 		"domains"}
 	overrideKeys = []string{"tiers", "hard_limit", "burst", "count", "period", "domain_limit"}
@@ -951,6 +951,8 @@ func (d *decoder) resource(path string, n *yaml.Node) *Resource {
 			r.Timeout = d.duration(p.path, p.v)
 		case "rules":
 			r.Rules = Rules(d.str(p.path, p.v))
+		case "client_share":
+			r.ClientShare = Fraction(d.number(p.path, p.v))
 		case "strategy":
 			r.Strategy = Strategy(d.str(p.path, p.v))
 		case "quota":

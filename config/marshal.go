@@ -77,12 +77,13 @@ type resourceJSON struct {
 	Timeout   *string `json:"timeout,omitempty"`
 	Rules     *string `json:"rules,omitempty"`
 
-	Strategy   *string  `json:"strategy,omitempty"`
-	Quota      *int     `json:"quota,omitempty"`
-	MinSleep   *string  `json:"min_sleep,omitempty"`
-	Multiplier *float64 `json:"multiplier,omitempty"`
-	Jitter     *float64 `json:"jitter,omitempty"`
-	StartSleep *string  `json:"start_sleep,omitempty"`
+	Strategy    *string  `json:"strategy,omitempty"`
+	Quota       *int     `json:"quota,omitempty"`
+	MinSleep    *string  `json:"min_sleep,omitempty"`
+	Multiplier  *float64 `json:"multiplier,omitempty"`
+	Jitter      *float64 `json:"jitter,omitempty"`
+	ClientShare *float64 `json:"client_share,omitempty"`
+	StartSleep  *string  `json:"start_sleep,omitempty"`
 
 	Domains map[string]*overrideJSON `json:"domains,omitempty"`
 }
@@ -136,6 +137,7 @@ func (r Resource) MarshalJSON() ([]byte, error) {
 		j.Multiplier = &m
 	}
 	j.Jitter = r.Jitter // absent stays absent: the default
+	j.ClientShare = r.ClientShare
 	j.StartSleep = durationIf(show("start_sleep", r.StartSleep != 0), r.StartSleep)
 	if len(r.Domains) > 0 {
 		j.Domains = make(map[string]*overrideJSON, len(r.Domains))

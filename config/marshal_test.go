@@ -80,7 +80,7 @@ resources:
 		`"gossip":{"sync_interval":"250ms"}`,
 		`"a/t":{"kind":"tiers","drift":0.05,"max_keys":1000000,"tiers":[{"limit":5,"window":"1s","active":"1s","cooldown":"0s","skippable":false}],"domains":{"d":{"tiers":[]}}}`,
 		`"a/g":{"kind":"gcra","drift":0.05,"max_keys":1000000,"burst":20,"count":20,"period":"1s"}`,
-		`"a/a":{"kind":"adaptive","drift":0.05,"max_keys":1000000,"min_window":1,"max_window":2,"grow_every":10,"margin":10,"timeout":"30s","rules":"openziti"}`,
+		`"a/a":{"kind":"adaptive","drift":0.05,"max_keys":1000000,"min_window":1,"max_window":2,"grow_every":10,"margin":10,"timeout":"30s","rules":"openziti","client_share":1}`,
 		// A pacer shows what its strategy reads: keep_reserve no min_sleep
 		// or multiplier, exponential_backoff no start_sleep.
 		`"a/k":{"kind":"pacer","drift":0.05,"max_keys":1000000,"period":"1h0m0s","strategy":"keep_reserve","quota":4500,"jitter":0.1,"start_sleep":"0s"}`,

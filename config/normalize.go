@@ -81,6 +81,9 @@ func (r *Resource) Normalize() {
 		if r.Rules == "" {
 			r.Rules = RulesOpenZiti
 		}
+		if r.ClientShare == nil {
+			r.ClientShare = Fraction(1)
+		}
 	case KindPacer:
 		if r.Strategy == "" {
 			r.Strategy = StrategyKeepReserve

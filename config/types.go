@@ -306,6 +306,15 @@ type Resource struct {
 	// (docs/adaptive.md measures both); OpenZiti's is the published
 	// algorithm, exactly.
 	Rules Rules `json:"rules,omitempty"`
+	// ClientShare (adaptive) is the fraction of the window one client may
+	// hold outstanding at once, in (0, 1]; absent means 1 (no bound of its
+	// own). A client is a process on the Unix socket (told apart by the
+	// kernel, not by anything it sends) and an address on TCP, so on the
+	// loopback listener every local process is one client. Below 1, a
+	// client that never completes its tickets can take at most that share
+	// of the window until they expire (timeout); at or above 1/N, N clients
+	// can still fill it between them.
+	ClientShare *float64 `json:"client_share,omitempty"`
 
 	// pacer
 

@@ -23,6 +23,9 @@ const (
 	// bytes. (The API refuses longer names, so a longer override key could
 	// never match.)
 	MaxNameLen = 256
+	// MaxAdaptiveTimeout bounds an adaptive resource's timeout: how long an
+	// admitted call nobody completes keeps its place in the window.
+	MaxAdaptiveTimeout = time.Hour
 	// MaxTiers is the most tiers one tier list (a resource's or an
 	// override's) may have. Charon's configurations use a handful; the bound
 	// keeps every decision's tier walk short (a decision's cost grows with
@@ -130,6 +133,7 @@ var kindFields = map[string][]Kind{
 	"margin":       {KindAdaptive},
 	"timeout":      {KindAdaptive},
 	"rules":        {KindAdaptive},
+	"client_share": {KindAdaptive},
 	"strategy":     {KindPacer},
 	"quota":        {KindPacer},
 	"min_sleep":    {KindPacer},
@@ -466,6 +470,12 @@ func checkResource(l *problemList, path string, r *Resource) {
 	}
 	if want("timeout") {
 		checkDuration(l, field(path, "timeout"), r.Timeout, false)
+		if k == KindAdaptive && r.Timeout > MaxAdaptiveTimeout {
+			l.add(field(path, "timeout"), "must be ≤ %s (a ticket nobody completes holds its place in the window that long), got %s", MaxAdaptiveTimeout, r.Timeout)
+		}
+	}
+	if want("client_share") && r.ClientShare != nil && !(*r.ClientShare > 0 && *r.ClientShare <= 1) {
+		l.add(field(path, "client_share"), "must be in (0, 1] (absent means 1: no bound per client), got %v", *r.ClientShare)
 	}
 	if want("rules") && r.Rules != "" && !r.Rules.Valid() {
 		l.add(field(path, "rules"), "%s", enumMsg(string(r.Rules), rulesNames))
@@ -544,6 +554,7 @@ func (r *Resource) setFields() []string {
 	add("margin", r.Margin != 0)
 	add("timeout", r.Timeout != 0)
 	add("rules", r.Rules != "")
+	add("client_share", r.ClientShare != nil)
 	add("strategy", r.Strategy != "")
 	add("quota", r.Quota != 0)
 	add("min_sleep", r.MinSleep != 0)

@@ -26,7 +26,16 @@ var ErrUnknownTicket = errors.New("local: unknown ticket")
 type adaptiveRes struct {
 	tr    *adaptive.Tracker
 	epoch uint32
-	key   *ticketKey // signs the tickets (ids.go)
+	key   *ticketKey   // signs the tickets (ids.go)
+	share *clientShare // what one client may hold (share.go)
+}
+
+// shareOf returns rc's client share (1 when absent).
+func shareOf(rc *config.Resource) float64 {
+	if rc.ClientShare == nil {
+		return 1
+	}
+	return *rc.ClientShare
 }
 
 // adaptiveConfig returns the window config of rc (validated and normalized,
@@ -63,7 +72,7 @@ func adaptiveFromConfig(rc *config.Resource, ignore bool) *adaptiveRes {
 	if err != nil {
 		panic(fmt.Sprintf("local: adaptive config %+v: %v", rc, err)) // adaptiveConfig makes it valid
 	}
-	return &adaptiveRes{tr: tr, epoch: rand.Uint32(), key: newTicketKey()}
+	return &adaptiveRes{tr: tr, epoch: rand.Uint32(), key: newTicketKey(), share: newClientShare(shareOf(rc), adaptiveConfig(rc).Timeout)}
 }
 
 // adoptAdaptive makes nr (freshly built by a reload) run on old's tracker:
@@ -78,6 +87,7 @@ func adoptAdaptive(nr, old *resource, rc *config.Resource) {
 	if err := old.adaptive.tr.Reconfigure(adaptiveConfig(rc)); err != nil {
 		return // cannot happen (adaptiveConfig makes it valid): keep the fresh tracker
 	}
+	old.adaptive.share.configure(shareOf(rc), adaptiveConfig(rc).Timeout)
 	nr.adaptive = old.adaptive
 }
 
@@ -119,6 +129,9 @@ type Admission struct {
 	// resource is unconfigured (its namespace allows that) or its namespace
 	// ignores its config.
 	Lenient bool
+	// ClientShare is true when the call was rejected because its client
+	// holds its share of the window already (AdmitAs).
+	ClientShare bool
 
 	resource string
 	epoch    uint32
@@ -167,6 +180,14 @@ func (a *Admission) AppendTicket(b []byte) []byte {
 // Admitted false and a nil error. Errors: ErrUnknownResource, ErrWrongKind
 // (the resource is not adaptive).
 func (e *Engine) Admit(t time.Time, resource string) (Admission, error) {
+	return e.AdmitAs(t, resource, "")
+}
+
+// AdmitAs is Admit on behalf of client, whose outstanding tickets are held
+// to the resource's client_share of the window: past it the call is
+// rejected (Admitted false, ClientShare true) as when the window is full.
+// client "" is not bounded.
+func (e *Engine) AdmitAs(t time.Time, resource, client string) (Admission, error) {
 	r, ok := e.res[resource]
 	if !ok {
 		ns := e.cfg.Namespaces[namespaceOf(resource)]
@@ -181,7 +202,18 @@ func (e *Engine) Admit(t time.Time, resource string) (Admission, error) {
 	if r.adaptive == nil { // its namespace ignores its config
 		return Admission{Admitted: true, Lenient: true, resource: r.name}, nil
 	}
+	sh := r.adaptive.share
+	if !sh.room(client, r.adaptive.tr.Window(), t.UnixNano()) {
+		a := Admission{Window: r.adaptive.tr.Window(), ClientShare: true, resource: r.name}
+		if r.shadow {
+			a.Admitted, a.Shadow = true, true
+		}
+		return a, nil
+	}
 	tk, pos, win, ok := r.adaptive.tr.Admit(t)
+	if ok {
+		sh.took(client, tk, t.UnixNano())
+	}
 	a := Admission{Admitted: ok, Position: pos, Window: win, resource: r.name, epoch: r.adaptive.epoch, ticket: tk, key: r.adaptive.key}
 	if !ok && r.shadow {
 		a.Admitted, a.Shadow = true, true
@@ -234,6 +266,7 @@ func (e *Engine) Complete(t time.Time, ticket string, outcome adaptive.Outcome) 
 		return unknown("was not issued by this window (its signature does not match)")
 	}
 	w, err := r.adaptive.tr.Complete(adaptive.Ticket(n), outcome, t)
+	r.adaptive.share.done(adaptive.Ticket(n))
 	if err != nil {
 		return w, fmt.Errorf("%w: %q was never issued, was completed already, or expired (outstanding for the resource's timeout, it counted as a backoff)", ErrUnknownTicket, ticket)
 	}
@@ -294,6 +327,7 @@ func (e *Engine) AdaptiveState(resource string) (st AdaptiveState, ok bool) {
 func sweepAdaptive(r *resource, t time.Time) {
 	if r.adaptive != nil {
 		r.adaptive.tr.Sweep(t)
+		r.adaptive.share.sweep(t.UnixNano())
 	}
 }
 
