@@ -168,6 +168,11 @@ type Config struct {
 	BeaconInterval time.Duration
 	// Clock drives the rejoin and beacon loops; nil: the real clock.
 	Clock clock.Clock
+	// OnNameConflict is called when memberlist reports another node at
+	// another address under this node's own name that started before this
+	// one (its incarnation is lower): this node is the newcomer that took a
+	// name in use. It must not block. nil: the conflict is only logged.
+	OnNameConflict func(otherIncarnation uint64)
 	// Rand jitters the rejoin loop; nil: seeded from the incarnation. Used
 	// only by the loop's goroutine.
 	Rand *rand.Rand
@@ -259,15 +264,16 @@ type Stats struct {
 // Node is one member of the gossip mesh. Its methods are safe for concurrent
 // use.
 type Node struct {
-	name   string
-	inc    uint64
-	h      Handler
-	log    *slog.Logger
-	ml     *memberlist.Memberlist
-	budget int
-	addr   string
-	seeds  []string
-	port   int // default port for seeds
+	name       string
+	inc        uint64
+	onConflict func(uint64)
+	h          Handler
+	log        *slog.Logger
+	ml         *memberlist.Memberlist
+	budget     int
+	addr       string
+	seeds      []string
+	port       int // default port for seeds
 
 	leaving atomic.Bool
 	metaOn  []byte // meta while running
@@ -350,8 +356,8 @@ func New(cfg Config, h Handler) (*Node, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	n := &Node{
-		name:    cfg.Name,
-		inc:     inc,
+		name: cfg.Name,
+		inc:  inc, onConflict: cfg.OnNameConflict,
 		h:       h,
 		log:     lg.With("component", "gossip"),
 		seeds:   slices.Clone(cfg.Join),
@@ -1073,8 +1079,33 @@ func (d *delegate) NotifyLeave(node *memberlist.Node) {
 // old self has been dead for DeadNodeReclaimTime (1 s), so a conflict that
 // does not pass is two nodes sharing a name.
 func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
-	d.node().log.Warn("gossip: node name conflict: a node at another address claims a member's name; names must be unique in a mesh",
+	n := d.node()
+	n.log.Warn("gossip: node name conflict: a node at another address claims a member's name; names must be unique in a mesh",
 		"node", existing.Name, "addr", existing.Address(), "other_addr", other.Address())
+	if existing.Name != n.name || n.onConflict == nil {
+		return
+	}
+	// Both nodes of a conflict hear of it; the newer one (higher
+	// incarnation, a later start) is the one that took a name in use. A
+	// node restarted at a new address (a rescheduled pod) hears of its own
+	// old self until memberlist declares it dead: that is no conflict, and
+	// the old self no longer answers. So the other is reported only if its
+	// address answers (memberlist's TCP port), checked off memberlist's
+	// goroutine.
+	inc, _, ok := decodeMeta(other.Meta)
+	if !ok || inc >= n.inc {
+		return
+	}
+	addr := other.Address()
+	go func() {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			n.log.Info("gossip: the other node under this name does not answer: taken for this node's former self", "node", n.name, "other_addr", addr)
+			return
+		}
+		c.Close()
+		n.onConflict(inc)
+	}()
 }
 
 // member records what memberlist reports about node; state "" keeps the

@@ -9,7 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -279,6 +281,169 @@ func attackSmuggle(ctx context.Context, a *agentProc) (string, error) {
 	fig := fmt.Sprintf("%d tries, %d served", tries, bad)
 	if bad > 0 {
 		return fig, errors.New("a request with both framings was served")
+	}
+	return fig, nil
+}
+
+// freePort returns a free loopback TCP port (memberlist takes the same
+// number for UDP).
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// exitOf runs the agent binary with args until it exits (or d passes) and
+// returns its exit code and log.
+func exitOf(bin string, d time.Duration, args ...string) (int, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out)
+	}
+	if err != nil {
+		return -1, err.Error()
+	}
+	return 0, string(out)
+}
+
+// attackGossip: gossip without a key was open: a rogue agent joined and took
+// all 100 global copies. Here two agents share a key on loopback; a rogue
+// agent without it joins them and reserves every copy of demo/jobs; the
+// victim must not count them. Then an agent is asked to gossip on every
+// interface without a key: it must refuse to start.
+func attackGossip(ctx context.Context, a *agentProc) (string, error) {
+	keyFile := filepath.Join(a.dir, "gossip.key")
+	if err := os.WriteFile(keyFile, []byte(strings.Repeat("k", 32)), 0o600); err != nil {
+		return "", err
+	}
+	p1, _ := freePort()
+	p2, _ := freePort()
+	victim, err := startAgent(a.bin, a.dir, "--node-name", "victim", "--gossip-bind", fmt.Sprintf("127.0.0.1:%d", p1), "--gossip-secret-file", keyFile)
+	if err != nil {
+		return "", err
+	}
+	defer victim.stop()
+	rogue, err := startAgent(a.bin, a.dir, "--node-name", "rogue", "--gossip-bind", fmt.Sprintf("127.0.0.1:%d", p2), "--join", fmt.Sprintf("127.0.0.1:%d", p1))
+	if err != nil {
+		return "", err
+	}
+	defer rogue.stop()
+	bg := context.Background()
+	_, b, _ := rogue.post(bg, "/v1/sessions", `{"ttl_ms":60000}`)
+	sid := field(b, "session")
+	_, b, _ = rogue.post(bg, "/v1/reserve", `{"resource":"demo/jobs","domain":"acme","copies":5,"session":"`+sid+`"}`)
+	for i := range 20 {
+		rogue.post(bg, "/v1/reserve", `{"resource":"demo/jobs","domain":"d`+strconv.Itoa(i)+`","copies":5,"session":"`+sid+`"}`)
+	}
+	time.Sleep(3 * time.Second) // several sync intervals and gossip rounds: what would have arrived has
+	_, vb, _ := victim.post(bg, "/v1/sessions", `{"ttl_ms":60000}`)
+	vsid := field(vb, "session")
+	_, res, _ := victim.post(bg, "/v1/reserve", `{"resource":"demo/jobs","domain":"acme","copies":5,"session":"`+vsid+`"}`)
+	req, _ := http.NewRequest("GET", "http://obol/v1/peers", nil)
+	resp, err := victim.client.Do(req)
+	peers := ""
+	if err == nil {
+		pb, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		peers = string(pb)
+	}
+	code, out := exitOf(a.bin, 10*time.Second, "--check-config", os.DevNull, "--gossip-bind", "0.0.0.0:7946", "--join", "127.0.0.1:1")
+	<-ctx.Done()
+	fig := fmt.Sprintf("victim granted %s of 5 to acme with global holds %s; rogue in victim's peers: %v; an agent asked to gossip on 0.0.0.0 without a key exits %d", field(res, "granted"), field(res, "global_holds"), strings.Contains(peers, "rogue"), code)
+	switch {
+	case field(res, "granted") != "5" || field(res, "global_holds") != "5":
+		return fig, errors.New("the rogue's holds were counted")
+	case strings.Contains(peers, "rogue"):
+		return fig, errors.New("the rogue is a member")
+	case code != 2 || !strings.Contains(out, "needs a key"):
+		return fig, fmt.Errorf("gossip on 0.0.0.0 without a key was not refused: %s", out)
+	}
+	return fig, nil
+}
+
+// attackNames: the default name was the hostname, so two agents on one host
+// shared it and corrupted each other's counts. Here a second agent starts
+// under a name already in the mesh; it must stop within the first minute,
+// naming the flag, and the first must keep serving.
+func attackNames(ctx context.Context, a *agentProc) (string, error) {
+	p1, _ := freePort()
+	p2, _ := freePort()
+	first, err := startAgent(a.bin, a.dir, "--node-name", "same", "--gossip-bind", fmt.Sprintf("127.0.0.1:%d", p1))
+	if err != nil {
+		return "", err
+	}
+	defer first.stop()
+	start := time.Now()
+	code, out := exitOf(a.bin, 90*time.Second, "--socket", filepath.Join(a.dir, "second.sock"), "--http", "off",
+		"--node-name", "same", "--gossip-bind", fmt.Sprintf("127.0.0.1:%d", p2), "--join", fmt.Sprintf("127.0.0.1:%d", p1))
+	took := time.Since(start)
+	alive, _, _ := first.post(context.Background(), "/v1/request", `{"resource":"demo/export","domain":"d","copies":0}`)
+	<-ctx.Done()
+	fig := fmt.Sprintf("the second agent exited %d after %v; the first answers %d", code, took.Round(time.Millisecond), alive)
+	switch {
+	case code != 1 || !strings.Contains(out, "unique --node-name"):
+		return fig, fmt.Errorf("the second agent was not stopped: %.300s", out)
+	case alive != 200:
+		return fig, errors.New("the first agent stopped answering")
+	}
+	return fig, nil
+}
+
+// attackToken: a public listener exposed reload, config, state, session
+// deletion and simulate with no authentication. An agent with a token asks
+// for it on every listener here (--auth-everywhere, since a benchmark may
+// only reach loopback): requests without it, or with a wrong one, are 401;
+// with it, 200. A public listener without a token is refused at start.
+func attackToken(ctx context.Context, a *agentProc) (string, error) {
+	tokenFile := filepath.Join(a.dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		return "", err
+	}
+	guarded, err := startAgent(a.bin, a.dir, "--auth-token-file", tokenFile, "--auth-everywhere")
+	if err != nil {
+		return "", err
+	}
+	defer guarded.stop()
+	codes := map[string]int{}
+	for _, tc := range []struct{ name, method, path, auth string }{
+		{"config, no token", "GET", "/v1/config", ""},
+		{"reload, no token", "POST", "/v1/config/reload", ""},
+		{"delete a session, wrong token", "DELETE", "/v1/sessions/s-X", "Bearer wrong"},
+		{"simulate, no token", "POST", "/v1/simulate", ""},
+		{"config, token", "GET", "/v1/config", "Bearer 0123456789abcdef0123456789abcdef"},
+	} {
+		req, _ := http.NewRequest(tc.method, "http://obol"+tc.path, nil)
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		resp, err := guarded.client.Do(req)
+		if err != nil {
+			return "", err
+		}
+		resp.Body.Close()
+		codes[tc.name] = resp.StatusCode
+	}
+	code, out := exitOf(a.bin, 10*time.Second, "--check-config", os.DevNull, "--http", "0.0.0.0:7070", "--http-public")
+	<-ctx.Done()
+	fig := fmt.Sprintf("%v; a public listener without a token exits %d", codes, code)
+	for name, c := range codes {
+		if want := 401; strings.HasSuffix(name, ", token") {
+			if c != 200 {
+				return fig, fmt.Errorf("%s: %d", name, c)
+			}
+		} else if c != want {
+			return fig, fmt.Errorf("%s: %d, want 401", name, c)
+		}
+	}
+	if code != 2 || !strings.Contains(out, "needs --auth-token-file") {
+		return fig, fmt.Errorf("a public listener without a token was not refused: %.300s", out)
 	}
 	return fig, nil
 }

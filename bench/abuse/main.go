@@ -37,6 +37,9 @@ var attacks = []attack{
 	{name: "caps", what: "a client opens day-long sessions in a loop until refused (holds and transfers are capped alike; see the local tests)", run: attackCaps},
 	{name: "clock", what: "the wall clock steps back 1 h, then forward 24 h (handler code on a faked wall clock)", run: attackClock},
 	{name: "logs", what: "clients open connections and drop them in the middle of 14 KB of headers", run: attackLogs},
+	{name: "gossip", what: "a rogue agent without the mesh's key joins and reserves every copy; an agent is started to gossip off loopback without a key", run: attackGossip},
+	{name: "names", what: "a second agent starts under a node name already in the mesh", run: attackNames},
+	{name: "token", what: "requests without the bearer token to an agent that asks for it; a public listener without a token", run: attackToken},
 	{name: "smuggle", what: "a request carries both Content-Length and Transfer-Encoding, then a second request on the connection", run: attackSmuggle},
 }
 
@@ -101,6 +104,8 @@ func run(only string, d time.Duration) error {
 
 // agentProc is a running agent.
 type agentProc struct {
+	bin    string // the agent binary, for attacks that start more agents
+	dir    string
 	cmd    *exec.Cmd
 	socket string
 	client *http.Client
@@ -136,15 +141,15 @@ func (w *countingWriter) String() string {
 	return w.head.String()
 }
 
-func startAgent(bin, dir string) (*agentProc, error) {
+func startAgent(bin, dir string, extra ...string) (*agentProc, error) {
 	sock := filepath.Join(dir, fmt.Sprintf("obol-%d.sock", time.Now().UnixNano()))
-	cmd := exec.Command(bin, "--socket", sock, "--http", "127.0.0.1:0")
+	cmd := exec.Command(bin, append([]string{"--socket", sock, "--http", "127.0.0.1:0"}, extra...)...)
 	stderr := &countingWriter{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	a := &agentProc{cmd: cmd, socket: sock, stderr: stderr, client: unixClient(sock)}
+	a := &agentProc{bin: bin, dir: dir, cmd: cmd, socket: sock, stderr: stderr, client: unixClient(sock)}
 	for range 100 {
 		if st, err := os.Stat(sock); err == nil && st.Mode()&os.ModeSocket != 0 {
 			return a, nil

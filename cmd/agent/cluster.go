@@ -77,7 +77,7 @@ func startCluster(ctx context.Context, cs clusterSettings, e *local.Engine, log 
 	e.Attach(rec)
 	node, err := gossip.New(gossip.Config{
 		Name: cs.name, Bind: cs.bind, Join: cs.join, SecretKey: cs.key, Label: cs.label,
-		Incarnation: rec.Incarnation(), Logger: log,
+		Incarnation: rec.Incarnation(), Logger: log, OnNameConflict: onConflict,
 	}, rec)
 	if err != nil {
 		return nil, &exitError{exitFailure, fmt.Errorf("gossip: %w", err)}
