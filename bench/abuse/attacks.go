@@ -447,3 +447,45 @@ func attackToken(ctx context.Context, a *agentProc) (string, error) {
 	}
 	return fig, nil
 }
+
+// attackHoard: one client that never completed its tickets filled an
+// adaptive window for everyone. An agent runs an adaptive resource with
+// client_share 0.5 and a window of 20; this process admits until refused
+// and completes nothing; another process (this program run again) must
+// still be admitted.
+func attackHoard(ctx context.Context, a *agentProc) (string, error) {
+	cfg := filepath.Join(a.dir, "hoard.yaml")
+	if err := os.WriteFile(cfg, []byte("resources:\n  demo/hoard: {kind: adaptive, min_window: 1, max_window: 20, timeout: 30s, client_share: 0.5}\n  demo/export: {kind: gcra, burst: 20, count: 20, period: 1s}\n"), 0o600); err != nil {
+		return "", err
+	}
+	agent, err := startAgent(a.bin, a.dir, "--config", cfg)
+	if err != nil {
+		return "", err
+	}
+	defer agent.stop()
+	held := 0
+	var last string
+	for range 30 {
+		_, b, err := agent.post(context.Background(), "/v1/admit", `{"resource":"demo/hoard"}`)
+		if err != nil {
+			return "", err
+		}
+		if field(b, "admitted") != "true" && !strings.Contains(string(b), `"admitted":true`) {
+			last = string(b)
+			break
+		}
+		held++
+	}
+	out, err := exec.Command(os.Args[0], "-admit-once", agent.socket).Output()
+	<-ctx.Done()
+	fig := fmt.Sprintf("the hoarder got %d places, then %s; another process: %s", held, strings.TrimSpace(last), strings.TrimSpace(string(out)))
+	switch {
+	case err != nil:
+		return fig, fmt.Errorf("the other process: %v", err)
+	case held != 10 || !strings.Contains(last, `"client_share":true`):
+		return fig, errors.New("the hoarder was not held to half the window")
+	case !strings.Contains(string(out), `"admitted":true`):
+		return fig, errors.New("another process was not admitted")
+	}
+	return fig, nil
+}

@@ -11,7 +11,11 @@
 // asking /v1/request over the socket, one request at a time, whose p50 and
 // p99 latency are measured idle and then while the attack runs. An attack
 // holds when its own check passes (stated per attack) and the probe's p99
-// during the attack is within 2× of idle. The last line is
+// during the attack is within 2× of idle (judged for the simulate attack
+// only: the flooding attacks run on the same two processors as the agent).
+// Attacks that need agents of their own (gossip, names, token, hoard) start
+// them beside the probed agent, so their latency line is the probed
+// agent's. The last line is
 //
 //	RESULT attacks=N held=H broke=B
 package main

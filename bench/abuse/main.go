@@ -40,13 +40,24 @@ var attacks = []attack{
 	{name: "gossip", what: "a rogue agent without the mesh's key joins and reserves every copy; an agent is started to gossip off loopback without a key", run: attackGossip},
 	{name: "names", what: "a second agent starts under a node name already in the mesh", run: attackNames},
 	{name: "token", what: "requests without the bearer token to an agent that asks for it; a public listener without a token", run: attackToken},
+	{name: "hoard", what: "a client admits calls of an adaptive resource (client_share 0.5) and never completes them; another process then asks", run: attackHoard},
 	{name: "smuggle", what: "a request carries both Content-Length and Transfer-Encoding, then a second request on the connection", run: attackSmuggle},
 }
 
 func main() {
 	only := flag.String("attack", "", "run only the attack of this name")
 	d := flag.Duration("d", 5*time.Second, "how long each phase (idle, attack) lasts")
+	admitOnce := flag.String("admit-once", "", "internal: admit one call of demo/hoard on this socket, print the reply and exit (another process, for the hoard attack)")
 	flag.Parse()
+	if *admitOnce != "" {
+		_, b, err := (&agentProc{client: unixClient(*admitOnce)}).post(context.Background(), "/v1/admit", `{"resource":"demo/hoard"}`)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Print(string(b))
+		return
+	}
 	if err := run(*only, *d); err != nil {
 		fmt.Fprintln(os.Stderr, "abuse:", err)
 		os.Exit(1)
