@@ -5,17 +5,45 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+)
+
+// AgentConfig is the agent's config in the proxy tests: api/search allows
+// 3 requests a minute per domain (a client address), api/tenant 2 a minute
+// (a tenant), except the tenant "bench" (latency measurements'), which is
+// never limited in practice.
+const AgentConfig = `
+resources:
+  api/search:
+    kind: gcra
+    burst: 3
+    count: 3
+    period: 1m
+  api/tenant:
+    kind: gcra
+    burst: 2
+    count: 2
+    period: 1m
+    domains:
+      bench: {burst: 1000000, count: 1000000, period: 1s}
+`
+
+// The RateLimit-Policy fields of AgentConfig's resources.
+const (
+	SearchPolicy = `"gcra";q=3;w=60`
+	TenantPolicy = `"gcra";q=2;w=60`
 )
 
 // BuildAgent builds ./cmd/agent with go build into dir and returns the
@@ -90,8 +118,15 @@ type Proc struct {
 // (SIGTERM, then SIGKILL after 10 s) unless it was stopped already.
 func Start(t testing.TB, name string, argv ...string) *Proc {
 	t.Helper()
+	return StartEnv(t, name, nil, argv...)
+}
+
+// StartEnv is Start with env (KEY=value entries) added to the environment.
+func StartEnv(t testing.TB, name string, env []string, argv ...string) *Proc {
+	t.Helper()
 	p := &Proc{Name: name, Output: &Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(argv[0], argv[1:]...)
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.Output, p.Output
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -305,12 +340,130 @@ func Percentile(ds []time.Duration, p float64) time.Duration {
 }
 
 // ReplaceOnce returns s with old replaced by new, failing the test unless
-// old occurs exactly once in s (what (name) names, for the message): a test
+// old occurs exactly once in s (what name names, for the message): a test
 // that adapts a shipped config must notice when the config changes under it.
 func ReplaceOnce(t testing.TB, name, s, old, new string) string {
 	t.Helper()
-	if n := strings.Count(s, old); n != 1 {
-		t.Fatalf("%s: want exactly one %q to replace, found %d", name, old, n)
+	return ReplaceN(t, name, s, old, new, 1)
+}
+
+// ReplaceN is ReplaceOnce for old occurring exactly n times.
+func ReplaceN(t testing.TB, name, s, old, new string, n int) string {
+	t.Helper()
+	if got := strings.Count(s, old); got != n {
+		t.Fatalf("%s: want exactly %d of %q to replace, found %d", name, n, old, got)
 	}
-	return strings.Replace(s, old, new, 1)
+	return strings.ReplaceAll(s, old, new)
+}
+
+// Get sends GET url with the headers (name, value pairs) through c, reads
+// the body and returns the response and the body.
+func Get(t testing.TB, c *http.Client, url string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: reading the body: %v", url, err)
+	}
+	return resp, string(b)
+}
+
+// WantAllowed checks that resp is the upstream's 200 carrying the RateLimit
+// fields of a gcra resource once each: RateLimit-Policy equal to policy and
+// RateLimit's r equal to remaining; and no Retry-After.
+func WantAllowed(t testing.TB, what string, resp *http.Response, policy string, remaining int) {
+	t.Helper()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: status %d, want 200", what, resp.StatusCode)
+	}
+	if got := resp.Header.Values("RateLimit-Policy"); len(got) != 1 || got[0] != policy {
+		t.Errorf("%s: RateLimit-Policy %q, want [%q]", what, got, policy)
+	}
+	if got, want := resp.Header.Values("RateLimit"), fmt.Sprintf(`"gcra";r=%d;t=`, remaining); len(got) != 1 || !strings.HasPrefix(got[0], want) {
+		t.Errorf("%s: RateLimit %q, want one starting %q", what, got, want)
+	}
+	if got := resp.Header.Get("Retry-After"); got != "" {
+		t.Errorf("%s: Retry-After %q on an allowed response", what, got)
+	}
+}
+
+// WantLimited checks that resp is a 429 with Retry-After in whole seconds
+// in [1, maxWait] and the RateLimit fields of an empty gcra bucket once
+// each, RateLimit-Policy equal to policy.
+func WantLimited(t testing.TB, what string, resp *http.Response, policy string, maxWait int) {
+	t.Helper()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("%s: status %d, want 429", what, resp.StatusCode)
+	}
+	if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 || ra > maxWait {
+		t.Errorf("%s: Retry-After %q, want whole seconds in [1, %d]", what, resp.Header.Get("Retry-After"), maxWait)
+	}
+	if got := resp.Header.Values("RateLimit-Policy"); len(got) != 1 || got[0] != policy {
+		t.Errorf("%s: RateLimit-Policy %q, want [%q]", what, got, policy)
+	}
+	if got := resp.Header.Values("RateLimit"); len(got) != 1 || !strings.HasPrefix(got[0], `"gcra";r=0;t=`) {
+		t.Errorf("%s: RateLimit %q, want one starting \"gcra\";r=0;t=", what, got)
+	}
+}
+
+// StartBackends writes AgentConfig into dir, builds the agent and starts it
+// on the socket dir/obol.sock with the extra args, and starts an Upstream.
+func StartBackends(t testing.TB, dir string, extra ...string) (*Agent, *Upstream) {
+	t.Helper()
+	socket := filepath.Join(dir, "obol.sock")
+	if len(socket) >= 100 {
+		t.Fatalf("socket path %s is too long for a Unix socket: set TMPDIR to a shorter directory", socket)
+	}
+	cfg := filepath.Join(dir, "obol.yaml")
+	if err := os.WriteFile(cfg, []byte(AgentConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return StartAgent(t, BuildAgent(t, dir), cfg, socket, extra...), StartUpstream(t)
+}
+
+// Measure sends n pairs of sequential requests through c: plain (a path
+// the proxy passes without a check), then checked with the headers hdr (a
+// path it checks, and the agent allows), after 100 pairs to warm up. It
+// returns each side's times.
+func Measure(t testing.TB, c *http.Client, plain, checked string, n int, hdr ...string) (plainTimes, checkedTimes []time.Duration) {
+	t.Helper()
+	one := func(url string, hdr ...string) time.Duration {
+		start := time.Now()
+		resp, _ := Get(t, c, url, hdr...)
+		d := time.Since(start)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: status %d", url, resp.StatusCode)
+		}
+		return d
+	}
+	for range 100 {
+		one(plain)
+		one(checked, hdr...)
+	}
+	plainTimes, checkedTimes = make([]time.Duration, n), make([]time.Duration, n)
+	for i := range n {
+		plainTimes[i] = one(plain)
+		checkedTimes[i] = one(checked, hdr...)
+	}
+	return plainTimes, checkedTimes
+}
+
+// Result formats the RESULT line of a latency measurement: the p50 and p99
+// of each side in microseconds, names prefixed by plain and checked.
+func Result(plainName, checkedName string, plain, checked []time.Duration) string {
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	return fmt.Sprintf("RESULT %s_p50_us=%.0f %s_p99_us=%.0f %s_p50_us=%.0f %s_p99_us=%.0f (n=%d each, interleaved)",
+		plainName, us(Percentile(plain, 50)), plainName, us(Percentile(plain, 99)),
+		checkedName, us(Percentile(checked, 50)), checkedName, us(Percentile(checked, 99)), len(plain))
 }
