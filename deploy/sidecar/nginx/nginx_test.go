@@ -1,5 +1,5 @@
-// Package nginx holds the tests of the nginx example (nginx.conf and the
-// obol/ snippets beside it): they run Debian's nginx with those very files,
+// Package nginx holds the tests of the nginx example (nginx.conf, app.conf
+// and the obol/ snippets beside it): they run Debian's nginx with those very files,
 // only paths and ports changed, in front of a real agent and upstream.
 package nginx
 
@@ -59,34 +59,45 @@ func startStack(t testing.TB) *stack {
 			t.Fatal(err)
 		}
 	}
-	b, err := os.ReadFile("nginx.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
 	port := proxytest.FreePort(t)
-	text := string(b)
-	top := "worker_processes 1;\ndaemon off;\n"
+	// The example's workers run as www-data, who cannot reach this test's
+	// private directory: as root they run as root here; as another user,
+	// nginx runs them as that user and the line goes.
+	user := ""
 	if os.Geteuid() == 0 {
-		// As root, nginx runs its workers as nobody, who may not reach the
-		// agent's socket in this test's private directory.
-		top += "user root;\n"
+		user = "user root;\n"
 	}
-	for _, r := range [][2]string{
-		{"worker_processes auto;\n", top},
-		{"pid /run/nginx.pid;", "pid " + s.dir + "/nginx.pid;"},
-		{"error_log /var/log/nginx/error.log warn;", "error_log " + s.dir + "/error.log warn;"},
-		{"access_log /var/log/nginx/access.log obol;", "access_log " + s.dir + "/access.log obol;"},
-		{"server 127.0.0.1:8081;", "server " + s.upstream.Addr + ";"},
-		{"listen 8080;", fmt.Sprintf("listen 127.0.0.1:%d;", port)},
-		{"http {\n", "http {\n" + tempPaths(s.dir)},
-		// A location naming a resource the agent does not have: a mistake
-		// that must show (a 500), not pass silently.
-		{"        location /health {", "        location /typo/ {\n            set $obol_resource api/typo;\n            set $obol_domain $remote_addr;\n            include obol/location.conf;\n            proxy_pass http://app;\n        }\n\n        location /health {"},
+	for _, f := range []struct {
+		name string
+		r    [][2]string
+	}{
+		{"nginx.conf", [][2]string{
+			{"user www-data;\n", user},
+			{"worker_processes auto;\n", "worker_processes 1;\ndaemon off;\n"},
+			{"pid /run/nginx.pid;", "pid " + s.dir + "/nginx.pid;"},
+			{"error_log /var/log/nginx/error.log warn;", "error_log " + s.dir + "/error.log warn;"},
+			{"http {\n", "http {\n" + tempPaths(s.dir)},
+		}},
+		{"app.conf", [][2]string{
+			{"server 127.0.0.1:8081;", "server " + s.upstream.Addr + ";"},
+			{"listen 8080;", fmt.Sprintf("listen 127.0.0.1:%d;", port)},
+			{"access_log /var/log/nginx/access.log obol;", "access_log " + s.dir + "/access.log obol;"},
+			// A location naming a resource the agent does not have: a
+			// mistake that must show (a 500), not pass silently.
+			{"    location /health {", "    location /typo/ {\n        set $obol_resource api/typo;\n        set $obol_domain $remote_addr;\n        include obol/location.conf;\n        proxy_pass http://app;\n    }\n\n    location /health {"},
+		}},
 	} {
-		text = proxytest.ReplaceOnce(t, "nginx.conf", text, r[0], r[1])
-	}
-	if err := os.WriteFile(filepath.Join(conf, "nginx.conf"), []byte(text), 0o644); err != nil {
-		t.Fatal(err)
+		b, err := os.ReadFile(f.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		for _, r := range f.r {
+			text = proxytest.ReplaceOnce(t, f.name, text, r[0], r[1])
+		}
+		if err := os.WriteFile(filepath.Join(conf, f.name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s.nginx = proxytest.Start(t, "nginx", bin, "-p", s.dir+"/", "-c", filepath.Join(conf, "nginx.conf"), "-e", filepath.Join(s.dir, "error.log"))
 	s.base = fmt.Sprintf("http://127.0.0.1:%d", port)
