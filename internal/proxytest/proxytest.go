@@ -467,3 +467,42 @@ func Result(plainName, checkedName string, plain, checked []time.Duration) strin
 		plainName, us(Percentile(plain, 50)), plainName, us(Percentile(plain, 99)),
 		checkedName, us(Percentile(checked, 50)), checkedName, us(Percentile(checked, 99)), len(plain))
 }
+
+// Pause stops the process with SIGSTOP and waits until each of its threads
+// is stopped (Linux: state T in /proc/PID/task/*/stat): a signal takes
+// effect some time after kill returns, and a thread running meanwhile may
+// still answer. The test's cleanup resumes it if the test does not.
+func (p *Proc) Pause(t testing.TB) {
+	t.Helper()
+	p.Signal(t, syscall.SIGSTOP)
+	t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) })
+	dir := fmt.Sprintf("/proc/%d/task", p.cmd.Process.Pid)
+	WaitFor(t, 5*time.Second, p.Name+" to stop", func() error {
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, task := range tasks {
+			b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+			if err != nil {
+				return err
+			}
+			// pid (comm) state ...: comm may hold spaces and parentheses.
+			s := string(b)
+			i := strings.LastIndexByte(s, ')')
+			if i < 0 || i+2 >= len(s) {
+				return fmt.Errorf("%s/stat: unexpected %q", task.Name(), s)
+			}
+			if state := s[i+2]; state != 'T' {
+				return fmt.Errorf("thread %s in state %c", task.Name(), state)
+			}
+		}
+		return nil
+	})
+}
+
+// Resume continues a process stopped by Pause.
+func (p *Proc) Resume(t testing.TB) {
+	t.Helper()
+	p.Signal(t, syscall.SIGCONT)
+}

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -96,11 +95,11 @@ func TestCaddyForwardAuth(t *testing.T) {
 	proxytest.WantAllowed(t, "no tenant", resp, proxytest.TenantPolicy, 1)
 
 	// A stuck agent: the check times out after 250 ms, the request goes on.
-	agent.Signal(t, syscall.SIGSTOP)
+	agent.Pause(t)
 	start := time.Now()
 	resp, _ = get(c, "/api/a")
 	took := time.Since(start)
-	agent.Signal(t, syscall.SIGCONT)
+	agent.Resume(t)
 	if resp.StatusCode != http.StatusOK || upstream.Hits("/api/a") != 5 {
 		t.Fatalf("agent stuck: status %d, upstream hits %d: want 200 and the request passed", resp.StatusCode, upstream.Hits("/api/a"))
 	}

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -120,11 +119,11 @@ func TestHAProxyLuaCheck(t *testing.T) {
 
 	// A stuck agent: the check times out (4 tries of 100 ms) and the
 	// request goes on.
-	agent.Signal(t, syscall.SIGSTOP)
+	agent.Pause(t)
 	start := time.Now()
 	resp, _ = get(c, "/api/a")
 	took := time.Since(start)
-	agent.Signal(t, syscall.SIGCONT)
+	agent.Resume(t)
 	if resp.StatusCode != http.StatusOK || upstream.Hits("/api/a") != 5 {
 		t.Fatalf("agent stuck: status %d, upstream hits %d: want 200 and the request passed", resp.StatusCode, upstream.Hits("/api/a"))
 	}

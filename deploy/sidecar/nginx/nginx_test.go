@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -202,11 +201,11 @@ func TestNginxAuthRequest(t *testing.T) {
 	s.waitLog(t, "access.log", `"GET /typo/ HTTP/1.1" 500 obol=error `)
 
 	// A stuck agent: the check times out and the request goes through.
-	s.agent.Signal(t, syscall.SIGSTOP)
+	s.agent.Pause(t)
 	start := time.Now()
 	resp := s.get(t, s.client, "/api/a")
 	took := time.Since(start)
-	s.agent.Signal(t, syscall.SIGCONT)
+	s.agent.Resume(t)
 	if resp.StatusCode != http.StatusOK || s.upstream.Hits("/api/a") != 5 {
 		t.Fatalf("agent stuck: status %d, upstream hits %d: want 200 and the request passed", resp.StatusCode, s.upstream.Hits("/api/a"))
 	}
