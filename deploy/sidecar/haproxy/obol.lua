@@ -1,4 +1,4 @@
--- obol for HAProxy (2.5 or later, built with Lua, as Debian's package is):
+-- obol for HAProxy (2.6 or later, built with Lua, as Debian's package is):
 -- the action obol_check asks the agent beside HAProxy, GET /v1/check, about
 -- each request it runs on. haproxy.cfg beside this file shows its use.
 --
