@@ -248,7 +248,8 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 	err = srv.Serve(ctx, ls)
 	stopStep()
 	wg.Wait()
-	if cause := context.Cause(ctx); err == nil && cause != nil && cause != context.Canceled {
+	// A signal's cause (signal.NotifyContext gives one) is a clean stop.
+	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause
 	}
 	if err != nil {
