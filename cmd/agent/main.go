@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if f.version {
 		bi, ok := debug.ReadBuildInfo()
-		fmt.Fprint(stdout, versionText(bi, ok))
+		fmt.Fprint(stdout, versionText(version, bi, ok))
 		return nil
 	}
 	e := readEnv(getenv)

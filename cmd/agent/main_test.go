@@ -526,19 +526,23 @@ func TestVersionText(t *testing.T) {
 	full := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/obol-dev/obol", Version: "v1.2.3"},
 		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.time", Value: "2030-01-01T00:00:00Z"}, {Key: "vcs.modified", Value: "true"}}}
 	cases := []struct {
-		name string
-		bi   *debug.BuildInfo
-		ok   bool
-		want string
+		name    string
+		stamped string
+		bi      *debug.BuildInfo
+		ok      bool
+		want    string
 	}{
 		{name: "full", bi: full, ok: true, want: "obol agent v1.2.3\nmodule:   github.com/obol-dev/obol\nrevision: abc123\ntime:     2030-01-01T00:00:00Z\nmodified: true\ngo:       go1.26.0\n"},
 		{name: "no vcs", bi: &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/obol-dev/obol", Version: "(devel)"}}, ok: true,
 			want: "obol agent (devel)\nmodule:   github.com/obol-dev/obol\nrevision: unknown\ntime:     unknown\nmodified: unknown\ngo:       go1.26.0\n"},
 		{name: "no build info", ok: false, want: "obol agent: no build information in this binary\n"},
+		{name: "stamped", stamped: "v0.5.0-3-gabc123", bi: &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/obol-dev/obol", Version: "(devel)"}}, ok: true,
+			want: "obol agent v0.5.0-3-gabc123\nmodule:   github.com/obol-dev/obol\nrevision: unknown\ntime:     unknown\nmodified: unknown\ngo:       go1.26.0\n"},
+		{name: "stamped, no build info", stamped: "v0.5.0", ok: false, want: "obol agent v0.5.0\n"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := versionText(tc.bi, tc.ok); got != tc.want {
+			if got := versionText(tc.stamped, tc.bi, tc.ok); got != tc.want {
 				t.Errorf("versionText =\n%s\nwant\n%s", got, tc.want)
 			}
 		})
