@@ -643,3 +643,34 @@ func TestStepLoop(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestRunStopsCleanlyOnASignal: main's signal.NotifyContext cancels with a
+// cause naming the signal; that is a clean stop (exit 0), not an error.
+func TestRunStopsCleanlyOnASignal(t *testing.T) {
+	sock := filepath.Join(tempDir(t), "obol.sock")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	stderr := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"--socket", sock, "--http", "off"}, noEnv, io.Discard, stderr) }()
+	waitFor(t, 10*time.Second, "the agent to serve", func() bool {
+		resp, err := unixClient(sock).Get("http://obol/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	cancel(errors.New("terminated signal received"))
+	select {
+	case err := <-done:
+		if code := exitCode(err); err != nil || code != 0 {
+			t.Fatalf("run on a signal: %v (exit %d); stderr:\n%s", err, code, stderr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not return after the signal")
+	}
+	if lines := logLines(t, stderr.String()); lines[len(lines)-1]["msg"] != "obol agent stopped" {
+		t.Errorf("last log line %v, want the clean stop", lines[len(lines)-1])
+	}
+}
