@@ -829,7 +829,7 @@ func childOf(parent int) (int, error) {
 }
 
 // checkContained checks, from /proc, that the agent runs as the image's
-// user with no other group, as PID 1 of its own PID namespace, with a
+// user with no other group and no capability, as PID 1 of its own PID namespace, with a
 // read-only root and a writable /run/obol, and that its socket there
 // belongs to the pod's fsGroup.
 func (p *pod) checkContained(t *testing.T, img *image) {
@@ -842,6 +842,7 @@ func (p *pod) checkContained(t *testing.T, img *image) {
 		"Uid":    fmt.Sprintf("%d\t%[1]d\t%[1]d\t%[1]d", img.uid),
 		"Gid":    fmt.Sprintf("%d\t%[1]d\t%[1]d\t%[1]d", img.gid),
 		"Groups": "",
+		"CapEff": "0000000000000000", // as with drop: [ALL]
 	}
 	sc := bufio.NewScanner(bytes.NewReader(status))
 	for sc.Scan() {
