@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if f.version {
 		bi, ok := debug.ReadBuildInfo()
-		fmt.Fprint(stdout, versionText(bi, ok))
+		fmt.Fprint(stdout, versionText(version, bi, ok))
 		return nil
 	}
 	e := readEnv(getenv)
@@ -186,6 +186,7 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 	// A name conflict seen in the first minute means this agent took a name
 	// in use: it stops (the other one was there first). Later, the conflict
 	// is only logged, loudly (reconcile does).
+	outer := ctx
 	ctx, refuse := context.WithCancelCause(ctx)
 	defer refuse(nil)
 	started := time.Now()
@@ -248,8 +249,10 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 	err = srv.Serve(ctx, ls)
 	stopStep()
 	wg.Wait()
-	// A signal's cause (signal.NotifyContext gives one) is a clean stop.
-	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+	// Only a cause of this function's own (refuse) is an error: a stop
+	// from outside is clean, and signal.NotifyContext cancels with a cause
+	// naming the signal, which the inner context inherits.
+	if cause := context.Cause(ctx); err == nil && cause != nil && cause != context.Canceled && cause != context.Cause(outer) {
 		err = cause
 	}
 	if err != nil {

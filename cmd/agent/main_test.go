@@ -527,19 +527,23 @@ func TestVersionText(t *testing.T) {
 	full := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/obol-dev/obol", Version: "v1.2.3"},
 		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.time", Value: "2030-01-01T00:00:00Z"}, {Key: "vcs.modified", Value: "true"}}}
 	cases := []struct {
-		name string
-		bi   *debug.BuildInfo
-		ok   bool
-		want string
+		name    string
+		stamped string
+		bi      *debug.BuildInfo
+		ok      bool
+		want    string
 	}{
 		{name: "full", bi: full, ok: true, want: "obol agent v1.2.3\nmodule:   github.com/obol-dev/obol\nrevision: abc123\ntime:     2030-01-01T00:00:00Z\nmodified: true\ngo:       go1.26.0\n"},
 		{name: "no vcs", bi: &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/obol-dev/obol", Version: "(devel)"}}, ok: true,
 			want: "obol agent (devel)\nmodule:   github.com/obol-dev/obol\nrevision: unknown\ntime:     unknown\nmodified: unknown\ngo:       go1.26.0\n"},
 		{name: "no build info", ok: false, want: "obol agent: no build information in this binary\n"},
+		{name: "stamped", stamped: "v0.5.0-3-gabc123", bi: &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/obol-dev/obol", Version: "(devel)"}}, ok: true,
+			want: "obol agent v0.5.0-3-gabc123\nmodule:   github.com/obol-dev/obol\nrevision: unknown\ntime:     unknown\nmodified: unknown\ngo:       go1.26.0\n"},
+		{name: "stamped, no build info", stamped: "v0.5.0", ok: false, want: "obol agent v0.5.0\n"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := versionText(tc.bi, tc.ok); got != tc.want {
+			if got := versionText(tc.stamped, tc.bi, tc.ok); got != tc.want {
 				t.Errorf("versionText =\n%s\nwant\n%s", got, tc.want)
 			}
 		})
@@ -640,4 +644,35 @@ func TestStepLoop(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestRunStopsCleanlyOnASignal: main's signal.NotifyContext cancels with a
+// cause naming the signal; that is a clean stop (exit 0), not an error.
+func TestRunStopsCleanlyOnASignal(t *testing.T) {
+	sock := filepath.Join(tempDir(t), "obol.sock")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	stderr := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"--socket", sock, "--http", "off"}, noEnv, io.Discard, stderr) }()
+	waitFor(t, 10*time.Second, "the agent to serve", func() bool {
+		resp, err := unixClient(sock).Get("http://obol/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	cancel(errors.New("terminated signal received"))
+	select {
+	case err := <-done:
+		if code := exitCode(err); err != nil || code != 0 {
+			t.Fatalf("run on a signal: %v (exit %d); stderr:\n%s", err, code, stderr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not return after the signal")
+	}
+	if lines := logLines(t, stderr.String()); lines[len(lines)-1]["msg"] != "obol agent stopped" {
+		t.Errorf("last log line %v, want the clean stop", lines[len(lines)-1])
+	}
 }

@@ -6,14 +6,27 @@ import (
 	"strings"
 )
 
-// versionText renders what --version prints: the main module's version,
-// path, VCS revision, commit time and whether the tree had uncommitted
-// changes, and the Go version it was built with, from bi (ok false: the
-// binary carries no build information). A field the build did not record
-// is "unknown".
-func versionText(bi *debug.BuildInfo, ok bool) string {
+// version is the release this binary was stamped with at link time
+// (go build -ldflags "-X main.version=v0.5.0", as deploy/sidecar/build-image
+// does); empty in a plain go build, where --version shows the module's
+// version from the build information instead.
+var version string
+
+// versionText renders what --version prints: the version (stamped when not
+// empty, else the main module's), the module path, VCS revision, commit
+// time and whether the tree had uncommitted changes, and the Go version it
+// was built with, from bi (ok false: the binary carries no build
+// information). A field the build did not record is "unknown".
+func versionText(stamped string, bi *debug.BuildInfo, ok bool) string {
 	if !ok || bi == nil {
+		if stamped != "" {
+			return "obol agent " + stamped + "\n"
+		}
 		return "obol agent: no build information in this binary\n"
+	}
+	v := bi.Main.Version
+	if stamped != "" {
+		v = stamped
 	}
 	setting := func(key string) string {
 		for _, s := range bi.Settings {
@@ -24,7 +37,7 @@ func versionText(bi *debug.BuildInfo, ok bool) string {
 		return "unknown"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "obol agent %s\n", orUnknown(bi.Main.Version))
+	fmt.Fprintf(&b, "obol agent %s\n", orUnknown(v))
 	fmt.Fprintf(&b, "module:   %s\n", orUnknown(bi.Main.Path))
 	fmt.Fprintf(&b, "revision: %s\n", setting("vcs.revision"))
 	fmt.Fprintf(&b, "time:     %s\n", setting("vcs.time"))
