@@ -7,6 +7,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/obol-dev/obol/internal/sock"
 )
 
@@ -23,6 +25,13 @@ type ListenConfig struct {
 	HTTP string
 	// AllowPublic lets HTTP be any address (the agent's --http-public).
 	AllowPublic bool
+	// Status is the TCP address, host:port, of the status listener: it
+	// serves GET /healthz, /readyz and /metrics and nothing else, never
+	// asks for the bearer token, and may be any address (kubelet probes
+	// and Prometheus scrapes reach a pod on its own IP, not on loopback).
+	// Port 0 picks a free port; "" means none. It does not count as one of
+	// the listeners Listen needs (Socket or HTTP).
+	Status string
 	// DrainTimeout bounds how long Serve waits, once its context is done,
 	// for the requests in flight to finish; 0 means DefaultDrainTimeout.
 	DrainTimeout time.Duration
@@ -39,6 +48,7 @@ type Listeners struct {
 	socket string
 	unix   *sock.Listener
 	tcp    net.Listener
+	status net.Listener
 	drain  time.Duration
 }
 
@@ -68,6 +78,14 @@ func Listen(lc ListenConfig) (*Listeners, error) {
 			return nil, notLoopback(lc.HTTP)
 		}
 		l.tcp = ln
+	}
+	if lc.Status != "" {
+		ln, err := net.Listen("tcp", lc.Status)
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("api: listening on status address %q: %w", lc.Status, err)
+		}
+		l.status = ln
 	}
 	if lc.Socket != "" {
 		if err := l.listenUnix(lc.Socket); err != nil {
@@ -145,6 +163,16 @@ func (l *Listeners) HTTPAddr() string {
 	return l.tcp.Addr().String()
 }
 
+// StatusAddr returns the status listener's address (with the port picked
+// when port 0 was asked), or "" when there is none.
+func (l *Listeners) StatusAddr() string {
+	if l.status == nil {
+		return ""
+	}
+	return l.status.Addr().String()
+}
+
+// list returns the API's listeners (not the status listener).
 func (l *Listeners) list() []net.Listener {
 	var lns []net.Listener
 	if l.tcp != nil {
@@ -160,7 +188,11 @@ func (l *Listeners) list() []net.Listener {
 // one Listen created. It may be called more than once.
 func (l *Listeners) Close() error {
 	var first error
-	for _, ln := range l.list() {
+	lns := l.list()
+	if l.status != nil {
+		lns = append(lns, l.status)
+	}
+	for _, ln := range lns {
 		if err := ln.Close(); err != nil && first == nil && !errors.Is(err, net.ErrClosed) {
 			first = err
 		}
@@ -172,7 +204,8 @@ func (l *Listeners) Close() error {
 // it stops accepting, waits up to the drain timeout for the requests in flight,
 // closes l (removing the socket file) and returns nil. It returns early with
 // an error if a listener fails. It marks s ready once serving and not ready
-// once stopping.
+// once stopping. The status listener, if any, serves the status routes only
+// (statusHandler).
 func (s *Server) Serve(ctx context.Context, l *Listeners) error {
 	addr := l.HTTPAddr()
 	if addr == "" {
@@ -182,14 +215,21 @@ func (s *Server) Serve(ctx context.Context, l *Listeners) error {
 
 	hs := s.httpServer()
 	lns := l.list()
-	errc := make(chan error, len(lns))
+	errc := make(chan error, len(lns)+1)
 	for _, ln := range lns {
 		go func() { errc <- hs.Serve(ln) }()
+	}
+	pending := len(lns)
+	var status *fasthttp.Server
+	if l.status != nil {
+		status = s.httpServer()
+		status.Handler = s.statusHandler
+		go func() { errc <- status.Serve(l.status) }()
+		pending++
 	}
 	s.SetReady(true)
 
 	var err error
-	pending := len(lns)
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -204,6 +244,11 @@ func (s *Server) Serve(ctx context.Context, l *Listeners) error {
 	defer cancel()
 	if serr := hs.ShutdownWithContext(sctx); serr != nil {
 		s.log.Warn("shutdown did not finish cleanly", "err", serr)
+	}
+	if status != nil {
+		if serr := status.ShutdownWithContext(sctx); serr != nil {
+			s.log.Warn("the status listener's shutdown did not finish cleanly", "err", serr)
+		}
 	}
 	// A Serve goroutine that had not yet registered its listener with hs
 	// when Shutdown ran stops here, when its listener is closed.

@@ -65,6 +65,14 @@ var routes = []route{
 	{"GET", "/readyz", (*Server).readyz},
 }
 
+// statusRoutes are the routes of the status listener (ListenConfig.Status):
+// the probes and the metrics, read-only, served to whoever reaches it.
+var statusRoutes = []route{
+	{"GET", "/metrics", (*Server).metricsPage},
+	{"GET", "/healthz", (*Server).healthz},
+	{"GET", "/readyz", (*Server).readyz},
+}
+
 // endpoint is one path of the router with the methods it serves.
 type endpoint struct {
 	path     string

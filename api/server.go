@@ -84,6 +84,7 @@ type Server struct {
 	log    *slog.Logger
 	name   string
 	router *router
+	status *router // the status listener's: statusRoutes
 
 	ready    atomic.Bool
 	address  atomic.Pointer[string] // the listen address shown in /v1/peers
@@ -146,6 +147,7 @@ func New(e *local.Engine, opts Options) *Server {
 		log:     opts.Logger,
 		name:    opts.NodeName,
 		router:  newRouter(routes),
+		status:  newRouter(statusRoutes),
 		load:    opts.LoadConfig,
 		cluster: opts.Cluster,
 
@@ -237,6 +239,14 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.router.serve(s, ctx)
+}
+
+// statusHandler serves one request of the status listener: GET /healthz,
+// /readyz and /metrics, without the bearer token (they change nothing and
+// carry no domain); any other path is 404 not_found.
+func (s *Server) statusHandler(ctx *fasthttp.RequestCtx) {
+	defer s.recoverPanic(ctx)
+	s.status.serve(s, ctx)
 }
 
 // smuggled reports whether raw headers (of a request fasthttp framed as

@@ -20,4 +20,7 @@
 // exits with 1. SIGINT or SIGTERM stops the agent gracefully (the socket is
 // removed) with status 0. The agent logs JSON lines (log/slog) to stderr at
 // --log-level: start and stop, reloads, cluster events; never per request.
+// SIGHUP, POST /v1/config/reload and a change of the config file's content
+// (watch.go, --watch-config) reload the config. --status-http serves the
+// probes and the metrics on an address kubelet and Prometheus reach.
 package main

@@ -102,10 +102,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 // plan is what the agent runs: the config, the file it came from ("" for
-// the built-in default) and the resolved settings.
+// the built-in default; file records what its loads read) and the resolved
+// settings.
 type plan struct {
 	cfg  *config.Config
 	path string
+	file *configFile
 	st   settings
 }
 
@@ -127,7 +129,8 @@ func prepare(f flags, e env, lookup func(string) ([]net.IP, error)) (plan, error
 	p := plan{cfg: config.Default(), path: cv.v}
 	var errs []error
 	if p.path != "" {
-		c, err := config.Load(p.path)
+		p.file = &configFile{path: p.path}
+		c, err := p.file.load()
 		var ps *config.Problems
 		switch {
 		case errors.As(err, &ps):
@@ -175,11 +178,10 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 	base := clock.NewMonotonic()
 	opts := api.Options{Logger: log, Base: base, AuthToken: st.authToken, AuthEverywhere: st.authEverywhere,
 		CheckDomainHeader: st.domainHeader, LogRejections: st.logRejections}
-	if p.path != "" {
-		path := p.path
+	if p.file != nil {
 		opts.LoadConfig = func() (*config.Config, string, error) {
-			c, err := config.Load(path)
-			return c, path, err
+			c, err := p.file.load()
+			return c, p.file.path, err
 		}
 	}
 	engine := local.New(p.cfg)
@@ -211,13 +213,15 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 			"encrypted", len(st.cluster.key) > 0)
 	}
 	srv := api.New(engine, opts)
-	ls, err := api.Listen(api.ListenConfig{Socket: st.socket, HTTP: st.http, AllowPublic: st.httpPublic, DrainTimeout: st.drain})
+	ls, err := api.Listen(api.ListenConfig{Socket: st.socket, HTTP: st.http, AllowPublic: st.httpPublic, Status: st.status, DrainTimeout: st.drain})
 	if err != nil {
 		log.Error("obol agent cannot listen", "err", err)
 		return &exitError{exitFailure, err}
 	}
+	watch := p.file != nil && st.watchConfig
 	log.Info("obol agent started", "socket", orOff(ls.SocketPath()), "http", orOff(ls.HTTPAddr()),
-		"config", p.source(), "resources", len(p.cfg.Resources), "log_level", st.logLevel.String())
+		"status_http", orOff(ls.StatusAddr()), "config", p.source(), "watch_config", watch,
+		"resources", len(p.cfg.Resources), "log_level", st.logLevel.String())
 
 	stepCtx, stopStep := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -246,6 +250,13 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 			}
 		}
 	})
+	if watch {
+		// The config file is re-read when its content changes (watch.go),
+		// through the same Reload.
+		w := &watcher{path: p.file.path, quiet: watchQuiet, known: p.file.known,
+			reload: func() { _, _ = srv.Reload() }, log: log}
+		wg.Go(func() { w.run(stepCtx, watchEvery) })
+	}
 	err = srv.Serve(ctx, ls)
 	stopStep()
 	wg.Wait()

@@ -52,6 +52,9 @@ type env struct {
 	authEverywhere string // OBOL_AUTH_EVERYWHERE: "true" asks for it on every listener
 	domainHeader   string // OBOL_CHECK_DOMAIN_HEADER: /v1/check's domain header
 	logRejections  string // OBOL_LOG_REJECTIONS: the fraction of rejections logged
+
+	statusHTTP  string // OBOL_STATUS_HTTP: the status listener's address, or off
+	watchConfig string // OBOL_WATCH_CONFIG: "false" stops watching the config file
 }
 
 func readEnv(getenv func(string) string) env {
@@ -75,6 +78,9 @@ func readEnv(getenv func(string) string) env {
 		authEverywhere: getenv("OBOL_AUTH_EVERYWHERE"),
 		domainHeader:   getenv("OBOL_CHECK_DOMAIN_HEADER"),
 		logRejections:  getenv("OBOL_LOG_REJECTIONS"),
+
+		statusHTTP:  getenv("OBOL_STATUS_HTTP"),
+		watchConfig: getenv("OBOL_WATCH_CONFIG"),
 	}
 }
 
@@ -102,6 +108,9 @@ type flags struct {
 	authEverywhere bool
 	domainHeader   string
 	logRejections  string
+
+	statusHTTP  string
+	watchConfig bool
 
 	set map[string]bool // the flags given
 }
@@ -142,6 +151,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (flags, error) {
 	fs.BoolVar(&f.authEverywhere, "auth-everywhere", false, "ask for the token on the Unix socket and loopback too (env OBOL_AUTH_EVERYWHERE)")
 	fs.StringVar(&f.domainHeader, "check-domain-header", "", "request header /v1/check takes the domain from (its first comma-separated element, as X-Forwarded-For) when neither ?domain= nor Obol-Domain is given (env OBOL_CHECK_DOMAIN_HEADER)")
 	fs.StringVar(&f.logRejections, "log-rejections", "", "fraction in [0, 1] of rejections logged, one line each, sampled at random (env OBOL_LOG_REJECTIONS; default 0)")
+	fs.StringVar(&f.statusHTTP, "status-http", "", "address of a read-only listener serving GET /healthz, /readyz and /metrics only, without the token, on any address (for kubelet probes and Prometheus), host:port or off (env OBOL_STATUS_HTTP; default off)")
+	fs.BoolVar(&f.watchConfig, "watch-config", true, "re-read the --config file when its content changes, as SIGHUP does (env OBOL_WATCH_CONFIG; --watch-config=false turns it off)")
 	fs.StringVar(&f.join, "join", "", "peers to join, host:port[,…]; a DNS name joins every address it resolves to (env OBOL_JOIN)")
 	fs.StringVar(&f.secretFile, "gossip-secret-file", "", "file holding the gossip key, 16, 24 or 32 bytes in base64 or hex: encrypts and authenticates gossip (env OBOL_GOSSIP_SECRET_FILE)")
 	fs.StringVar(&f.label, "gossip-label", "", "the mesh's label: nodes with another label ignore each other (env OBOL_GOSSIP_LABEL; default "+defaultLabel+")")
@@ -211,6 +222,9 @@ type settings struct {
 	authEverywhere bool
 	domainHeader   string
 	logRejections  float64
+
+	status      string // the status listener's address, "" when off
+	watchConfig bool   // re-read the config file when it changes
 }
 
 // minTokenLen is the shortest bearer token taken: 16 bytes is 128 bits when
@@ -333,6 +347,23 @@ func resolve(f flags, e env, cfg *config.Config) (settings, error) {
 			bad(httpV, "%v", err)
 		}
 	}
+	if v := pick(value{f.statusHTTP, "--status-http"}, value{e.statusHTTP, "OBOL_STATUS_HTTP"}); v.v != "" && v.v != off {
+		s.status = v.v
+		if err := checkStatus(v.v); err != nil {
+			bad(v, "%v", err)
+		}
+	}
+	s.watchConfig = true
+	switch {
+	case f.set["watch-config"]:
+		s.watchConfig = f.watchConfig
+	case e.watchConfig != "":
+		w, err := strconv.ParseBool(e.watchConfig)
+		if err != nil {
+			bad(value{e.watchConfig, "OBOL_WATCH_CONFIG"}, "want true or false")
+		}
+		s.watchConfig = w
+	}
 	if sockV.v == off && httpV.v == off {
 		errs = append(errs, fmt.Errorf("%v and %v: at least one listener is needed", sockV, httpV))
 	}
@@ -439,6 +470,20 @@ func checkHTTP(addr string, public bool) error {
 	}
 	if ip := net.ParseIP(host); ip != nil && !ip.IsLoopback() {
 		return errors.New("not a loopback address; serving on it needs --http-public (OBOL_HTTP_PUBLIC=true)")
+	}
+	return nil
+}
+
+// checkStatus checks the status listener's address: host:port with a
+// numeric port; any host (empty: every interface), for it serves only
+// the probes and the metrics.
+func checkStatus(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port such as :7071 (every interface) or 10.0.0.5:7071, or off")
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q: want a number in 0–65535 (0 picks a free port)", port)
 	}
 	return nil
 }

@@ -233,7 +233,7 @@ func TestPodsFromImage(t *testing.T) {
 // SIGHUP, as an operator would; once true, it sends nothing and the test's
 // wait for exactly one new config version shows the watch works in a pod,
 // through the kubelet's symlink swap.
-const agentWatchesConfig = false
+const agentWatchesConfig = true
 
 // reloadAfterConfigMapSwap makes p's agent re-read its config after the
 // ConfigMap's files were swapped, unless the agent watches its config file
