@@ -10,19 +10,23 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // The pods' world, as the Kubernetes manifests lay it out.
 const (
-	podSubnet   = "10.213.80."       // the pods' /24, on a bridge in the test's own network namespace
-	dnsAddr     = podSubnet + "254"  // the cluster DNS server, on that bridge
-	k8sNS       = "obol-test"        // the namespace: first in the pods' DNS search path
-	serviceName = "obol-peers"       // the headless Service every agent joins
+	podSubnet = "10.213.80."      // the pods' /24, on a bridge in the test's own network namespace
+	dnsAddr   = podSubnet + "254" // the cluster DNS server, on that bridge
+	k8sNS     = "obol-test"       // the namespace: first in the pods' DNS search path
+	// the headless Service every agent joins: the manifest's --join
+	serviceName = "example-app-obol"
 	gossipPort  = "7946"             // the agent's gossip port
 	socketMount = "/run/obol"        // the emptyDir shared by the agent and the app
 	configMount = "/etc/obol"        // the ConfigMap volume
@@ -48,16 +52,55 @@ const podsConfig = `resources:
     global_limit: 10
 `
 
-// podFlags are the agent's arguments in a pod, as the manifests give them
-// (the socket comes from the image's OBOL_SOCKET).
+// podFlags are the agent's arguments in a pod: the obol sidecar's args in
+// the Kubernetes manifest (kubernetes/deployment.yaml), with the downward
+// API's $(POD_NAME) and $(POD_IP) filled in as kubelet does. The test's
+// volumes, DNS name and key file follow the same manifest.
 func podFlags(name, ip string) []string {
-	return []string{
-		"--config", configMount + "/config.yaml",
-		"--node-name", name,
-		"--gossip-bind", net.JoinHostPort(ip, gossipPort),
-		"--join", serviceName,
-		"--gossip-secret-file", secretMount + "/key",
+	args := make([]string, len(manifestArgs))
+	for i, a := range manifestArgs {
+		args[i] = strings.NewReplacer("$(POD_NAME)", name, "$(POD_IP)", ip).Replace(a)
 	}
+	return args
+}
+
+// manifestArgs are the obol container's args in the manifest.
+var manifestArgs = func() []string {
+	b, err := os.ReadFile(filepath.Join("kubernetes", "deployment.yaml"))
+	if err != nil {
+		panic(err)
+	}
+	var d struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					InitContainers []struct {
+						Name string   `yaml:"name"`
+						Args []string `yaml:"args"`
+					} `yaml:"initContainers"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	if err := yaml.Unmarshal(b, &d); err != nil {
+		panic(err)
+	}
+	for _, c := range d.Spec.Template.Spec.InitContainers {
+		if c.Name == "obol" {
+			return c.Args
+		}
+	}
+	panic("kubernetes/deployment.yaml: no obol init container")
+}()
+
+// manifestArg returns the value of flag --name in the manifest's args.
+func manifestArg(name string) string {
+	for _, a := range manifestArgs {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v
+		}
+	}
+	panic("kubernetes/deployment.yaml: no --" + name)
 }
 
 // TestPodsFromImage builds the agent's image with build-image (podman),
@@ -88,7 +131,7 @@ func TestPodsFromImage(t *testing.T) {
 	w.serveDNS(t)
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	writeAtomic(t, w.secret, map[string]string{"key": base64.StdEncoding.EncodeToString(key) + "\n"})
+	writeAtomic(t, w.secret, map[string]string{filepath.Base(manifestArg("gossip-secret-file")): base64.StdEncoding.EncodeToString(key) + "\n"})
 	writeAtomic(t, w.configMap, map[string]string{"config.yaml": fmt.Sprintf(podsConfig, 30)})
 
 	// The three pods start together, as a Deployment's replicas do.
