@@ -196,36 +196,13 @@ func jsonDocument(data []byte) (*yaml.Node, error) {
 	return value()
 }
 
-// The schema, section by section.
-
+// The sections: the top-level keys and those of agent, gossip and a
+// namespace. A resource's keys are the schema's (schema.go).
 var (
 	topKeys       = []string{"agent", "gossip", "namespaces", "resources"}
 	agentKeys     = []string{"socket", "http"}
 	gossipKeys    = []string{"bind", "join", "sync_interval", "secret_file"}
 	namespaceKeys = []string{"ignore_configured", "allow_unconfigured"}
-	resourceKeys  = []string{"kind", "shadow", "drift", "max_keys",
-		"hard_limit", "global_limit", "tiers",
-		"burst", "count", "period",
-		"domain_limit", "groups",
-		"min_window", "max_window", "grow_every", "margin", "timeout", "rules", "client_share",
-		"strategy", "quota", "min_sleep", "multiplier", "jitter", "start_sleep",
-		"domains"}
-	overrideKeys = []string{"tiers", "hard_limit", "burst", "count", "period", "domain_limit"}
-	tierKeys     = []string{"limit", "window", "active", "cooldown", "skippable"}
-	groupKeys    = []string{"name", "limit", "domains"}
-
-	// required fields of a resource and of an override, by kind.
-	requiredResource = map[Kind][]string{
-		KindTiers:    {"tiers"},
-		KindGCRA:     {"burst", "count", "period"},
-		KindAdaptive: {"min_window", "max_window"},
-		KindPacer:    {"quota", "period"},
-	}
-	requiredOverride = map[Kind][]string{
-		KindTiers: {"tiers"},
-		KindGCRA:  {"burst", "count", "period"},
-		// copies: domain_limit absent is none, as in the resource.
-	}
 )
 
 func (d *decoder) config(n *yaml.Node, c *Config) {
@@ -331,7 +308,7 @@ func (d *decoder) resources(path string, n *yaml.Node) map[string]*Resource {
 
 // resource decodes one resource. It reads kind first, so that fields of
 // another kind and missing required fields are reported as such, even when
-// their values are zero.
+// their values are zero; then each key as its entry in the schema says.
 func (d *decoder) resource(path string, n *yaml.Node) *Resource {
 	r := &Resource{}
 	ps, ok := d.mapping(path, n, false)
@@ -345,77 +322,20 @@ func (d *decoder) resource(path string, n *yaml.Node) *Resource {
 	}
 	known := r.Kind.Valid()
 	for _, p := range ps {
-		if _, kindSpecific := kindFields[p.key]; kindSpecific && known && !belongs(p.key, r.Kind) {
-			if p.key == "domains" {
-				d.fail(p.path, p.k, "%s", wrongOverrideMsg(p.key, r.Kind))
-			} else {
-				d.fail(p.path, p.k, "%s", wrongKindMsg(p.key, r.Kind))
-			}
-			continue
-		}
-		switch p.key {
-		case "kind":
-		case "shadow":
-			r.Shadow = d.boolean(p.path, p.v)
-		case "drift":
-			r.Drift = Fraction(d.number(p.path, p.v))
-		case "max_keys":
-			r.MaxKeys = d.integer(p.path, p.v)
-		case "hard_limit":
-			r.HardLimit = Limit(d.integer(p.path, p.v))
-		case "global_limit":
-			r.GlobalLimit = Limit(d.integer(p.path, p.v))
-		case "tiers":
-			r.Tiers = d.tiers(p.path, p.v)
-		case "burst":
-			r.Burst = d.integer(p.path, p.v)
-		case "count":
-			r.Count = d.integer(p.path, p.v)
-		case "period":
-			r.Period = d.duration(p.path, p.v)
-		case "domain_limit":
-			r.DomainLimit = Limit(d.integer(p.path, p.v))
-		case "groups":
-			r.Groups = d.groups(p.path, p.v)
-		case "min_window":
-			r.MinWindow = d.integer(p.path, p.v)
-		case "max_window":
-			r.MaxWindow = d.integer(p.path, p.v)
-		case "grow_every":
-			r.GrowEvery = d.integer(p.path, p.v)
-		case "margin":
-			r.Margin = d.integer(p.path, p.v)
-		case "timeout":
-			r.Timeout = d.duration(p.path, p.v)
-		case "rules":
-			r.Rules = Rules(d.str(p.path, p.v))
-		case "client_share":
-			r.ClientShare = Fraction(d.number(p.path, p.v))
-		case "strategy":
-			r.Strategy = Strategy(d.str(p.path, p.v))
-		case "quota":
-			r.Quota = d.integer(p.path, p.v)
-		case "min_sleep":
-			r.MinSleep = d.duration(p.path, p.v)
-		case "multiplier":
-			r.Multiplier = d.number(p.path, p.v)
-		case "jitter":
-			r.Jitter = Fraction(d.number(p.path, p.v))
-		case "start_sleep":
-			r.StartSleep = d.duration(p.path, p.v)
-		case "domains":
-			r.Domains = d.overrides(p.path, p.v, r.Kind)
-		default:
+		f := fieldOf(p.key)
+		switch {
+		case p.key == "kind":
+		case f == nil:
 			d.unknown(p, resourceKeys, "")
+		case known && !f.belongs(r.Kind):
+			d.fail(p.path, p.k, "%s", f.wrongKind(r.Kind))
+		default:
+			f.v.decode(d, p.path, p.v, r)
 		}
 	}
-	for _, f := range requiredResource[r.Kind] {
-		if !has(ps, f) {
-			msg := "required for kind " + string(r.Kind)
-			if f == "tiers" {
-				msg += ` (a list of {limit, window, active, cooldown, skippable} or a compact string like "5,1,1,0"; [] rejects every request)`
-			}
-			d.fail(field(path, f), n, "%s", msg)
+	for _, f := range schema {
+		if known && f.required && f.belongs(r.Kind) && !has(ps, f.key) {
+			d.fail(field(path, f.key), n, "required for kind %s%s", r.Kind, f.v.missing())
 		}
 	}
 	return r
@@ -433,6 +353,8 @@ func (d *decoder) overrides(path string, n *yaml.Node, k Kind) map[string]*Overr
 	return m
 }
 
+// override decodes the override of a resource of kind k: the fields
+// overrides hold, read into a view of it as a Resource.
 func (d *decoder) override(path string, n *yaml.Node, k Kind) *Override {
 	o := &Override{}
 	ps, ok := d.mapping(path, n, false)
@@ -440,130 +362,24 @@ func (d *decoder) override(path string, n *yaml.Node, k Kind) *Override {
 		return o
 	}
 	known := k.Valid()
+	v := o.view(k)
 	for _, p := range ps {
-		if known && !overrideBelongs(p.key, k) && contains(overrideKeys, p.key) {
+		f := fieldOf(p.key)
+		switch {
+		case f == nil || !f.v.overridable():
+			keys, hint := unknownOverrideKey(k)
+			d.unknown(p, keys, hint)
+		case known && !f.inOverrides(k):
 			d.fail(p.path, p.k, "%s", wrongOverrideMsg(p.key, k))
-			continue
-		}
-		switch p.key {
-		case "hard_limit":
-			o.HardLimit = Limit(d.integer(p.path, p.v))
-		case "tiers":
-			o.Tiers = d.tiers(p.path, p.v)
-		case "burst":
-			o.Burst = d.integer(p.path, p.v)
-		case "count":
-			o.Count = d.integer(p.path, p.v)
-		case "period":
-			o.Period = d.duration(p.path, p.v)
-		case "domain_limit":
-			o.DomainLimit = Limit(d.integer(p.path, p.v))
 		default:
-			keys := overrideKeys
-			if known {
-				keys = overrideFields[k]
-			}
-			d.unknown(p, keys, "an override sets only its kind's limit fields: "+strings.Join(keys, ", "))
+			f.v.decode(d, p.path, p.v, v)
 		}
 	}
-	for _, f := range requiredOverride[k] {
-		if !has(ps, f) {
-			d.fail(field(path, f), n, "required: an override replaces the resource's default for its domain whole")
+	o.store(v)
+	for _, key := range overrideFields[k] {
+		if fieldOf(key).required && !has(ps, key) {
+			d.fail(field(path, key), n, "required: an override replaces the resource's default for its domain whole")
 		}
 	}
 	return o
-}
-
-func contains(s []string, x string) bool {
-	for _, y := range s {
-		if x == y {
-			return true
-		}
-	}
-	return false
-}
-
-// tiers reads a tier list: a list of tier mappings or the compact string.
-func (d *decoder) tiers(path string, n *yaml.Node) []Tier {
-	n = d.deref(n)
-	if n == nil {
-		return nil
-	}
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
-		return compactTiers(func(p, msg string) { d.fail(p, n, "%s", msg) }, path, n.Value)
-	}
-	if n.Kind != yaml.SequenceNode {
-		d.fail(path, n, "must be a list of tiers or a compact string like \"5,1,1,0\", got %s", describe(n))
-		return nil
-	}
-	items, _ := d.list(path, n)
-	var ts []Tier
-	for i, it := range items {
-		ts = append(ts, d.tier(index(path, i), it))
-	}
-	return ts
-}
-
-func (d *decoder) tier(path string, n *yaml.Node) Tier {
-	var t Tier
-	ps, ok := d.mapping(path, n, false)
-	if !ok {
-		return t
-	}
-	for _, p := range ps {
-		switch p.key {
-		case "limit":
-			t.Limit = d.integer(p.path, p.v)
-		case "window":
-			t.Window = d.duration(p.path, p.v)
-		case "active":
-			t.Active = d.duration(p.path, p.v)
-		case "cooldown":
-			t.Cooldown = d.duration(p.path, p.v)
-		case "skippable":
-			t.Skippable = d.boolean(p.path, p.v)
-		default:
-			d.unknown(p, tierKeys, "")
-		}
-	}
-	for _, f := range []string{"limit", "window", "active"} {
-		if !has(ps, f) {
-			d.fail(field(path, f), n, "required")
-		}
-	}
-	return t
-}
-
-func (d *decoder) groups(path string, n *yaml.Node) []Group {
-	items, _ := d.list(path, n)
-	var gs []Group
-	for i, it := range items {
-		p := index(path, i)
-		var g Group
-		fs, ok := d.mapping(p, it, false)
-		for _, f := range fs {
-			switch f.key {
-			case "name":
-				g.Name = d.text(f.path, f.v)
-			case "limit":
-				g.Limit = Limit(d.integer(f.path, f.v))
-			case "domains":
-				ds, _ := d.list(f.path, f.v)
-				for j, dn := range ds {
-					g.Domains = append(g.Domains, d.text(index(f.path, j), dn))
-				}
-			default:
-				d.unknown(f, groupKeys, "")
-			}
-		}
-		if ok {
-			for _, f := range []string{"name", "domains"} { // limit absent = none
-				if !has(fs, f) {
-					d.fail(field(p, f), it, "required")
-				}
-			}
-		}
-		gs = append(gs, g)
-	}
-	return gs
 }

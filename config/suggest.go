@@ -72,3 +72,13 @@ func abs(x int) int {
 	}
 	return x
 }
+
+// enumMsg is the problem of a value that is not one of names, with a
+// suggestion when one is close.
+func enumMsg(got string, names []string) string {
+	s := fmt.Sprintf("must be one of %s, got %q", orList(names), got)
+	if sug := suggest(got, names); sug != "" {
+		s += fmt.Sprintf(" (did you mean %q?)", sug)
+	}
+	return s
+}
