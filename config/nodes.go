@@ -368,26 +368,20 @@ func describe(n *yaml.Node) string {
 }
 
 // str reads a string (a YAML !!str scalar).
-func (d *decoder) str(path string, n *yaml.Node) string {
-	n = d.deref(n)
-	if n == nil {
-		return ""
-	}
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
-		d.fail(path, n, "must be a string, got %s", describe(n))
-		return ""
-	}
-	return n.Value
-}
+func (d *decoder) str(path string, n *yaml.Node) string { return d.scalar(path, n, true) }
 
 // text reads an opaque name (a domain, a group name): any scalar but null, as
 // written, so that `42` and `"42"` are the same domain.
-func (d *decoder) text(path string, n *yaml.Node) string {
+func (d *decoder) text(path string, n *yaml.Node) string { return d.scalar(path, n, false) }
+
+// scalar reads a scalar as written: a !!str one, or when strict is false
+// any but null.
+func (d *decoder) scalar(path string, n *yaml.Node, strict bool) string {
 	n = d.deref(n)
 	if n == nil {
 		return ""
 	}
-	if n.Kind != yaml.ScalarNode || isNull(n) {
+	if n.Kind != yaml.ScalarNode || strict && n.ShortTag() != "!!str" || isNull(n) {
 		d.fail(path, n, "must be a string, got %s", describe(n))
 		return ""
 	}
