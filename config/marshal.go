@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -9,8 +10,10 @@ import (
 // Parse(json.Marshal(c)) returns a config equal to c when c is valid and
 // normalized: durations are Go duration strings (time.Duration.String),
 // tier lists are always the list form, and a resource shows the fields of
-// its kind (even when zero) plus any other field that is set. GET /v1/config
-// and the config field of POST /v1/simulate are written this way.
+// its kind (even when zero) plus any other field that is set. A resource's
+// and an override's fields are rendered as the schema's entries say, in its
+// order. GET /v1/config and the config field of POST /v1/simulate are
+// written this way.
 
 // MarshalJSON renders c in the config-file schema. Resources is always
 // present ({} when empty); namespaces is omitted when empty.
@@ -52,159 +55,109 @@ type tierJSON struct {
 	Skippable bool   `json:"skippable"`
 }
 
-// resourceJSON is the file schema of a resource; a nil pointer is omitted.
-type resourceJSON struct {
-	Kind    Kind     `json:"kind"`
-	Shadow  bool     `json:"shadow,omitempty"`
-	Drift   *float64 `json:"drift,omitempty"`
-	MaxKeys int      `json:"max_keys"`
-
-	HardLimit   *int    `json:"hard_limit,omitempty"`
-	GlobalLimit *int    `json:"global_limit,omitempty"`
-	Tiers       *[]Tier `json:"tiers,omitempty"`
-
-	Burst  *int    `json:"burst,omitempty"`
-	Count  *int    `json:"count,omitempty"`
-	Period *string `json:"period,omitempty"`
-
-	DomainLimit *int     `json:"domain_limit,omitempty"`
-	Groups      *[]Group `json:"groups,omitempty"`
-
-	MinWindow *int    `json:"min_window,omitempty"`
-	MaxWindow *int    `json:"max_window,omitempty"`
-	GrowEvery *int    `json:"grow_every,omitempty"`
-	Margin    *int    `json:"margin,omitempty"`
-	Timeout   *string `json:"timeout,omitempty"`
-	Rules     *string `json:"rules,omitempty"`
-
-	Strategy    *string  `json:"strategy,omitempty"`
-	Quota       *int     `json:"quota,omitempty"`
-	MinSleep    *string  `json:"min_sleep,omitempty"`
-	Multiplier  *float64 `json:"multiplier,omitempty"`
-	Jitter      *float64 `json:"jitter,omitempty"`
-	ClientShare *float64 `json:"client_share,omitempty"`
-	StartSleep  *string  `json:"start_sleep,omitempty"`
-
-	Domains map[string]*overrideJSON `json:"domains,omitempty"`
-}
-
-type overrideJSON struct {
-	HardLimit   *int    `json:"hard_limit,omitempty"`
-	Tiers       *[]Tier `json:"tiers,omitempty"`
-	Burst       *int    `json:"burst,omitempty"`
-	Count       *int    `json:"count,omitempty"`
-	Period      *string `json:"period,omitempty"`
-	DomainLimit *int    `json:"domain_limit,omitempty"`
-}
-
-// MarshalJSON renders r in the config-file schema: kind, shadow (when
-// true), drift, max_keys, every field of r's kind even when zero (for kind
-// pacer, every field its strategy reads), any field of another kind that
-// is set (only an invalid Resource has one), and the per-domain overrides,
-// each showing its kind's fields. The limit fields (hard_limit,
-// global_limit, domain_limit, a group's limit) and jitter are the
-// exception: they appear exactly when set, so that absent (no limit, the
-// default jitter) and 0 (grants nothing, no jitter) round-trip.
+// MarshalJSON renders r in the config-file schema: kind, then the fields
+// of the schema in its order: shadow (when true), drift, max_keys, every
+// field of r's kind even when zero (for kind pacer, every field its
+// strategy reads), any field of another kind that is set (only an invalid
+// Resource has one), and the per-domain overrides, each showing its kind's
+// fields. The limit fields (hard_limit, global_limit, domain_limit, a
+// group's limit), drift, jitter and client_share are the exception: they
+// appear exactly when set, so that absent (no limit, the default) and 0
+// round-trip.
 func (r Resource) MarshalJSON() ([]byte, error) {
-	show := func(name string, set bool) bool {
-		return set || belongs(name, r.Kind) && (r.Kind != KindPacer || pacerUses(name, r.Strategy))
+	b, err := appendValue(append(make([]byte, 0, 512), `{"kind":`...), string(r.Kind))
+	if err != nil {
+		return nil, err
 	}
-	j := resourceJSON{Kind: r.Kind, Shadow: r.Shadow, Drift: r.Drift, MaxKeys: r.MaxKeys}
-	j.HardLimit, j.GlobalLimit = r.HardLimit, r.GlobalLimit // absent stays absent
-	j.Tiers = tiersIf(show("tiers", len(r.Tiers) != 0), r.Tiers)
-	j.Burst = intIf(show("burst", r.Burst != 0), r.Burst)
-	j.Count = intIf(show("count", r.Count != 0), r.Count)
-	j.Period = durationIf(show("period", r.Period != 0), r.Period)
-	j.DomainLimit = r.DomainLimit
-	if show("groups", len(r.Groups) != 0) {
-		gs := r.Groups
-		if gs == nil {
-			gs = []Group{}
-		}
-		j.Groups = &gs
-	}
-	j.MinWindow = intIf(show("min_window", r.MinWindow != 0), r.MinWindow)
-	j.MaxWindow = intIf(show("max_window", r.MaxWindow != 0), r.MaxWindow)
-	j.GrowEvery = intIf(show("grow_every", r.GrowEvery != 0), r.GrowEvery)
-	j.Margin = intIf(show("margin", r.Margin != 0), r.Margin)
-	j.Timeout = durationIf(show("timeout", r.Timeout != 0), r.Timeout)
-	j.Rules = stringIf(show("rules", r.Rules != ""), string(r.Rules))
-	j.Strategy = stringIf(show("strategy", r.Strategy != ""), string(r.Strategy))
-	j.Quota = intIf(show("quota", r.Quota != 0), r.Quota)
-	j.MinSleep = durationIf(show("min_sleep", r.MinSleep != 0), r.MinSleep)
-	if show("multiplier", r.Multiplier != 0) {
-		m := r.Multiplier
-		j.Multiplier = &m
-	}
-	j.Jitter = r.Jitter // absent stays absent: the default
-	j.ClientShare = r.ClientShare
-	j.StartSleep = durationIf(show("start_sleep", r.StartSleep != 0), r.StartSleep)
-	if len(r.Domains) > 0 {
-		j.Domains = make(map[string]*overrideJSON, len(r.Domains))
-		for d, o := range r.Domains {
-			if o != nil {
-				j.Domains[d] = o.toJSON(r.Kind)
-			} else {
-				j.Domains[d] = nil
-			}
-		}
-	}
-	return json.Marshal(j)
+	return appendFields(b, &r, schema, func(f *spec) bool {
+		return f.v.isSet(&r) || !f.v.optional() && f.belongs(r.Kind) && (r.Kind != KindPacer || f.readBy(r.Strategy))
+	})
 }
 
 // MarshalJSON renders o alone. Not knowing its resource's kind, it shows
-// only the fields that are set, plus tiers when the list is non-nil; a
-// Resource renders its overrides with its kind's fields instead.
+// only the fields that are set, plus tiers when the list is non-nil (an
+// empty list is a tier list that rejects every request); a Resource renders
+// its overrides with its kind's fields instead.
 func (o Override) MarshalJSON() ([]byte, error) {
-	j := o.toJSON("")
-	if o.Tiers != nil {
-		j.Tiers = &o.Tiers
-	}
-	return json.Marshal(j)
+	v := o.view("")
+	return appendFields([]byte{'{'}, v, overrideSchema, func(f *spec) bool {
+		return f.v.isSet(v) || f == fieldOf("tiers") && o.Tiers != nil
+	})
 }
 
-func (o *Override) toJSON(k Kind) *overrideJSON {
-	show := func(name string, set bool) bool { return set || overrideBelongs(name, k) }
-	return &overrideJSON{
-		HardLimit:   o.HardLimit, // absent stays absent: none
-		Tiers:       tiersIf(show("tiers", len(o.Tiers) != 0), o.Tiers),
-		Burst:       intIf(show("burst", o.Burst != 0), o.Burst),
-		Count:       intIf(show("count", o.Count != 0), o.Count),
-		Period:      durationIf(show("period", o.Period != 0), o.Period),
-		DomainLimit: o.DomainLimit,
-	}
+// overrideOf renders an override of a resource of kind k: the fields its
+// kind's overrides hold, even when zero (limits exactly when set), and any
+// other field that is set.
+type overrideOf struct {
+	o *Override
+	k Kind
 }
 
-func intIf(show bool, v int) *int {
-	if !show {
-		return nil
+func (x overrideOf) MarshalJSON() ([]byte, error) {
+	if x.o == nil {
+		return []byte("null"), nil
 	}
-	return &v
+	v := x.o.view(x.k)
+	return appendFields(append(make([]byte, 0, 128), '{'), v, overrideSchema, func(f *spec) bool {
+		return f.v.isSet(v) || !f.v.optional() && f.inOverrides(x.k)
+	})
 }
 
-func stringIf(show bool, v string) *string {
-	if !show {
-		return nil
+// appendFields appends to b, a JSON object's opening, the fields fs of r
+// that show selects, in order, and closes the object.
+func appendFields(b []byte, r *Resource, fs []*spec, show func(*spec) bool) ([]byte, error) {
+	first := len(b) == 1
+	for _, f := range fs {
+		if !show(f) {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, '"')
+		b = append(b, f.key...)
+		b = append(b, '"', ':')
+		var err error
+		if b, err = appendValue(b, f.v.render(r)); err != nil {
+			return nil, err
+		}
 	}
-	return &v
+	return append(b, '}'), nil
 }
 
-func durationIf(show bool, d time.Duration) *string {
-	if !show {
-		return nil
+// appendValue appends v as json.Marshal renders it: counts, flags and
+// plain strings directly, the rest through json.Marshal.
+func appendValue(b []byte, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case int:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case *int:
+		if x != nil {
+			return strconv.AppendInt(b, int64(*x), 10), nil
+		}
+	case bool:
+		return strconv.AppendBool(b, x), nil
+	case string:
+		if plainJSON(x) {
+			b = append(b, '"')
+			b = append(b, x...)
+			return append(b, '"'), nil
+		}
 	}
-	s := d.String()
-	return &s
+	j, err := json.Marshal(v)
+	return append(b, j...), err
 }
 
-func tiersIf(show bool, ts []Tier) *[]Tier {
-	if !show {
-		return nil
+// plainJSON reports whether json.Marshal renders s as s in quotes: printable
+// ASCII with nothing it escapes.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
 	}
-	if ts == nil {
-		ts = []Tier{}
-	}
-	return &ts
+	return true
 }
 
 func durationOrEmpty(d time.Duration) string {

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"math"
 	"net"
 	"strings"
@@ -73,109 +72,12 @@ var (
 	strategyNames = []string{string(StrategyKeepReserve), string(StrategyExponentialBackoff), string(StrategyProportionalRemaining)}
 )
 
-// pacerStrategyFields lists the pacer fields only some strategies read, and
-// which.
-var pacerStrategyFields = map[string][]Strategy{
-	"min_sleep":   {StrategyExponentialBackoff, StrategyProportionalRemaining},
-	"multiplier":  {StrategyExponentialBackoff, StrategyProportionalRemaining},
-	"start_sleep": {StrategyKeepReserve, StrategyProportionalRemaining},
-}
-
-// pacerUses reports whether a pacer of strategy s ("" = the default) reads
-// the field name.
-func pacerUses(name string, s Strategy) bool {
-	if s == "" {
-		s = StrategyKeepReserve
-	}
-	ss, limited := pacerStrategyFields[name]
-	if !limited {
-		return true
-	}
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// enumMsg is the problem of a value that is not one of names, with a
-// suggestion when one is close.
-func enumMsg(got string, names []string) string {
-	s := fmt.Sprintf("must be one of %s, got %q", orList(names), got)
-	if sug := suggest(got, names); sug != "" {
-		s += fmt.Sprintf(" (did you mean %q?)", sug)
-	}
-	return s
-}
-
 func orList(s []string) string {
 	if len(s) < 2 {
 		return strings.Join(s, "")
 	}
 	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }
-
-// kindFields lists, for each kind-specific field of Resource, the kinds it
-// belongs to. Fields not listed (kind, shadow, drift, max_keys) are common.
-var kindFields = map[string][]Kind{
-	"hard_limit":   {KindTiers},
-	"global_limit": {KindTiers, KindCopies},
-	"tiers":        {KindTiers},
-	"burst":        {KindGCRA},
-	"count":        {KindGCRA},
-	"period":       {KindGCRA, KindPacer},
-	"domain_limit": {KindCopies},
-	"groups":       {KindCopies},
-	"min_window":   {KindAdaptive},
-	"max_window":   {KindAdaptive},
-	"grow_every":   {KindAdaptive},
-	"margin":       {KindAdaptive},
-	"timeout":      {KindAdaptive},
-	"rules":        {KindAdaptive},
-	"client_share": {KindAdaptive},
-	"strategy":     {KindPacer},
-	"quota":        {KindPacer},
-	"min_sleep":    {KindPacer},
-	"multiplier":   {KindPacer},
-	"jitter":       {KindPacer},
-	"start_sleep":  {KindPacer},
-	"domains":      {KindTiers, KindGCRA, KindCopies},
-}
-
-// overrideFields lists the fields a per-domain override of each kind may set.
-var overrideFields = map[Kind][]string{
-	KindTiers:  {"tiers", "hard_limit"},
-	KindGCRA:   {"burst", "count", "period"},
-	KindCopies: {"domain_limit"},
-}
-
-func belongs(name string, k Kind) bool {
-	for _, x := range kindFields[name] {
-		if x == k {
-			return true
-		}
-	}
-	return false
-}
-
-func overrideBelongs(name string, k Kind) bool {
-	for _, x := range overrideFields[k] {
-		if x == name {
-			return true
-		}
-	}
-	return false
-}
-
-func kindList(ks []Kind) string {
-	s := make([]string, len(ks))
-	for i, k := range ks {
-		s[i] = string(k)
-	}
-	return joinAnd(s)
-}
-
 func joinAnd(s []string) string {
 	switch len(s) {
 	case 0:
@@ -185,21 +87,6 @@ func joinAnd(s []string) string {
 	}
 	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
-
-func wrongKindMsg(name string, k Kind) string {
-	return fmt.Sprintf("not a field of kind %s (%s is for kind %s)", k, name, kindList(kindFields[name]))
-}
-
-func wrongOverrideMsg(name string, k Kind) string {
-	switch k {
-	case KindAdaptive:
-		return "kind adaptive takes no per-domain overrides"
-	case KindPacer:
-		return "kind pacer takes no per-domain overrides (one pacer paces every caller of the agent)"
-	}
-	return fmt.Sprintf("not a field of a %s override (a %s override sets %s)", k, k, joinAnd(overrideFields[k]))
-}
-
 func badKindMsg(k Kind) string { return enumMsg(string(k), kindNames) }
 
 // Validate checks c and returns nil or a *Problems listing every problem, each
@@ -365,281 +252,133 @@ func checkTiers(l *problemList, path string, ts []Tier) {
 }
 
 // checkGCRA checks burst ≥ 1, count ≥ 1, period > 0, an emission interval
-// period/count of at least 1ns and a burst offset within MaxDuration.
-func checkGCRA(l *problemList, path string, burst, count int, period time.Duration) {
-	checkInt(l, field(path, "burst"), burst, 1)
-	checkInt(l, field(path, "count"), count, 1)
-	checkDuration(l, field(path, "period"), period, true)
-	if count < 1 || count > MaxLimit || period <= 0 || period > MaxDuration {
-		return
-	}
-	ei := period / time.Duration(count)
-	if ei < 1 {
-		l.add(field(path, "period"), "period/count must be at least 1ns, got %s/%d (count at most %d for this period)", period, count, int64(period))
-		return
-	}
-	if burst >= 1 && burst <= MaxLimit && ei > MaxDuration/time.Duration(burst) {
-		l.add(field(path, "burst"), "burst·period/count must be ≤ %s (100 years), got %d·%s", MaxDuration, burst, ei)
-	}
-}
-
+// period/count of at least 1ns and a burst offset within MaxDuration.// checkResource checks r: its kind, then each field the schema lists, as
+// checkFields says, then the fields its pacer strategy does not read.
 func checkResource(l *problemList, path string, r *Resource) {
 	if r == nil {
 		l.add(path, "must be a mapping, got null")
 		return
 	}
 	k := r.Kind
-	known := k.Valid()
 	switch {
 	case k == "":
 		l.add(field(path, "kind"), "required (one of %s)", orList(kindNames))
-	case !known:
+	case !k.Valid():
 		l.add(field(path, "kind"), "%s", badKindMsg(k))
 	}
-	if r.Drift != nil && (math.IsNaN(*r.Drift) || *r.Drift < 0 || *r.Drift > 1) {
-		l.add(field(path, "drift"), "must be in [0, 1] (absent means %v, 0 ships every hit at once), got %v", DefaultDrift, *r.Drift)
-	}
-	checkInt(l, field(path, "max_keys"), r.MaxKeys, 0)
-	if k == KindPacer && r.Shadow {
-		l.add(field(path, "shadow"), "kind pacer has no shadow mode: a pacer only advises a wait (to try one, let the callers ignore wait_ms)")
-	}
-
-	// Fields of another kind.
-	if known {
-		for _, f := range r.setFields() {
-			if !belongs(f, k) {
-				if f == "domains" {
-					l.add(field(path, f), "%s", wrongOverrideMsg(f, k))
-				} else {
-					l.add(field(path, f), "%s", wrongKindMsg(f, k))
-				}
-			}
-		}
-	}
-	// With an unknown kind, check the fields that are set, each on its own
-	// terms; with a known one, every field of the kind.
-	set := map[string]bool{}
-	for _, f := range r.setFields() {
-		set[f] = true
-	}
-	want := func(f string) bool {
-		if known {
-			return belongs(f, k)
-		}
-		return set[f]
-	}
-	if want("hard_limit") {
-		checkLimit(l, field(path, "hard_limit"), r.HardLimit)
-	}
-	if want("global_limit") {
-		checkLimit(l, field(path, "global_limit"), r.GlobalLimit)
-	}
-	if want("tiers") {
-		checkTiers(l, field(path, "tiers"), r.Tiers)
-	}
-	switch {
-	case known && k == KindGCRA:
-		checkGCRA(l, path, r.Burst, r.Count, r.Period)
-	case known && k == KindPacer:
-		checkDuration(l, field(path, "period"), r.Period, true)
-	case !known:
-		checkSetGCRA(l, path, set, r.Burst, r.Count, r.Period)
-	}
-	if want("domain_limit") {
-		checkLimit(l, field(path, "domain_limit"), r.DomainLimit)
-	}
-	if want("groups") {
-		checkGroups(l, field(path, "groups"), r.Groups)
-	}
-	if want("min_window") {
-		checkInt(l, field(path, "min_window"), r.MinWindow, 1)
-	}
-	if want("max_window") {
-		min := max(r.MinWindow, 1)
-		if r.MaxWindow < min {
-			l.add(field(path, "max_window"), "must be ≥ min_window (%d), got %d", min, r.MaxWindow)
-		} else {
-			checkInt(l, field(path, "max_window"), r.MaxWindow, min)
-		}
-	}
-	if want("grow_every") {
-		checkInt(l, field(path, "grow_every"), r.GrowEvery, 0)
-	}
-	if want("margin") {
-		checkInt(l, field(path, "margin"), r.Margin, 0)
-	}
-	if want("timeout") {
-		checkDuration(l, field(path, "timeout"), r.Timeout, false)
-		if k == KindAdaptive && r.Timeout > MaxAdaptiveTimeout {
-			l.add(field(path, "timeout"), "must be ≤ %s (a ticket nobody completes holds its place in the window that long), got %s", MaxAdaptiveTimeout, r.Timeout)
-		}
-	}
-	if want("client_share") && r.ClientShare != nil && !(*r.ClientShare > 0 && *r.ClientShare <= 1) {
-		l.add(field(path, "client_share"), "must be in (0, 1] (absent means 1: no bound per client), got %v", *r.ClientShare)
-	}
-	if want("rules") && r.Rules != "" && !r.Rules.Valid() {
-		l.add(field(path, "rules"), "%s", enumMsg(string(r.Rules), rulesNames))
-	}
-	checkPacer(l, path, r, want)
-	if belongs("domains", k) || !known {
-		for d, o := range r.Domains {
-			p := entry(field(path, "domains"), d)
-			checkDomain(l, p, d)
-			checkOverride(l, p, k, o)
-		}
-	}
-}
-
-// checkPacer checks the pacer fields want selects: strategy one of the
-// three, quota in [1, MaxLimit], min_sleep and start_sleep in [0,
-// MaxDuration], multiplier 0 or a finite number ≥ 1, jitter in [0, 1], and
-// no field the strategy does not read (it would silently do nothing).
-func checkPacer(l *problemList, path string, r *Resource, want func(string) bool) {
-	if want("strategy") && r.Strategy != "" && !r.Strategy.Valid() {
-		l.add(field(path, "strategy"), "%s", enumMsg(string(r.Strategy), strategyNames))
-	}
-	if want("quota") {
-		checkInt(l, field(path, "quota"), r.Quota, 1)
-	}
-	if want("min_sleep") {
-		checkDuration(l, field(path, "min_sleep"), r.MinSleep, false)
-	}
-	if want("multiplier") && r.Multiplier != 0 && !(r.Multiplier >= 1 && r.Multiplier <= math.MaxFloat64) {
-		l.add(field(path, "multiplier"), "must be a number ≥ 1 (0 means %v), got %v", DefaultPacerMultiplier, r.Multiplier)
-	}
-	if want("jitter") && r.Jitter != nil && !(*r.Jitter >= 0 && *r.Jitter <= 1) {
-		l.add(field(path, "jitter"), "must be in [0, 1] (absent means %v, 0 none), got %v", DefaultPacerJitter, *r.Jitter)
-	}
-	if want("start_sleep") {
-		checkDuration(l, field(path, "start_sleep"), r.StartSleep, false)
-	}
-	if r.Kind != KindPacer || !r.Strategy.Valid() && r.Strategy != "" {
+	checkFields(l, path, r, schema, (*spec).belongs, (*spec).wrongKind)
+	if k != KindPacer || !r.Strategy.Valid() && r.Strategy != "" {
 		return
 	}
-	for _, f := range r.setFields() {
-		if !pacerUses(f, r.Strategy) {
-			s := r.Strategy
-			if s == "" {
-				s = StrategyKeepReserve
+	s := r.Strategy
+	if s == "" {
+		s = StrategyKeepReserve
+	}
+	for _, f := range schema {
+		if f.v.isSet(r) && !f.readBy(s) {
+			users := make([]string, len(f.strategies))
+			for i, x := range f.strategies {
+				users[i] = string(x)
 			}
-			users := make([]string, 0, 2)
-			for _, x := range pacerStrategyFields[f] {
-				users = append(users, string(x))
-			}
-			l.add(field(path, f), "not read by strategy %s (%s is for strategy %s): leave it out", s, f, joinAnd(users))
+			l.add(field(path, f.key), "not read by strategy %s (%s is for strategy %s): leave it out", s, f.key, joinAnd(users))
 		}
 	}
 }
 
-// setFields returns the kind-specific fields of r that are set: limits
-// that are present (even 0), other fields that are not zero.
-func (r *Resource) setFields() []string {
-	var s []string
-	add := func(name string, set bool) {
-		if set {
-			s = append(s, name)
-		}
-	}
-	add("hard_limit", r.HardLimit != nil)
-	add("global_limit", r.GlobalLimit != nil)
-	add("tiers", len(r.Tiers) != 0)
-	add("burst", r.Burst != 0)
-	add("count", r.Count != 0)
-	add("period", r.Period != 0)
-	add("domain_limit", r.DomainLimit != nil)
-	add("groups", len(r.Groups) != 0)
-	add("min_window", r.MinWindow != 0)
-	add("max_window", r.MaxWindow != 0)
-	add("grow_every", r.GrowEvery != 0)
-	add("margin", r.Margin != 0)
-	add("timeout", r.Timeout != 0)
-	add("rules", r.Rules != "")
-	add("client_share", r.ClientShare != nil)
-	add("strategy", r.Strategy != "")
-	add("quota", r.Quota != 0)
-	add("min_sleep", r.MinSleep != 0)
-	add("multiplier", r.Multiplier != 0)
-	add("jitter", r.Jitter != nil)
-	add("start_sleep", r.StartSleep != 0)
-	add("domains", len(r.Domains) != 0)
-	return s
-}
-
-// setFields returns the fields of o that are set (limits even at 0).
-func (o *Override) setFields() []string {
-	var s []string
-	add := func(name string, set bool) {
-		if set {
-			s = append(s, name)
-		}
-	}
-	add("hard_limit", o.HardLimit != nil)
-	add("tiers", len(o.Tiers) != 0)
-	add("burst", o.Burst != 0)
-	add("count", o.Count != 0)
-	add("period", o.Period != 0)
-	add("domain_limit", o.DomainLimit != nil)
-	return s
-}
-
+// checkOverride checks the override o of a resource of kind k, in a view
+// of it as a Resource, as checkFields says.
 func checkOverride(l *problemList, path string, k Kind, o *Override) {
 	if o == nil {
 		l.add(path, "must be a mapping, got null")
 		return
 	}
+	checkFields(l, path, o.view(k), overrideSchema, (*spec).inOverrides, func(f *spec, k Kind) string { return wrongOverrideMsg(f.key, k) })
+}
+
+// checkFields checks the fields fs of r, a resource or an override's view.
+// With a known kind, a field set but not belonging to it (in belongs' terms)
+// is a problem, named by wrong, and every field that belongs is checked,
+// set or not, as are the common ones; with an unknown kind, the fields that
+// are set are checked, each on its own terms.
+func checkFields(l *problemList, path string, r *Resource, fs []*spec, belongs func(*spec, Kind) bool, wrong func(*spec, Kind) string) {
+	k := r.Kind
 	known := k.Valid()
-	if known {
-		for _, f := range o.setFields() {
-			if !overrideBelongs(f, k) {
-				l.add(field(path, f), "%s", wrongOverrideMsg(f, k))
+	for _, f := range fs {
+		set := !f.common() && f.v.isSet(r)
+		if known && set && !belongs(f, k) {
+			l.add(field(path, f.key), "%s", wrong(f, k))
+			continue
+		}
+		if f.common() || known && belongs(f, k) || !known && set {
+			p := field(path, f.key)
+			f.v.check(l, p, r)
+			if f.check != nil {
+				f.check(l, p, r)
 			}
 		}
 	}
-	set := map[string]bool{}
-	for _, f := range o.setFields() {
-		set[f] = true
-	}
-	want := func(f string) bool {
-		if known {
-			return overrideBelongs(f, k)
-		}
-		return set[f]
-	}
-	if want("hard_limit") {
-		checkLimit(l, field(path, "hard_limit"), o.HardLimit)
-	}
-	if want("tiers") {
-		checkTiers(l, field(path, "tiers"), o.Tiers)
-	}
-	if known && k == KindGCRA {
-		checkGCRA(l, path, o.Burst, o.Count, o.Period)
-	} else if !known {
-		checkSetGCRA(l, path, set, o.Burst, o.Count, o.Period)
-	}
-	if want("domain_limit") {
-		checkLimit(l, field(path, "domain_limit"), o.DomainLimit)
+}
+
+// The checks the schema's entries name beyond their values' own: each takes
+// the path of its field.
+
+// checkShadow: a pacer only advises a wait, so it has no shadow mode.
+func checkShadow(l *problemList, path string, r *Resource) {
+	if r.Kind == KindPacer && r.Shadow {
+		l.add(path, "kind pacer has no shadow mode: a pacer only advises a wait (to try one, let the callers ignore wait_ms)")
 	}
 }
 
-// checkSetGCRA checks the gcra fields that are set, for a resource whose kind
-// is unknown.
-func checkSetGCRA(l *problemList, path string, set map[string]bool, burst, count int, period time.Duration) {
-	if set["burst"] && set["count"] && set["period"] {
-		checkGCRA(l, path, burst, count, period)
-		return
+// gcraInterval returns the emission interval period/count of r (a gcra
+// resource or override, or one of unknown kind with burst, count and period
+// all set), when count and period are in range; ok is false otherwise.
+func gcraInterval(r *Resource) (ei time.Duration, ok bool) {
+	together := r.Kind == KindGCRA || !r.Kind.Valid() && r.Burst != 0 && r.Count != 0 && r.Period != 0
+	if !together || r.Count < 1 || r.Count > MaxLimit || r.Period <= 0 || r.Period > MaxDuration {
+		return 0, false
 	}
-	if set["burst"] {
-		checkInt(l, field(path, "burst"), burst, 1)
-	}
-	if set["count"] {
-		checkInt(l, field(path, "count"), count, 1)
-	}
-	if set["period"] {
-		checkDuration(l, field(path, "period"), period, true)
+	return r.Period / time.Duration(r.Count), true
+}
+
+// checkPeriod: the emission interval period/count is at least 1ns.
+func checkPeriod(l *problemList, path string, r *Resource) {
+	if ei, ok := gcraInterval(r); ok && ei < 1 {
+		l.add(path, "period/count must be at least 1ns, got %s/%d (count at most %d for this period)", r.Period, r.Count, int64(r.Period))
 	}
 }
 
-// checkDomain checks a domain named in an override or a group: non-empty,
+// checkBurst: the burst offset burst·period/count is within MaxDuration.
+func checkBurst(l *problemList, path string, r *Resource) {
+	ei, ok := gcraInterval(r)
+	if ok && ei >= 1 && r.Burst >= 1 && r.Burst <= MaxLimit && ei > MaxDuration/time.Duration(r.Burst) {
+		l.add(path, "burst·period/count must be ≤ %s (100 years), got %d·%s", MaxDuration, r.Burst, ei)
+	}
+}
+
+// checkMaxWindow: min_window (at least 1) ≤ max_window ≤ MaxLimit.
+func checkMaxWindow(l *problemList, path string, r *Resource) {
+	min := max(r.MinWindow, 1)
+	if r.MaxWindow < min {
+		l.add(path, "must be ≥ min_window (%d), got %d", min, r.MaxWindow)
+	} else {
+		checkInt(l, path, r.MaxWindow, min)
+	}
+}
+
+// checkTimeout: an adaptive timeout is at most MaxAdaptiveTimeout.
+func checkTimeout(l *problemList, path string, r *Resource) {
+	if r.Kind == KindAdaptive && r.Timeout > MaxAdaptiveTimeout {
+		l.add(path, "must be ≤ %s (a ticket nobody completes holds its place in the window that long), got %s", MaxAdaptiveTimeout, r.Timeout)
+	}
+}
+
+// checkMultiplier: a multiplier is 0 (the default) or a finite number ≥ 1.
+func checkMultiplier(l *problemList, path string, r *Resource) {
+	if r.Multiplier != 0 && !(r.Multiplier >= 1 && r.Multiplier <= math.MaxFloat64) {
+		l.add(path, "must be a number ≥ 1 (0 means %v), got %v", DefaultPacerMultiplier, r.Multiplier)
+	}
+}
+
 // valid UTF-8, at most MaxNameLen bytes.
 func checkDomain(l *problemList, path, d string) {
 	switch {
