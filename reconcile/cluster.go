@@ -12,6 +12,7 @@ import (
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/gossip"
 	"github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/local"
 )
 
 // Applier is the engine as reconcile changes it: the growth of peers' counts
@@ -150,10 +151,10 @@ func (c *Cluster) Incarnation() uint64 { return c.inc }
 // SyncInterval returns the tick between shipments.
 func (c *Cluster) SyncInterval() time.Duration { return c.interval }
 
-// Resource returns the handle of resource name, configured as rc (its
-// params are replaced when a reload calls it again). The handle is stable
-// for the cluster's life.
-func (c *Cluster) Resource(name string, rc *config.Resource) *Res {
+// Recorder returns the handle of resource name, configured as rc (its
+// params are replaced when a reload calls it again): a *Res, stable for
+// the cluster's life (local.Cluster).
+func (c *Cluster) Recorder(name string, rc *config.Resource) local.Recorder {
 	p := paramsOf(rc)
 	c.resMu.Lock()
 	defer c.resMu.Unlock()
@@ -169,6 +170,14 @@ func (c *Cluster) Resource(name string, rc *config.Resource) *Res {
 // SetApplier sets the engine peers' counts are applied to (a reload sets the
 // new engine).
 func (c *Cluster) SetApplier(a Applier) { c.applier.Store(&applierBox{a}) }
+
+// SetEngine is SetApplier(e): local.Engine.Attach calls it (local.Cluster).
+func (c *Cluster) SetEngine(e *local.Engine) { c.SetApplier(e) }
+
+var (
+	_ local.Cluster = (*Cluster)(nil)
+	_ Applier       = (*local.Engine)(nil)
+)
 
 // SetSender sets what ships packets; until it is set nothing is shipped.
 func (c *Cluster) SetSender(s Sender) { c.sender.Store(&senderBox{s}) }
