@@ -459,8 +459,18 @@ func (c *Cluster) HandlePacket(p *gossip.Packet) {
 		}
 		return
 	}
+	buf := opBufs.Get().(*[]op)
+	defer func() {
+		if cap(*buf) > maxPooledOps {
+			return // a snapshot's: let it go
+		}
+		clear(*buf) // drop the names they point to
+		*buf = (*buf)[:0]
+		opBufs.Put(buf)
+	}()
 	c.mu.Lock()
-	ops, ok := c.tab.merge(p, now, nil)
+	ops, ok := c.tab.merge(p, now, (*buf)[:0])
+	*buf = ops
 	c.mu.Unlock()
 	if !ok {
 		c.stats.stale.Add(1)
@@ -476,6 +486,13 @@ func (c *Cluster) HandlePacket(p *gossip.Packet) {
 	}
 	c.apply(ops, now)
 }
+
+// opBufs holds the op buffers HandlePacket merges into, so that a stream
+// of packets allocates none once the buffers have grown; one grown past
+// maxPooledOps (by a push/pull snapshot) is not kept.
+var opBufs = sync.Pool{New: func() any { return new([]op) }}
+
+const maxPooledOps = 4096
 
 func (c *Cluster) apply(ops []op, now int64) {
 	b := c.applier.Load()
