@@ -14,8 +14,9 @@ import (
 // engine.go is the registry and the dispatch: it maps a resource's name to
 // its kind's state (kindRes), and each call to that kind. A kind's rules
 // live in its pure file (tiers.go, gcra.go, copies.go, ...), its storage,
-// locks and recording in its _res.go file; nothing outside this file asks
-// which kind a resource is.
+// locks and recording in its _res.go file (kind.go lists them). Only this
+// file asks which kind a resource is; a kind's own calls (Refund, Reserve,
+// Admit, Pace) find their state through kindOf.
 
 // MaxCopies is the most copies one call may ask for.
 const MaxCopies = 1_000_000_000
@@ -92,25 +93,18 @@ func build(cfg *config.Config, b *book, st *Stats) *Engine {
 // pacer).
 func (e *Engine) buildResource(name string, rc *config.Resource, ignore bool) *resource {
 	r := &resource{name: name, kind: rc.Kind, shadow: rc.Shadow, unlimited: ignore}
-	maxKeys := rc.MaxKeys
-	if maxKeys <= 0 {
-		maxKeys = config.DefaultMaxKeys
-	}
-	switch rc.Kind {
-	case config.KindTiers, config.KindGCRA:
-		switch {
-		case ignore:
-			r.kind, r.k = config.KindTiers, unlimitedTiers(maxKeys, e.stats)
-		case rc.Kind == config.KindTiers:
-			r.k = tiersFromConfig(rc, maxKeys, e.stats)
-		default:
-			r.k = gcraFromConfig(rc, maxKeys, e.stats)
-		}
-	case config.KindCopies:
+	switch rate := rc.Kind == config.KindTiers || rc.Kind == config.KindGCRA; {
+	case rate && ignore:
+		r.kind, r.k = config.KindTiers, unlimitedTiers(maxKeysOf(rc), e.stats)
+	case rc.Kind == config.KindTiers:
+		r.k = tiersFromConfig(rc, maxKeysOf(rc), e.stats)
+	case rc.Kind == config.KindGCRA:
+		r.k = gcraFromConfig(rc, maxKeysOf(rc), e.stats)
+	case rc.Kind == config.KindCopies:
 		r.k = copiesFromConfig(name, rc, ignore, e.book)
-	case config.KindAdaptive:
+	case rc.Kind == config.KindAdaptive:
 		r.k = adaptiveFromConfig(rc, ignore)
-	case config.KindPacer:
+	case rc.Kind == config.KindPacer:
 		r.k = pacerFromConfig(rc, ignore)
 	default:
 		panic(fmt.Sprintf("local: resource %q: kind %q", name, rc.Kind)) // config.Validate knows every kind

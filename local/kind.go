@@ -10,13 +10,14 @@ import (
 // kind.go is the seam between the registry (engine.go) and the kinds: the
 // interface each kind's state implements, how a call finds the state of
 // its kind, and the error of a call made to a resource of another kind.
-// Each kind has one pure file of rules and one _res.go file of storage,
-// locks and recording:
+// Each kind has its pure rules (no clock, no lock, no I/O) and one _res.go
+// file of storage, locks and recording:
 //
+//	kind      rules                               storage, locks, recording
 //	tiers     tiers.go, tierswait.go, window.go   tiers_res.go
 //	gcra      gcra.go, gcraidle.go                gcra_res.go
-//	copies    copies.go (and book.go)             copies_res.go
-//	adaptive  adaptive.go, share.go               adaptive_res.go
+//	copies    copies.go                           copies_res.go, book.go (sessions, holds, transfers)
+//	adaptive  adaptive.go                         adaptive_res.go, share.go
 //	pacer     pacer.go                            pacer_res.go
 
 // kindRes is a resource's state under its kind, the seam between the
