@@ -14,6 +14,12 @@ import (
 	"github.com/obol-dev/obol/local"
 )
 
+// cluster.go is one job, this node's side of the cluster model: the
+// Cluster, its loop (Run: ticks and drift flushes), what it ships (Step,
+// Flush, Snapshot) and how it merges what its peers send (HandlePacket,
+// NodeGone), with the two seams it runs on, Applier (the engine) and
+// Sender (gossip).
+
 // Applier is the engine as reconcile changes it: the growth of peers' counts
 // and their holds. Implemented by *local.Engine. Methods are safe for
 // concurrent use, take the instant now (Unix ms), never block on the network
