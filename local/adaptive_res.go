@@ -58,7 +58,7 @@ func (e *Engine) adaptiveOf(resource string) (a *adaptiveRes, ok bool) {
 }
 
 // Admit asks, at t, whether one more call of the adaptive resource may go
-// ahead (SEMANTICS.md, kind adaptive). A rejection is an Admission with
+// ahead (the kind adaptive). A rejection is an Admission with
 // Admitted false and a nil error. Errors: ErrUnknownResource, ErrWrongKind
 // (the resource is not adaptive).
 func (e *Engine) Admit(t time.Time, resource string) (Admission, error) {
