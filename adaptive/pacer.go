@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"net/http"
 	"sync"
 	"time"
 
 	"github.com/obol-dev/obol/internal/clock"
 )
+
+// statusTooManyRequests is HTTP's 429: the quota is empty. The package
+// names it rather than import net/http, so that the engine, which links
+// this package, links no network.
+const statusTooManyRequests = 429
 
 // Strategy is how a Pacer throttles.
 type Strategy uint8
@@ -275,7 +279,7 @@ func (p *Pacer) ObserveAt(now time.Time, status, remaining int) {
 	g := p.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	limited := status == http.StatusTooManyRequests
+	limited := status == statusTooManyRequests
 	switch {
 	case limited:
 		g.remaining = 0

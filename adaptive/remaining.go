@@ -1,10 +1,17 @@
 package adaptive
 
 import (
-	"net/http"
 	"strconv"
 	"strings"
 )
+
+// Header is the fields of a reply, as Remaining reads them: net/http's
+// Header implements it (Values canonicalizes the name). An interface, so
+// that the engine, which links this package, links no network.
+type Header interface {
+	// Values returns every value of the field name, in order.
+	Values(name string) []string
+}
 
 // Remaining returns the remaining count a reply's headers report, and
 // false when they report none. It reads, in this order:
@@ -18,7 +25,7 @@ import (
 //     integer, or a list of them (the smallest).
 //
 // Malformed values are skipped, not guessed at.
-func Remaining(h http.Header) (int, bool) {
+func Remaining(h Header) (int, bool) {
 	for _, v := range h.Values("RateLimit") {
 		if n, ok := structuredRemaining(v); ok {
 			return n, true

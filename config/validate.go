@@ -2,7 +2,6 @@ package config
 
 import (
 	"math"
-	"net"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -149,9 +148,34 @@ func checkAddr(l *problemList, path, addr string) {
 		return
 	}
 	checkString(l, path, addr)
-	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+	if port, ok := splitPort(addr); !ok || port == "" {
 		l.add(path, "must be host:port (e.g. \"127.0.0.1:7070\"), got %q", addr)
 	}
+}
+
+// splitPort returns the port of a "host:port" address ("[host]:port" for
+// an IPv6 host); ok is false for what net.SplitHostPort refuses (no port,
+// a stray colon or bracket). It reads as SplitHostPort does, without
+// linking package net into the engine, which links this package.
+func splitPort(hostport string) (port string, ok bool) {
+	i := strings.LastIndexByte(hostport, ':')
+	if i < 0 {
+		return "", false // missing port
+	}
+	j, k := 0, 0 // no '[' before j, no ']' before k
+	if hostport[0] == '[' {
+		end := strings.IndexByte(hostport, ']')
+		if end < 0 || end+1 != i {
+			return "", false // missing ']', or ']' not followed by the last ':'
+		}
+		j, k = 1, end+1
+	} else if strings.IndexByte(hostport[:i], ':') >= 0 {
+		return "", false // too many colons
+	}
+	if strings.IndexByte(hostport[j:], '[') >= 0 || strings.IndexByte(hostport[k:], ']') >= 0 {
+		return "", false // unexpected '[' or ']'
+	}
+	return hostport[i+1:], true
 }
 
 func checkNamespaceName(l *problemList, path, name string) {

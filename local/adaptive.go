@@ -2,8 +2,6 @@ package local
 
 import (
 	"errors"
-	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -12,23 +10,16 @@ import (
 	"github.com/obol-dev/obol/config"
 )
 
+// adaptive.go is the kind adaptive's own rules, pure: the window config a
+// resource's config makes for package adaptive (which holds the window's
+// rules: OpenZiti's, or the Predictive ones), and the tickets the engine
+// hands out, their text and its parsing. adaptive_res.go keeps the window
+// of each resource and answers Admit and Complete.
+
 // ErrUnknownTicket is the error of Complete for a ticket that was never
 // issued, was completed already, or expired (it was outstanding for the
 // resource's timeout and counted as a backoff).
 var ErrUnknownTicket = errors.New("local: unknown ticket")
-
-// adaptiveRes is the state of a resource of kind adaptive: the tracker of
-// package adaptive (OpenZiti's rules, the contract, or the Predictive ones,
-// as the resource's rules say) and the epoch its
-// tickets carry, so that a ticket of another tracker (an earlier process,
-// or the resource before it changed kind) is unknown rather than taken
-// for one of this tracker's.
-type adaptiveRes struct {
-	tr    *adaptive.Tracker
-	epoch uint32
-	key   *ticketKey   // signs the tickets (ids.go)
-	share *clientShare // what one client may hold (share.go)
-}
 
 // shareOf returns rc's client share (1 when absent).
 func shareOf(rc *config.Resource) float64 {
@@ -60,56 +51,6 @@ func adaptiveRules(r config.Rules) adaptive.Rules {
 		return adaptive.Predictive
 	}
 	return adaptive.OpenZiti
-}
-
-// adaptiveFromConfig returns the state of an adaptive resource, nil when its
-// namespace ignores its config (it then admits everything, leniently).
-func adaptiveFromConfig(rc *config.Resource, ignore bool) *adaptiveRes {
-	if ignore {
-		return nil
-	}
-	tr, err := adaptive.NewTracker(adaptiveConfig(rc))
-	if err != nil {
-		panic(fmt.Sprintf("local: adaptive config %+v: %v", rc, err)) // adaptiveConfig makes it valid
-	}
-	return &adaptiveRes{tr: tr, epoch: rand.Uint32(), key: newTicketKey(), share: newClientShare(shareOf(rc), adaptiveConfig(rc).Timeout)}
-}
-
-// adoptAdaptive makes nr (freshly built by a reload) run on old's tracker:
-// the window, what it learned and the open tickets carry over; the new
-// limits apply at once (the window is clamped into them). A change of rules
-// keeps the window and the tickets too, but what the Predictive rules had
-// learned is forgotten (adaptive.Window.Reconfigure).
-func adoptAdaptive(nr, old *resource, rc *config.Resource) {
-	if nr.adaptive == nil || old.adaptive == nil {
-		return
-	}
-	if err := old.adaptive.tr.Reconfigure(adaptiveConfig(rc)); err != nil {
-		return // cannot happen (adaptiveConfig makes it valid): keep the fresh tracker
-	}
-	old.adaptive.share.configure(shareOf(rc), adaptiveConfig(rc).Timeout)
-	nr.adaptive = old.adaptive
-}
-
-// kindArticle returns the kind with its article, for messages ("an adaptive").
-func kindArticle(k config.Kind) string {
-	if k == config.KindAdaptive {
-		return "an " + string(k)
-	}
-	return "a " + string(k)
-}
-
-// kindsFor names the kinds a call is for, for wrong_kind messages.
-func kindsFor(call string) string {
-	switch call {
-	case "reserve":
-		return "copies resources"
-	case "admit":
-		return "adaptive resources"
-	case "pace", "observe":
-		return "pacer resources"
-	}
-	return "tiers and gcra resources"
 }
 
 // Admission is the outcome of Admit.
@@ -175,113 +116,28 @@ func (a *Admission) AppendTicket(b []byte) []byte {
 	return a.key.appendMAC(b, msg)
 }
 
-// Admit asks, at t, whether one more call of the adaptive resource may go
-// ahead (SEMANTICS.md, kind adaptive). A rejection is an Admission with
-// Admitted false and a nil error. Errors: ErrUnknownResource, ErrWrongKind
-// (the resource is not adaptive).
-func (e *Engine) Admit(t time.Time, resource string) (Admission, error) {
-	return e.AdmitAs(t, resource, "")
-}
-
-// AdmitAs is Admit on behalf of client, whose outstanding tickets are held
-// to the resource's client_share of the window: past it the call is
-// rejected (Admitted false, ClientShare true) as when the window is full.
-// client "" is not bounded.
-func (e *Engine) AdmitAs(t time.Time, resource, client string) (Admission, error) {
-	r, ok := e.res[resource]
-	if !ok {
-		ns := e.cfg.Namespaces[namespaceOf(resource)]
-		if ns == nil || !(ns.AllowUnconfigured || ns.IgnoreConfigured) {
-			return Admission{}, fmt.Errorf("%w: %q has no config and its namespace %q does not allow unconfigured resources", ErrUnknownResource, resource, namespaceOf(resource))
-		}
-		return Admission{Admitted: true, Lenient: true, resource: resource}, nil
-	}
-	if r.kind != config.KindAdaptive {
-		return Admission{}, wrongKind(r, "admit")
-	}
-	if r.adaptive == nil { // its namespace ignores its config
-		return Admission{Admitted: true, Lenient: true, resource: r.name}, nil
-	}
-	sh := r.adaptive.share
-	if !sh.room(client, r.adaptive.tr.Window(), t.UnixNano()) {
-		a := Admission{Window: r.adaptive.tr.Window(), ClientShare: true, resource: r.name}
-		if r.shadow {
-			a.Admitted, a.Shadow = true, true
-		}
-		return a, nil
-	}
-	tk, pos, win, ok := r.adaptive.tr.Admit(t)
-	if ok {
-		sh.took(client, tk, t.UnixNano())
-	}
-	a := Admission{Admitted: ok, Position: pos, Window: win, resource: r.name, epoch: r.adaptive.epoch, ticket: tk, key: r.adaptive.key}
-	if !ok && r.shadow {
-		a.Admitted, a.Shadow = true, true
-	}
-	return a, nil
-}
-
-// Complete reports, at t, how the call of ticket ended, and returns the
-// window after it. A ticket that was never issued, was completed already or
-// expired is ErrUnknownTicket; completing a shadow or lenient ticket
-// changes nothing. Backoff is the outcome of a caller that gave up (timed
-// out); Success of one that finished in time.
-func (e *Engine) Complete(t time.Time, ticket string, outcome adaptive.Outcome) (window int, err error) {
-	unknown := func(why string) (int, error) {
-		return 0, fmt.Errorf("%w: %q %s", ErrUnknownTicket, ticket, why)
-	}
-	if outcome != adaptive.Success && outcome != adaptive.Backoff {
-		return 0, fmt.Errorf("%w: outcome: must be success or backoff, got %v", ErrBadRequest, outcome)
-	}
-	i := strings.LastIndexByte(ticket, '#')
-	if i < 0 {
-		return unknown("is not a ticket (expected one returned by admit)")
-	}
-	name, rest := ticket[:i], ticket[i+1:]
-	if rest == "l" {
-		return 0, nil // lenient: nothing was tracked
-	}
-	r, ok := e.res[name]
-	if !ok || r.kind != config.KindAdaptive {
-		return unknown("names no adaptive resource")
-	}
-	if r.adaptive == nil { // the namespace ignores its config now
-		return unknown("was issued by a window that is no longer in force")
-	}
-	if rest == "s" {
-		return r.adaptive.tr.Window(), nil // shadow: the window never counted it
-	}
+// parseTracked parses the part of a tracked ticket after its resource and
+// '#' ("EPOCH.SEQ.MAC"): the epoch and sequence, the text the MAC signs
+// (the ticket up to the last '.') and the MAC. ok is false when the
+// ticket is not of that form.
+func parseTracked(ticket, rest string) (epoch uint32, seq adaptive.Ticket, signed, mac string, ok bool) {
 	signed, mac, okMAC := cutLast(ticket, '.')
-	ep, seq, ok := strings.Cut(rest, ".")
-	seq, _, _ = strings.Cut(seq, ".")
-	epoch, err1 := strconv.ParseUint(ep, 36, 32)
-	n, err2 := strconv.ParseUint(seq, 36, 64)
-	if !ok || !okMAC || err1 != nil || err2 != nil {
-		return unknown("is not a ticket (expected one returned by admit)")
+	ep, sq, okSeq := strings.Cut(rest, ".")
+	sq, _, _ = strings.Cut(sq, ".")
+	e, err1 := strconv.ParseUint(ep, 36, 32)
+	n, err2 := strconv.ParseUint(sq, 36, 64)
+	if !okSeq || !okMAC || err1 != nil || err2 != nil {
+		return 0, 0, "", "", false
 	}
-	if uint32(epoch) != r.adaptive.epoch {
-		return unknown("was issued by another window (before a restart or a change of kind)")
-	}
-	if !r.adaptive.key.verify([]byte(signed), mac) {
-		return unknown("was not issued by this window (its signature does not match)")
-	}
-	w, err := r.adaptive.tr.Complete(adaptive.Ticket(n), outcome, t)
-	r.adaptive.share.done(adaptive.Ticket(n))
-	if err != nil {
-		return w, fmt.Errorf("%w: %q was never issued, was completed already, or expired (outstanding for the resource's timeout, it counted as a backoff)", ErrUnknownTicket, ticket)
-	}
-	return w, nil
+	return uint32(e), adaptive.Ticket(n), signed, mac, true
 }
 
-// AdaptiveWindow returns an adaptive resource's window and outstanding
-// calls now (as of its last decision or sweep); ok is false for a resource
-// that is not adaptive or not tracked.
-func (e *Engine) AdaptiveWindow(resource string) (window, outstanding int, ok bool) {
-	r, found := e.res[resource]
-	if !found || r.adaptive == nil {
-		return 0, 0, false
+// cutLast slices s around the last sep.
+func cutLast(s string, sep byte) (before, after string, found bool) {
+	if i := strings.LastIndexByte(s, sep); i >= 0 {
+		return s[:i], s[i+1:], true
 	}
-	return r.adaptive.tr.Window(), r.adaptive.tr.Outstanding(), true
+	return s, "", false
 }
 
 // AdaptiveState is an adaptive resource's window as AdaptiveState reports
@@ -299,42 +155,4 @@ type AdaptiveState struct {
 	// counted as backoffs) since the window was made: a reload keeps it, a
 	// change of kind starts it again from 0.
 	Expired uint64
-}
-
-// AdaptiveState returns the state of an adaptive resource, as of its last
-// decision or sweep; ok is false for a resource that is not adaptive or
-// has no window (its namespace ignores its config). Safe for concurrent
-// use.
-func (e *Engine) AdaptiveState(resource string) (st AdaptiveState, ok bool) {
-	r, found := e.res[resource]
-	if !found || r.adaptive == nil {
-		return AdaptiveState{}, false
-	}
-	tr := r.adaptive.tr
-	st = AdaptiveState{Window: tr.Window(), Outstanding: tr.Outstanding(), Expired: tr.Expired()}
-	if rc := e.cfg.Resources[resource]; rc != nil {
-		c := adaptiveConfig(rc)
-		st.MinWindow, st.MaxWindow, st.Timeout = c.MinWindow, c.MaxWindow, c.Timeout
-		if st.Timeout == 0 {
-			st.Timeout = adaptive.DefaultTimeout
-		}
-	}
-	return st, true
-}
-
-// sweepAdaptive counts the tickets of r outstanding for its timeout as
-// backoffs, as of t.
-func sweepAdaptive(r *resource, t time.Time) {
-	if r.adaptive != nil {
-		r.adaptive.tr.Sweep(t)
-		r.adaptive.share.sweep(t.UnixNano())
-	}
-}
-
-// cutLast slices s around the last sep.
-func cutLast(s string, sep byte) (before, after string, found bool) {
-	if i := strings.LastIndexByte(s, sep); i >= 0 {
-		return s[:i], s[i+1:], true
-	}
-	return s, "", false
 }

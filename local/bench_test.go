@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/config"
-	"github.com/obol-dev/obol/reconcile"
 	"golang.org/x/time/rate"
 )
 
@@ -209,32 +208,4 @@ func BenchmarkVsXRate(b *testing.B) {
 	b.ReportMetric(per(xrateNS), "xrate-ns/op")
 	b.ReportMetric(per(gcraNS)/per(xrateNS), "gcra/xrate")
 	b.ReportMetric(per(tiersNS)/per(xrateNS), "tiers/xrate")
-}
-
-// BenchmarkClustered is a decision on an engine attached to a cluster (no
-// peers): what recording each committed hit for shipping costs on top of
-// BenchmarkGCRA and BenchmarkTiers. The cluster is stepped (and its records
-// shipped to nowhere) every 25,000 decisions, a 250 ms tick at this rate.
-func BenchmarkClustered(b *testing.B) {
-	for _, res := range []string{"b/gcra", "b/tiers"} {
-		b.Run(res[2:], func(b *testing.B) {
-			e := benchEngine()
-			c := reconcile.New(reconcile.Options{Name: "bench"})
-			e.Attach(c)
-			ds := domains(1000)
-			t0 := time.Unix(1_700_000_000, 0)
-			var d Decision
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				t := t0.Add(time.Duration(i) * 10 * time.Microsecond)
-				if err := e.Decide(&d, t, res, ds[i%len(ds)], 1, 1); err != nil {
-					b.Fatal(err)
-				}
-				if i%25_000 == 0 {
-					c.Step(t)
-				}
-			}
-		})
-	}
 }

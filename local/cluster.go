@@ -2,63 +2,126 @@ package local
 
 import (
 	"time"
+	"unsafe"
 
-	"github.com/obol-dev/obol/reconcile"
+	"github.com/obol-dev/obol/config"
 )
 
-// cluster.go joins the engine to the cluster: it records the hits the engine
-// commits on the resource's reconcile handle, and it applies the growth of
-// peers' counts to the engine's own state, so that a decision reads the
-// merged view from memory and never waits for the network.
+// cluster.go is the engine's side of the cluster, with no network in it:
+// the two interfaces a cluster implements (Cluster, Recorder), the slots
+// and spans in which the engine's records are counted, Attach, and the
+// Applier methods through which a cluster applies its peers' counts,
+// entries and holds to the engine's own state, so that a decision reads
+// the merged view from memory and never waits for the network.
 
-var _ reconcile.Applier = (*Engine)(nil)
+// Cluster is what Attach joins an engine to: package reconcile's Cluster
+// implements it. Its methods are called by Attach only.
+type Cluster interface {
+	// Recorder returns the recorder of resource name, configured as rc
+	// (a configured tiers, gcra or copies resource: copies ship holds, not
+	// counts, and record nothing). A reload calls it again for each
+	// resource with its new config; the recorder a name gets may be the
+	// same.
+	Recorder(name string, rc *config.Resource) Recorder
+	// SetEngine makes e the engine the cluster applies its peers' counts,
+	// tier entries and holds to (Applier), and asks of this node's holds;
+	// an engine made by Reload replaces its predecessor.
+	SetEngine(e *Engine)
+}
+
+// Recorder records what the engine commits on one clustered resource, for
+// shipping to peers. The engine calls it with the key's lock held, so that
+// a key's records keep the engine's order: its methods must be safe for
+// concurrent use, must not block, must not call back into the engine, and
+// must not keep domain or taken after they return (they may live on the
+// caller's stack).
+type Recorder interface {
+	// TierHits records that the engine granted total hits of domain (tiers)
+	// at at (Unix ms), taken[i] of them in tier i+1, and entered tier i+1
+	// at at for every bit i set in entered. Tiers past the 64th are not
+	// shared.
+	TierHits(domain string, at, total int64, taken []int64, entered uint64)
+	// Spend records that a gcra bucket spent n tokens at at (Unix ms).
+	Spend(domain string, at, n int64)
+	// Refund records that n tokens were refunded to a gcra bucket at at.
+	Refund(domain string, at, n int64)
+}
+
+// Slots in which a key's records are counted, shipped and applied
+// (ApplyCount): a tiers key's slot 0 is its hits of every tier (the hard
+// and global limits' last second), slot i its hits of tier i; a gcra key
+// has spends and refunds.
+const (
+	// SlotTotal is a tiers key's hits of all tiers.
+	SlotTotal = 0
+	// SlotSpend is a gcra key's tokens spent.
+	SlotSpend = 0
+	// SlotRefund is a gcra key's tokens refunded.
+	SlotRefund = 1
+)
+
+// Span is how long, in ms, a record of one slot matters to a decision: Hits
+// for a hit (a spend, a refund), which leaves with its window; Entry for a
+// tier entry, which ends with the tier's active and cooldown (0 for a slot
+// that has none).
+type Span struct{ Hits, Entry int64 }
+
+// TierSpans returns the spans of a tiers key's slots under the tier list
+// ts, as the engine decides them: slot 0, the last second; slot i, tier i's
+// window, and its active plus cooldown.
+func TierSpans(ts []config.Tier) []Span {
+	p := tiersParamsOf(ts, NoLimit, NoLimit)
+	out := make([]Span, len(p.tiers)+1)
+	out[SlotTotal] = Span{Hits: second}
+	for i, tp := range p.tiers {
+		out[i+1] = Span{Hits: tp.window, Entry: tp.active + tp.cooldown}
+	}
+	return out
+}
+
+// GCRALife returns how long, in ms, a spend or a refund matters to a gcra
+// bucket of burst, refilled by count per period: its burst offset
+// burst·⌊period/count⌋ (the emission interval at least 1 ns), rounded up,
+// at least 1 ms; a second when count is not positive.
+func GCRALife(burst, count int, period time.Duration) int64 {
+	if count <= 0 {
+		return second
+	}
+	p := newGCRAParams(burst, count, period)
+	return max(1, msCeil(time.Duration(p.b)))
+}
 
 // Attach joins e to cluster c: every hit e commits on a configured tiers or
 // gcra resource is recorded in c for shipping, and c applies its peers'
 // counts and holds to e. Call it once, before e decides anything; an engine
 // made by Reload is attached to the same cluster.
-func (e *Engine) Attach(c *reconcile.Cluster) {
+func (e *Engine) Attach(c Cluster) {
 	e.clu = c
 	for name, r := range e.res {
-		if r.unlimited {
-			continue
-		}
-		switch {
-		case r.tiers != nil:
-			r.tiers.sync = c.Resource(name, e.cfg.Resources[name])
-		case r.gcra != nil:
-			r.gcra.sync = c.Resource(name, e.cfg.Resources[name])
-			if r.gcra.idle == nil {
-				r.gcra.idle = newStore[idleLog](int(r.gcra.keys.max.Load()))
-			}
-		case r.copies != nil:
-			c.Resource(name, e.cfg.Resources[name])
+		if !r.unlimited {
+			r.k.attach(c, name, e.cfg.Resources[name])
 		}
 	}
-	c.SetApplier(e)
+	c.SetEngine(e)
 }
 
 // Cluster returns the cluster e is attached to, or nil.
-func (e *Engine) Cluster() *reconcile.Cluster { return e.clu }
+func (e *Engine) Cluster() Cluster { return e.clu }
 
 // ApplyCount adds n hits a peer made (or, for gcra, tokens it spent or
 // refunded) to resource/domain's slot, made in the time bucket [at,
-// at+width) (Unix ms) and placed at its start, as of now. Tiers slot 0 is the domain's and the
-// resource's last second (hard and global limits), slot i is tier i, whose
-// hits count only while an instance is active and they are inside its
-// window. Keys of unknown or unlimited resources are ignored; a new key is
-// added when the store has room (else the hits are dropped: lenient).
+// at+width) (Unix ms) and placed at its start, as of now. Tiers slot 0 is
+// the domain's and the resource's last second (hard and global limits),
+// slot i is tier i, whose hits count only while an instance is active and
+// they are inside its window. Keys of unknown or unlimited resources are
+// ignored; a new key is added when the store has room (else the hits are
+// dropped: lenient).
 func (e *Engine) ApplyCount(resource, domain string, slot int, at, width, n, now int64) {
 	r, ok := e.res[resource]
 	if !ok || r.unlimited || n <= 0 {
 		return
 	}
-	switch {
-	case r.tiers != nil:
-		r.tiers.applyCount(domain, slot, at, width, n, now)
-	case r.gcra != nil:
-		r.gcra.applyCount(domain, slot, at, n, now)
-	}
+	r.k.applyCount(domain, slot, at, width, n, now)
 }
 
 // ApplyEntry records that a peer entered tier slot of resource/domain at at
@@ -68,218 +131,55 @@ func (e *Engine) ApplyCount(resource, domain string, slot int, at, width, n, now
 // new instance; an older one that has ended by now changes nothing.
 func (e *Engine) ApplyEntry(resource, domain string, slot int, at, now int64) {
 	r, ok := e.res[resource]
-	if !ok || r.unlimited || r.tiers == nil || slot < 1 {
+	if !ok || r.unlimited {
 		return
 	}
-	r.tiers.applyEntry(domain, slot-1, at, now)
+	r.k.applyEntry(domain, slot, at, now)
 }
 
 // AddRemoteHolds changes the copies peers hold of resource/domain by n.
 func (e *Engine) AddRemoteHolds(resource, domain string, n int64) {
 	r, ok := e.res[resource]
-	if !ok || r.copies == nil || n == 0 {
+	if !ok || n == 0 {
 		return
 	}
-	e.book.mu.Lock()
-	r.copies.addRemote(domain, n)
-	e.book.mu.Unlock()
+	r.k.addRemote(domain, n)
 }
 
 // EachHold calls fn for every configured resource and domain this node holds
 // (or stages) copies of; peers' holds are not included.
 func (e *Engine) EachHold(fn func(resource, domain string, holds int64)) {
-	e.book.mu.Lock()
-	defer e.book.mu.Unlock()
 	for name, r := range e.res {
-		if r.copies == nil || r.unlimited {
-			continue
-		}
-		for d, v := range r.copies.perDom {
-			if v > 0 {
-				fn(name, d, v)
-			}
+		if !r.unlimited {
+			r.k.eachHold(func(domain string, holds int64) { fn(name, domain, holds) })
 		}
 	}
 }
 
-// keyOrNew returns domain's state in a locked shard, adding it when absent;
-// nil when the store is full.
-func (tr *tiersRes) keyOrNew(domain string) (*shard[*tiersState], *tiersState) {
-	p := tr.params(domain)
-	sh, h := tr.keys.lock(domain)
-	st, ok := sh.get(domain, h)
-	if !ok {
-		st = newTiersState(len(p.tiers))
-		if !tr.keys.insert(sh, domain, h, st) {
-			return sh, nil
-		}
-	}
-	st.fit(p)
-	return sh, st
+// recorder is a resource's Recorder as its kind calls it (r nil when the
+// node runs alone). Recorder's contract is that it keeps neither domain
+// nor taken, so recorder hides them from escape analysis: a decision's
+// domain, which the API converts from its request buffer on the stack, and
+// its record of the tiers taken stay there instead of moving to the heap
+// for a call the compiler cannot see through.
+type recorder struct{ r Recorder }
+
+func (w recorder) on() bool { return w.r != nil }
+
+func (w recorder) tierHits(domain string, at, total int64, taken []int64, entered uint64) {
+	w.r.TierHits(hideString(domain), at, total, hideSlice(taken), entered)
 }
 
-func (tr *tiersRes) applyCount(domain string, slot int, at, width, n, now int64) {
-	p := tr.params(domain)
-	if slot == 0 {
-		if now-at >= second {
-			return
-		}
-		tr.ring.mu.Lock()
-		tr.ring.add(at, n)
-		tr.ring.mu.Unlock()
-	}
-	if slot > len(p.tiers) {
-		return
-	}
-	sh, st := tr.keyOrNew(domain)
-	defer sh.mu.Unlock()
-	if st == nil {
-		return
-	}
-	st.settle(p, now)
-	if slot == 0 {
-		st.recent.insert(at, n)
-		st.resetAt = max(st.resetAt, at+second)
-	} else {
-		in, tp := &st.inst[slot-1], &p.tiers[slot-1]
-		if phaseAt(tp, in, now) != phaseActive {
-			return // the instance those hits belong to has ended, or they arrived before its entry
-		}
-		if now-at >= tp.window || at+width <= in.entered {
-			return // out of the window, or made in an earlier instance
-		}
-		at = max(at, in.entered) // a hit of this instance was made after it began
-		in.hits.insert(at, n)
-		st.resetAt = max(st.resetAt, in.entered+tp.active+tp.cooldown)
-	}
-	st.retryM = 0
+func (w recorder) spend(domain string, at, n int64)  { w.r.Spend(hideString(domain), at, n) }
+func (w recorder) refund(domain string, at, n int64) { w.r.Refund(hideString(domain), at, n) }
+
+// hide returns p such that escape analysis does not follow it (the pointer
+// goes through a uintptr). The callee must not keep it.
+func hide[T any](p *T) *T {
+	x := uintptr(unsafe.Pointer(p))
+	return *(**T)(unsafe.Pointer(&x))
 }
 
-func (tr *tiersRes) applyEntry(domain string, i int, at, now int64) {
-	p := tr.params(domain)
-	if i >= len(p.tiers) {
-		return
-	}
-	tp := &p.tiers[i]
-	end := at + tp.active + tp.cooldown
-	if end <= now {
-		return // that instance is over
-	}
-	sh, st := tr.keyOrNew(domain)
-	defer sh.mu.Unlock()
-	if st == nil {
-		return
-	}
-	st.settle(p, now)
-	in := &st.inst[i]
-	switch {
-	case !in.on:
-		in.on, in.entered = true, at
-		in.hits.reset()
-	case at < in.entered:
-		if end > in.entered { // the same instance, entered earlier elsewhere
-			in.entered = at
-			in.hits.prune(now - tp.window)
-		}
-	default:
-		// A later entry: the same instance (it began before ours ended),
-		// which ours already covers, since settle has kept ours only while
-		// it lasts.
-	}
-	st.resetAt = max(st.resetAt, in.entered+tp.active+tp.cooldown)
-	st.retryM = 0
-}
+func hideString(s string) string { return unsafe.String(hide(unsafe.StringData(s)), len(s)) }
 
-// idleKeep is how long a clustered gcra key outlives its TAT, and its idle
-// gaps the newest of them: a peer's spend dated before the TAT must still
-// find both to land where it happened. It covers the resends of a change
-// (16 ticks: 4 s at 250 ms, 16 s at 1 s) and the resync after a silence. A
-// spend delivered later than that (a long partition) lands on a bucket
-// that forgot its past and grants more than one exact bucket would: the
-// over-admission of a partition, which fail open accepts.
-const idleKeep = 30 * time.Second
-
-// noteIdle records, in a locked key shard, that a spend at t found domain's
-// bucket idle since tat. A full idle store records nothing (a late peer's
-// spend then finds no gap to fill: toward denial).
-func (gr *gcraRes) noteIdle(domain string, tat, t int64) {
-	sh, h := gr.idle.lock(domain)
-	if l := sh.find(domain, h); l != nil {
-		l.note(tat, t)
-	} else {
-		var l idleLog
-		l.note(tat, t)
-		gr.idle.insert(sh, domain, h, l)
-	}
-	sh.mu.Unlock()
-}
-
-// applyCount applies a peer's spend or refund of n tokens to domain's
-// bucket. A spend dated at is inserted into the bucket's chain where it
-// happened (gcraApplySpend); a refund gives tokens back now. The key is
-// kept for idleKeep after its TAT passes, so that a later-delivered spend
-// dated before it still sees it.
-func (gr *gcraRes) applyCount(domain string, slot int, at, n, now int64) {
-	p := gr.params(domain)
-	atNs, nowNs := at*1e6, now*1e6
-	sh, h := gr.keys.lock(domain)
-	defer sh.mu.Unlock()
-	ptat := sh.find(domain, h)
-	var tat int64
-	if ptat != nil {
-		tat = *ptat
-	}
-	switch slot {
-	case reconcile.SlotSpend:
-		if gr.idle == nil {
-			tat = gcraApplySpend(p, tat, atNs, n, nil)
-			break
-		}
-		ish, ih := gr.idle.lock(domain) // after the key's shard, as in decide
-		var l idleLog
-		pl := ish.find(domain, ih)
-		if pl != nil {
-			l = *pl
-		}
-		tat = gcraApplySpend(p, tat, atNs, n, &l)
-		switch {
-		case pl != nil:
-			*pl = l
-		case l.n > 0:
-			gr.idle.insert(ish, domain, ih, l)
-		}
-		ish.mu.Unlock()
-	case reconcile.SlotRefund:
-		tat, _ = gcraRefund(p, tat, nowNs, n)
-	default:
-		return
-	}
-	switch {
-	case ptat != nil:
-		*ptat = tat
-	case tat > nowNs || (gr.idle != nil && tat+idleKeep.Nanoseconds() > nowNs):
-		gr.keys.insert(sh, domain, h, tat)
-	}
-}
-
-// addRemote changes the holds peers have of domain (the caller holds the
-// book's lock). A peer's holds count against every limit like local ones.
-func (r *copiesRes) addRemote(domain string, n int64) {
-	if r.remote == nil {
-		r.remote = make(map[string]int64)
-	}
-	if len(r.remoteGroup) < len(r.groups) {
-		r.remoteGroup = append(r.remoteGroup, make([]int64, len(r.groups)-len(r.remoteGroup))...)
-	}
-	v := r.remote[domain] + n
-	if v <= 0 {
-		n -= v // never below zero
-		delete(r.remote, domain)
-	} else {
-		r.remote[domain] = v
-	}
-	r.remoteTotal += n
-	for _, g := range r.byDomain[domain] {
-		r.remoteGroup[g] += n
-	}
-}
+func hideSlice[T any](s []T) []T { return unsafe.Slice(hide(unsafe.SliceData(s)), len(s)) }

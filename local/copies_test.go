@@ -134,7 +134,7 @@ func TestCopiesProperty(t *testing.T) {
 	for seed := 0; seed < seeds; seed++ {
 		rng := rand.New(rand.NewPCG(uint64(seed), 7))
 		e := copiesEngine(t)
-		cr := e.res["c/jobs"].copies
+		cr := e.res["c/jobs"].k.(*copiesRes)
 		m := copiesModel{sessions: map[string]int64{}, ttl: map[string]int64{}, holds: map[string]*mHold{}, transfers: map[string]*mHold{}}
 		now := int64(0)
 		pick := func(keys map[string]*mHold) string {

@@ -80,6 +80,14 @@ func gcraRefund(p *gcraParams, tat, t, q int64) (int64, int64) {
 	return tat, o.remaining
 }
 
+// gcraRefill is the wait from t until the bucket holds one more token than
+// o.remaining: it holds floor(x/EI) tokens (at least 0) for x = t + B −
+// max(tat, t), and x grows with time.
+func gcraRefill(p *gcraParams, o *gcraOutcome, t int64) int64 {
+	x := t + p.b - max(o.tat, t)
+	return (o.remaining+1)*p.ei - x
+}
+
 // floorDiv is a/b rounded toward negative infinity (b > 0).
 func floorDiv(a, b int64) int64 {
 	q := a / b

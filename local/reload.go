@@ -38,26 +38,22 @@ func (e *Engine) Reload(cfg *config.Config) (*Engine, Changes) {
 		switch {
 		case !ok:
 			ch.Added = append(ch.Added, name)
-		case old.kind != nr.kind || old.unlimited != nr.unlimited || (old.copies == nil) != (nr.copies == nil):
+		case old.kind != nr.kind || old.unlimited != nr.unlimited:
 			ch.KindChanged = append(ch.KindChanged, name)
-			if old.copies != nil {
-				ch.Released += int(e.book.dropRes(old.copies))
-			}
+			ch.Released += int(old.k.release())
 		default:
 			if reflect.DeepEqual(e.cfg.Resources[name], cfg.Resources[name]) {
 				ch.Unchanged++
 			} else {
 				ch.Changed = append(ch.Changed, name)
 			}
-			adoptState(nr, old, cfg.Resources[name])
+			nr.k = nr.k.adopt(old.k, cfg.Resources[name])
 		}
 	}
 	for name, old := range e.res {
 		if _, ok := n.res[name]; !ok {
 			ch.Removed = append(ch.Removed, name)
-			if old.copies != nil {
-				ch.Released += int(e.book.dropRes(old.copies))
-			}
+			ch.Released += int(old.k.release())
 		}
 	}
 	// Unconfigured resources live on while their namespace still allows them
@@ -70,9 +66,7 @@ func (e *Engine) Reload(cfg *config.Config) (*Engine, Changes) {
 			n.dyn[name] = r
 			continue
 		}
-		if r.copies != nil {
-			ch.Released += int(e.book.dropRes(r.copies))
-		}
+		ch.Released += int(r.k.release())
 	}
 	e.dynMu.RUnlock()
 	if e.clu != nil {
@@ -82,37 +76,4 @@ func (e *Engine) Reload(cfg *config.Config) (*Engine, Changes) {
 		sort.Strings(l)
 	}
 	return n, ch
-}
-
-// adoptState makes nr (freshly built) run on old's state. The caller holds
-// the book's lock.
-func adoptState(nr, old *resource, rc *config.Resource) {
-	maxKeys := int64(rc.MaxKeys)
-	if maxKeys <= 0 {
-		maxKeys = config.DefaultMaxKeys
-	}
-	switch {
-	case nr.tiers != nil:
-		// Keys keep their tier instances and hits; a key whose tier list
-		// changed length is fitted lazily on its next decision.
-		nr.tiers.keys, nr.tiers.ring = old.tiers.keys, old.tiers.ring
-		nr.tiers.keys.max.Store(maxKeys)
-	case nr.gcra != nil:
-		// A bucket keeps its TAT: what remains is read with the new burst
-		// and emission interval.
-		nr.gcra.keys, nr.gcra.idle = old.gcra.keys, old.gcra.idle
-		nr.gcra.keys.max.Store(maxKeys)
-		if nr.gcra.idle != nil {
-			nr.gcra.idle.max.Store(maxKeys)
-		}
-	case nr.copies != nil:
-		old.copies.adopt(nr.copies)
-		nr.copies = old.copies
-	case nr.adaptive != nil:
-		// The window, what it learned and the open tickets carry over;
-		// new limits are put in force (the window clamped into them).
-		adoptAdaptive(nr, old, rc)
-	case nr.pacer != nil:
-		adoptPacer(nr, old) // kept unless its config changed
-	}
 }

@@ -145,6 +145,6 @@ func (c *clientShare) configure(share float64, timeout time.Duration) {
 // client_share bounds each client (below 1): only then does the caller need
 // to tell its clients apart (AdmitAs).
 func (e *Engine) BoundsClients(resource string) bool {
-	r, ok := e.res[resource]
-	return ok && r.adaptive != nil && r.adaptive.share.share() < 1
+	a, ok := e.adaptiveOf(resource)
+	return ok && a.share.share() < 1
 }

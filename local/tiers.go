@@ -7,7 +7,10 @@ import (
 
 // tiers.go is Charon's leniency-first burst tiers (SEMANTICS.md, kind tiers),
 // pure: no clock, no locks, no I/O. Times are Unix milliseconds: a hit made
-// during a millisecond counts as made at its start (lenient by < 1 ms).
+// during a millisecond counts as made at its start (lenient by < 1 ms). It
+// holds the params, a domain's state, the decision and the merge of peers'
+// hits and tier entries into that state; tierswait.go looks ahead from it
+// (retry_after, the RateLimit policies), window.go holds its hit records.
 
 const second = int64(1000) // ms
 
@@ -333,233 +336,83 @@ func (s *tiersState) report(p *tiersParams, o *tiersOutcome, t, m, glob int64, r
 	}
 }
 
-// retryAfter finds the least wait after which a request of m hits would be
-// granted with no other traffic. State changes only when a hit leaves a
-// window, a tier changes phase, or a hit leaves a 1 s window, so it visits
-// those moments in order (a k-way merge over the sources, no allocation) and
-// returns the first that admits m. The caller has checked m ≤ freshCap, which
-// the state reaches once every source is exhausted.
-func (s *tiersState) retryAfter(p *tiersParams, t, m int64, ring *secondRing) int64 {
-	n := len(p.tiers)
-	var curBuf [maxTake]tierCursor
-	var cur []tierCursor
-	if n <= maxTake {
-		cur = curBuf[:n]
+// The merge of peers' records (the cluster). A peer's hits arrive late,
+// placed at the start of the time bucket they were made in; a peer's tier
+// entry says when it entered a tier. Both change the state the next
+// decision reads, never the peer's own.
+
+// countMatters reports whether a peer's hits in slot (0: the domain's and
+// the resource's last second; i: tier i), made at at, can still count at
+// now: slot 0's only within the last second, a tier's only when the tier
+// exists.
+func (p *tiersParams) countMatters(slot int, at, now int64) bool {
+	if slot == 0 {
+		return now-at < second
+	}
+	return slot <= len(p.tiers)
+}
+
+// mergeCount adds a peer's n hits in slot, made in the bucket [at,
+// at+width), to s (fitted to p) at now. Slot 0's count toward the hard
+// limit. A tier's count only while an instance is active and they are
+// inside its window, and only if made in this instance (the bucket ends
+// after its entry); one made before the entry, in the same bucket, is
+// placed at the entry.
+func (s *tiersState) mergeCount(p *tiersParams, slot int, at, width, n, now int64) {
+	s.settle(p, now)
+	if slot == 0 {
+		s.recent.insert(at, n)
+		s.resetAt = max(s.resetAt, at+second)
 	} else {
-		cur = make([]tierCursor, n)
+		in, tp := &s.inst[slot-1], &p.tiers[slot-1]
+		if phaseAt(tp, in, now) != phaseActive {
+			return // the instance those hits belong to has ended, or they arrived before its entry
+		}
+		if now-at >= tp.window || at+width <= in.entered {
+			return // out of the window, or made in an earlier instance
+		}
+		at = max(at, in.entered) // a hit of this instance was made after it began
+		in.hits.insert(at, n)
+		s.resetAt = max(s.resetAt, in.entered+tp.active+tp.cooldown)
 	}
-	for i := range cur {
-		cur[i] = tierCursor{hits: s.inst[i].hits.live(), sum: s.inst[i].hits.sum}
-	}
-	recent := tierCursor{hits: s.recent.live(), sum: s.recent.sum}
-	var rc ringCursor
-	useRing := p.global >= 0 && ring != nil
-	if useRing {
-		rc = newRingCursor(ring)
-	}
-	x := t
-	for {
-		next := int64(math.MaxInt64)
-		for i := range cur {
-			in, tp := &s.inst[i], &p.tiers[i]
-			if !in.on {
-				continue
-			}
-			if e := in.entered + tp.active; e > x {
-				next = min(next, e)
-			}
-			if e := in.entered + tp.active + tp.cooldown; e > x {
-				next = min(next, e)
-			}
-			if e, ok := cur[i].nextLeave(x, tp.window); ok {
-				next = min(next, e)
-			}
-		}
-		if p.hard >= 0 {
-			if e, ok := recent.nextLeave(x, second); ok {
-				next = min(next, e)
-			}
-		}
-		if useRing {
-			if e, ok := rc.nextEvent(x); ok {
-				next = min(next, e)
-			}
-		}
-		if next == math.MaxInt64 {
-			return x - t // everything has reset: freshCap ≥ m admits
-		}
-		x = next
-		// Capacity at x with no new traffic.
-		c := 0
-		for i := n - 1; i >= 0; i-- {
-			if phaseAt(&p.tiers[i], &s.inst[i], x) == phaseActive {
-				c = i + 1
-				break
-			}
-		}
-		var walked int64
-		if c >= 1 {
-			walked = max(0, p.tiers[c-1].limit-cur[c-1].countAt(x, p.tiers[c-1].window))
-		}
-		for j := c + 1; walked < m && j <= n; j++ {
-			if phaseAt(&p.tiers[j-1], &s.inst[j-1], x) == phaseCooldown {
-				if p.tiers[j-1].skippable {
-					continue
-				}
-				break
-			}
-			walked += p.tiers[j-1].limit
-		}
-		capX := int64(math.MaxInt64)
-		if p.hard >= 0 {
-			capX = min(capX, p.hard-recent.countAt(x, second))
-		}
-		if useRing {
-			capX = min(capX, p.global-rc.countAt(x))
-		}
-		if min(walked, capX) >= m {
-			return x - t
-		}
-	}
+	s.retryM = 0
 }
 
-// tierCursor walks the future of a deque of hits: how many are still inside
-// a window at a later instant, with no new hits.
-type tierCursor struct {
-	hits []stamp
-	k    int
-	sum  int64
-}
-
-// countAt returns the hits with x − at < w (ascending x).
-func (c *tierCursor) countAt(x, w int64) int64 {
-	for c.k < len(c.hits) && x-c.hits[c.k].at >= w {
-		c.sum -= c.hits[c.k].n
-		c.k++
-	}
-	return c.sum
-}
-
-// nextLeave returns the first instant after x at which a hit leaves the window w.
-func (c *tierCursor) nextLeave(x, w int64) (int64, bool) {
-	for k := c.k; k < len(c.hits); k++ {
-		if e := c.hits[k].at + w; e > x {
-			return e, true
-		}
-	}
-	return 0, false
-}
-
-// policies fills the RateLimit figures of o (Decision.PolicyTier and the
-// refills) for the settled state at t, whose current tier is c. A policy's
-// refill is the least wait until more of its quota is available, with no
-// other traffic: the time within which the domain can use no more than
-// what it has left under that policy (and, with nothing used, its window,
-// since hits made now leave it only then).
-//
-// The tier policy is chosen among the tiers a request draws from now: the
-// current tier (its room) and the tiers the walk would enter above it
-// (their limits); when there is none (every tier the walk visits is cooling
-// down), among those cooling-down tiers, with room 0 until their cooldown
-// ends. The one with the least room wins; ties go to the longer refill,
-// then to the lower tier. The global refill costs a scan of the ring, so it
-// is computed only when the global limit has no more left than the tier
-// policy and the hard limit (else it cannot be reported).
-func (s *tiersState) policies(p *tiersParams, o *tiersOutcome, t int64, c int, glob int64, ring *secondRing) {
-	var best pick
-	if c >= 1 {
-		tp, in := &p.tiers[c-1], &s.inst[c-1]
-		best.offer(c, max(0, tp.limit-in.hits.sum), activeRefill(tp, in, t))
-	}
-	for j := c + 1; j <= len(p.tiers); j++ {
-		tp := &p.tiers[j-1]
-		if phaseAt(tp, &s.inst[j-1], t) == phaseCooldown {
-			if tp.skippable {
-				continue
-			}
-			break
-		}
-		best.offer(j, tp.limit, tp.window) // inactive: entered fresh
-	}
-	if best.k == 0 {
-		for j := 1; j <= len(p.tiers); j++ { // all cooling down (c = 0)
-			tp, in := &p.tiers[j-1], &s.inst[j-1]
-			best.offer(j, 0, in.entered+tp.active+tp.cooldown-t)
-			if !tp.skippable {
-				break
-			}
-		}
-	}
-	o.policyTier, o.policyRoom, o.policyRefill = best.k, best.room, best.refill
-	if best.k == 0 {
-		best.room, best.refill = math.MaxInt64, -1 // no tier: nothing to beat
-	}
-	o.hardRefill = 0
-	hardRoom := int64(math.MaxInt64)
-	if p.hard >= 0 {
-		hardRoom = max(0, p.hard-s.recent.sum)
-		switch live := s.recent.live(); {
-		case p.hard == 0:
-			o.hardRefill = -1
-		case len(live) > 0:
-			o.hardRefill = live[0].at + second - t
-		default:
-			o.hardRefill = second
-		}
-	}
-	o.globalRefill = 0
-	if p.global >= 0 && ring != nil {
-		if room := max(0, p.global-glob); room <= best.room && room <= hardRoom {
-			rc := newRingCursor(ring)
-			switch e, ok := rc.nextEvent(t); {
-			case p.global == 0:
-				o.globalRefill = -1
-			case ok:
-				o.globalRefill = e - t
-			default:
-				o.globalRefill = second
-			}
-		}
-	}
-}
-
-// activeRefill is the refill of an active tier at t: when its oldest hit
-// leaves its window (a hit made now, when it has none), if that is before
-// the instance ends; else when its cooldown ends and it can be entered
-// afresh (a tier in cooldown takes no hits, whatever leaves its window).
-func activeRefill(tp *tierParams, in *tierInst, t int64) int64 {
-	x := t + tp.window
-	if live := in.hits.live(); len(live) > 0 {
-		x = live[0].at + tp.window
-	}
-	if end := in.entered + tp.active; x >= end {
-		x = end + tp.cooldown
-	}
-	return x - t
-}
-
-// pick is the running choice of policies: the least room, then the longer
-// refill (−1, never, is the longest), then the first offered.
-type pick struct {
-	k            int
-	room, refill int64
-}
-
-// offer considers policy k with its room and refill (ms, −1 = never).
-func (b *pick) offer(k int, room, refill int64) {
-	if b.k != 0 && (room > b.room || room == b.room && !longer(refill, b.refill)) {
-		return
-	}
-	b.k, b.room, b.refill = k, room, refill
-}
-
-// longer reports whether refill a is strictly longer than b (−1 = never).
-func longer(a, b int64) bool {
-	switch {
-	case b < 0:
+// entryMatters reports whether a peer's entry into tier i (0-based) at at
+// can change a state at now: the tier exists and that instance has not
+// ended.
+func (p *tiersParams) entryMatters(i int, at, now int64) bool {
+	if i >= len(p.tiers) {
 		return false
-	case a < 0:
-		return true
 	}
-	return a > b
+	tp := &p.tiers[i]
+	return at+tp.active+tp.cooldown > now
+}
+
+// mergeEntry merges a peer's entry into tier i at at into s (fitted to p)
+// at now, earliest-wins per instance: an entry that overlaps the local
+// instance (each began before the other ended) moves its start back to the
+// earlier one; one after the local instance ended starts a new instance.
+// The caller has checked entryMatters.
+func (s *tiersState) mergeEntry(p *tiersParams, i int, at, now int64) {
+	tp := &p.tiers[i]
+	end := at + tp.active + tp.cooldown
+	s.settle(p, now)
+	in := &s.inst[i]
+	switch {
+	case !in.on:
+		in.on, in.entered = true, at
+		in.hits.reset()
+	case at < in.entered:
+		if end > in.entered { // the same instance, entered earlier elsewhere
+			in.entered = at
+			in.hits.prune(now - tp.window)
+		}
+	default:
+		// A later entry: the same instance (it began before ours ended),
+		// which ours already covers, since settle has kept ours only while
+		// it lasts.
+	}
+	s.resetAt = max(s.resetAt, in.entered+tp.active+tp.cooldown)
+	s.retryM = 0
 }

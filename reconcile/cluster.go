@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,7 +11,14 @@ import (
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/gossip"
 	"github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/local"
 )
+
+// cluster.go is one job, this node's side of the cluster model: the
+// Cluster, its loop (Run: ticks and drift flushes), what it ships (Step,
+// Flush, Snapshot) and how it merges what its peers send (HandlePacket,
+// NodeGone), with the two seams it runs on, Applier (the engine) and
+// Sender (gossip).
 
 // Applier is the engine as reconcile changes it: the growth of peers' counts
 // and their holds. Implemented by *local.Engine. Methods are safe for
@@ -150,10 +156,10 @@ func (c *Cluster) Incarnation() uint64 { return c.inc }
 // SyncInterval returns the tick between shipments.
 func (c *Cluster) SyncInterval() time.Duration { return c.interval }
 
-// Resource returns the handle of resource name, configured as rc (its
-// params are replaced when a reload calls it again). The handle is stable
-// for the cluster's life.
-func (c *Cluster) Resource(name string, rc *config.Resource) *Res {
+// Recorder returns the handle of resource name, configured as rc (its
+// params are replaced when a reload calls it again): a *Res, stable for
+// the cluster's life (local.Cluster).
+func (c *Cluster) Recorder(name string, rc *config.Resource) local.Recorder {
 	p := paramsOf(rc)
 	c.resMu.Lock()
 	defer c.resMu.Unlock()
@@ -169,6 +175,14 @@ func (c *Cluster) Resource(name string, rc *config.Resource) *Res {
 // SetApplier sets the engine peers' counts are applied to (a reload sets the
 // new engine).
 func (c *Cluster) SetApplier(a Applier) { c.applier.Store(&applierBox{a}) }
+
+// SetEngine is SetApplier(e): local.Engine.Attach calls it (local.Cluster).
+func (c *Cluster) SetEngine(e *local.Engine) { c.SetApplier(e) }
+
+var (
+	_ local.Cluster = (*Cluster)(nil)
+	_ Applier       = (*local.Engine)(nil)
+)
 
 // SetSender sets what ships packets; until it is set nothing is shipped.
 func (c *Cluster) SetSender(s Sender) { c.sender.Store(&senderBox{s}) }
@@ -450,8 +464,18 @@ func (c *Cluster) HandlePacket(p *gossip.Packet) {
 		}
 		return
 	}
+	buf := opBufs.Get().(*[]op)
+	defer func() {
+		if cap(*buf) > maxPooledOps {
+			return // a snapshot's: let it go
+		}
+		clear(*buf) // drop the names they point to
+		*buf = (*buf)[:0]
+		opBufs.Put(buf)
+	}()
 	c.mu.Lock()
-	ops, ok := c.tab.merge(p, now, nil)
+	ops, ok := c.tab.merge(p, now, (*buf)[:0])
+	*buf = ops
 	c.mu.Unlock()
 	if !ok {
 		c.stats.stale.Add(1)
@@ -467,6 +491,13 @@ func (c *Cluster) HandlePacket(p *gossip.Packet) {
 	}
 	c.apply(ops, now)
 }
+
+// opBufs holds the op buffers HandlePacket merges into, so that a stream
+// of packets allocates none once the buffers have grown; one grown past
+// maxPooledOps (by a push/pull snapshot) is not kept.
+var opBufs = sync.Pool{New: func() any { return new([]op) }}
+
+const maxPooledOps = 4096
 
 func (c *Cluster) apply(ops []op, now int64) {
 	b := c.applier.Load()
@@ -512,145 +543,3 @@ func (c *Cluster) NodeGone(name string) {
 }
 
 var _ gossip.Handler = (*Cluster)(nil)
-
-// Stats are the cluster's counters since it started.
-type Stats struct {
-	PacketsSent   uint64 // packets handed to the sender (before splitting)
-	Flushes       uint64 // of those, sent at a drift threshold
-	SendErrors    uint64
-	PacketsMerged uint64
-	Stale         uint64 // from an older incarnation, or our own
-	CountsApplied uint64 // peers' hits applied to the engine
-	NodesGone     uint64
-	// SilentExpired counts peers whose holds were dropped after a silence
-	// (see Cluster.Step); NameConflicts housekeeping ticks that found two
-	// live agents under one node name.
-	SilentExpired, NameConflicts uint64
-	// MergeLag is, per merged delta, how old its newest bucket was on
-	// arrival: the sender's wait to ship plus the network, plus up to one
-	// bucket width (the hit is dated to its bucket's start).
-	MergeLag Histogram
-}
-
-// LagBoundsMs are the upper bounds of the merge-lag histogram's buckets, ms.
-var LagBoundsMs = []int64{5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000}
-
-// Histogram is a cumulative histogram over LagBoundsMs: Counts[i] is how
-// many observations were ≤ LagBoundsMs[i]; Count and SumMs cover all.
-type Histogram struct {
-	Counts []uint64
-	Count  uint64
-	SumMs  int64
-}
-
-type lagHistogram struct {
-	buckets [10]atomic.Uint64 // len(LagBoundsMs)
-	count   atomic.Uint64
-	sum     atomic.Int64
-}
-
-func (h *lagHistogram) observe(ms int64) {
-	if ms < 0 {
-		ms = 0
-	}
-	for i, b := range LagBoundsMs {
-		if ms <= b {
-			h.buckets[i].Add(1)
-			break
-		}
-	}
-	h.count.Add(1)
-	h.sum.Add(ms)
-}
-
-func (h *lagHistogram) load() Histogram {
-	out := Histogram{Counts: make([]uint64, len(LagBoundsMs)), Count: h.count.Load(), SumMs: h.sum.Load()}
-	var cum uint64
-	for i := range LagBoundsMs {
-		cum += h.buckets[i].Load()
-		out.Counts[i] = cum
-	}
-	return out
-}
-
-type statsCounters struct {
-	packetsSent, flushes, sendErrors, packetsMerged, stale, nodesGone atomic.Uint64
-	silentExpired, nameConflicts                                      atomic.Uint64
-	countsApplied                                                     atomic.Int64
-	lag                                                               lagHistogram
-}
-
-// Stats returns the counters.
-func (c *Cluster) Stats() Stats {
-	s := &c.stats
-	return Stats{
-		PacketsSent: s.packetsSent.Load(), Flushes: s.flushes.Load(), SendErrors: s.sendErrors.Load(),
-		PacketsMerged: s.packetsMerged.Load(), Stale: s.stale.Load(),
-		CountsApplied: uint64(s.countsApplied.Load()), NodesGone: s.nodesGone.Load(),
-		SilentExpired: s.silentExpired.Load(), NameConflicts: s.nameConflicts.Load(),
-		MergeLag: s.lag.load(),
-	}
-}
-
-// Contribution is one node's share of a key, as /v1/state shows it.
-type Contribution struct {
-	Origin string `json:"origin"`
-	Self   bool   `json:"self,omitempty"`
-	Gone   bool   `json:"gone,omitempty"`
-	// Counts are its hits per slot still inside the slot's window (tiers:
-	// [0] every tier, [i] tier i; gcra: [0] spends, [1] refunds).
-	Counts []int64 `json:"counts,omitempty"`
-	// Entries are its tier entries, Unix ms by tier.
-	Entries map[int]int64 `json:"entries,omitempty"`
-	Holds   int64         `json:"holds,omitempty"`
-	// LastSyncAgeMs is how long ago its last packet arrived.
-	LastSyncAgeMs int64 `json:"last_sync_age_ms,omitempty"`
-}
-
-// Contributions returns each node's share of resource/domain at now, this
-// node first, then peers by name.
-func (c *Cluster) Contributions(resource, domain string, now time.Time) []Contribution {
-	ms := now.UnixMilli()
-	self := Contribution{Origin: c.name, Self: true}
-	c.resMu.RLock()
-	r := c.res[resource]
-	c.resMu.RUnlock()
-	var lifes []int64
-	if r != nil {
-		self.Counts, self.Entries = r.own(domain, ms)
-		lifes = r.p.Load().life
-	}
-	h := KeyHash(resource, domain)
-	c.gmu.Lock()
-	if g, ok := c.gauges[h]; ok {
-		self.Holds = g.value
-	}
-	c.gmu.Unlock()
-	out := []Contribution{self}
-	c.mu.Lock()
-	for _, o := range c.tab.origins {
-		k, ok := o.keys[h]
-		if !ok {
-			continue
-		}
-		ct := Contribution{Origin: o.name, Gone: o.gone, Holds: k.gauge, LastSyncAgeMs: ms - o.lastSync}
-		if len(lifes) > 0 {
-			ct.Counts = make([]int64, len(lifes))
-		}
-		for _, cn := range k.counts {
-			if int(cn.slot) < len(lifes) && cn.bucket+lifes[cn.slot] > ms {
-				ct.Counts[cn.slot] += int64(cn.value)
-			}
-		}
-		for _, m := range k.marks {
-			if ct.Entries == nil {
-				ct.Entries = make(map[int]int64)
-			}
-			ct.Entries[int(m.slot)] = m.at
-		}
-		out = append(out, ct)
-	}
-	c.mu.Unlock()
-	sort.Slice(out[1:], func(i, j int) bool { return out[1+i].Origin < out[1+j].Origin })
-	return out
-}

@@ -13,4 +13,10 @@
 // gauges merge highest-version-wins and are dropped when memberlist says
 // their node left or died, or when the node restarts (a new incarnation).
 // Nothing here blocks a decision: the engine reads its own merged state.
+//
+// The engine (package local) knows no network: a Cluster is its
+// local.Cluster, each resource's Res its local.Recorder (own.go), and it is
+// an Applier to the Cluster (cluster.go). How long a slot's records matter
+// comes from the engine's rules (local.TierSpans, local.GCRALife; params.go);
+// merge.go is the merge of peers' packets, pure.
 package reconcile

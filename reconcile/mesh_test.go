@@ -10,6 +10,7 @@ import (
 
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/gossip"
+	"github.com/obol-dev/obol/internal/clock"
 	"github.com/obol-dev/obol/local"
 	"github.com/obol-dev/obol/reconcile"
 )
@@ -22,6 +23,35 @@ type meshNode struct {
 	c    *reconcile.Cluster
 	g    *gossip.Node
 	tr   *gossip.FaultTransport
+}
+
+// mesh is the nodes of a test. Their reconcile loops and engines run on
+// one fake clock, which the test moves a sync tick at a time (tick);
+// memberlist and the network run on the real clock, and the test polls
+// for what they do (waitMesh).
+type mesh struct {
+	nodes []*meshNode
+	clk   *clock.Fake
+	sync  time.Duration
+}
+
+// now is the instant of the mesh's decisions.
+func (m *mesh) now() time.Time { return m.clk.Now() }
+
+// tick is one sync tick of every node: once every node's loop waits on the
+// clock (its last Step done), the clock moves past the longest jittered
+// interval, and tick returns when every loop has stepped and waits again.
+func (m *mesh) tick(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.clk.BlockUntil(ctx, len(m.nodes)); err != nil {
+		t.Fatalf("the nodes' loops did not wait on the clock: %v", err)
+	}
+	m.clk.Advance(m.sync * 11 / 10)
+	if err := m.clk.BlockUntil(ctx, len(m.nodes)); err != nil {
+		t.Fatalf("the nodes' loops did not step: %v", err)
+	}
 }
 
 // fastProbes shortens memberlist's timers so deaths are seen in about a
@@ -45,13 +75,13 @@ resources:
     domain_limit: 10
 `
 
-func startMesh(t *testing.T, fn *gossip.FaultNet, n int, sync time.Duration) []*meshNode {
+func startMesh(t *testing.T, fn *gossip.FaultNet, n int, sync time.Duration) *mesh {
 	t.Helper()
 	cfg, err := config.Parse([]byte(meshYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var nodes []*meshNode
+	m := &mesh{clk: clock.NewFake(time.Unix(1_700_000_000, 0)), sync: sync}
 	var seeds []string
 	for i := range n {
 		name := fmt.Sprintf("m%d", i)
@@ -59,7 +89,7 @@ func startMesh(t *testing.T, fn *gossip.FaultNet, n int, sync time.Duration) []*
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := reconcile.New(reconcile.Options{Name: name, SyncInterval: sync})
+		c := reconcile.New(reconcile.Options{Name: name, SyncInterval: sync, Clock: m.clk, Incarnation: uint64(i + 1)})
 		e := local.New(cfg)
 		e.Attach(c)
 		g, err := gossip.New(gossip.Config{Name: name, Transport: tr, Join: seeds, Tune: fastProbes,
@@ -77,35 +107,53 @@ func startMesh(t *testing.T, fn *gossip.FaultNet, n int, sync time.Duration) []*
 			<-done
 			_ = g.Shutdown()
 		})
-		nodes = append(nodes, mn)
+		m.nodes = append(m.nodes, mn)
 		seeds = append(seeds, tr.Addr())
 	}
-	waitMesh(t, 10*time.Second, "every node to see the whole mesh", func() bool {
-		for _, m := range nodes {
-			if m.g.Live() != n {
+	waitMesh(t, m, 10*time.Second, "every node to see the whole mesh", false, func() bool {
+		for _, mn := range m.nodes {
+			if mn.g.Live() != n {
 				return false
 			}
 		}
 		return true
 	})
-	return nodes
+	return m
 }
 
-func waitMesh(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
+// waitMesh polls cond until it holds, for at most d of real time: what it
+// waits for is done by memberlist and the network, on the real clock.
+// With ticking set, the mesh takes a sync tick before each poll (resends
+// are due on ticks); without it, the mesh's clock stands still.
+func waitMesh(t *testing.T, m *mesh, d time.Duration, what string, ticking bool, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for !cond() {
 		if time.Since(start) > d {
 			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
-		time.Sleep(5 * time.Millisecond)
+		if ticking {
+			m.tick(t)
+		}
+		time.Sleep(5 * time.Millisecond) // a poll of the real network
 	}
 	return time.Since(start)
 }
 
-func tierHits(t *testing.T, m *meshNode, dom string) int {
+// delivered waits until every datagram the mesh sent so far has arrived
+// (or was lost to the fault layer).
+func delivered(t *testing.T, m *mesh, fn *gossip.FaultNet) {
 	t.Helper()
-	d, err := m.e.Request(time.Now(), "m/tiers", dom, 0, 0)
+	sent := fn.Stats().Datagrams
+	waitMesh(t, m, 5*time.Second, "the datagrams in flight to arrive", false, func() bool {
+		s := fn.Stats()
+		return s.Received+s.CutIn+s.Dropped+s.CutOut >= sent
+	})
+}
+
+func tierHits(t *testing.T, m *mesh, n *meshNode, dom string) int {
+	t.Helper()
+	d, err := n.e.Request(m.now(), "m/tiers", dom, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,35 +168,45 @@ func TestMeshConvergesUnderLossAndDelay(t *testing.T) {
 		t.Skip("runs a five-node memberlist mesh")
 	}
 	fn := gossip.NewFaultNet()
-	nodes := startMesh(t, fn, 5, 50*time.Millisecond)
+	m := startMesh(t, fn, 5, 50*time.Millisecond)
 	fn.SetDrop(0.2, nil)
 	fn.SetDelay(5 * time.Millisecond)
 	want := 0
-	for i, m := range nodes {
+	for i, n := range m.nodes {
 		for range 4 + i {
-			if d, _ := m.e.Request(time.Now(), "m/tiers", "u", 1, 1); d.Granted != 1 {
-				t.Fatalf("%s rejected a hit under the limit: %+v", m.name, d)
+			if d, _ := n.e.Request(m.now(), "m/tiers", "u", 1, 1); d.Granted != 1 {
+				t.Fatalf("%s rejected a hit under the limit: %+v", n.name, d)
 			}
 			want++
 		}
 	}
-	took := waitMesh(t, 10*time.Second, "every node to count every hit", func() bool {
-		for _, m := range nodes {
-			if tierHits(t, m, "u") != want {
+	took := waitMesh(t, m, 10*time.Second, "every node to count every hit", true, func() bool {
+		for _, n := range m.nodes {
+			if tierHits(t, m, n, "u") != want {
 				return false
 			}
 		}
 		return true
 	})
 	t.Logf("%d hits on 5 nodes counted everywhere %v later with 20%% loss", want, took.Round(time.Millisecond))
-	for range 20 { // resends and duplicates never push a count past the truth
-		time.Sleep(10 * time.Millisecond)
-		for _, m := range nodes {
-			if got := tierHits(t, m, "u"); got != want {
-				t.Fatalf("%s counts %d hits, want %d", m.name, got, want)
+	// Resends and duplicates never push a count past the truth: 20 more
+	// ticks carry every resend still due (1, 2, 4, 8 and 16 ticks after a
+	// change). An inflated count would stay inflated for the tier's
+	// window, which the clock does not reach, so the last check, once the
+	// datagrams have arrived, sees every duplicate.
+	check := func() {
+		for _, n := range m.nodes {
+			if got := tierHits(t, m, n, "u"); got != want {
+				t.Fatalf("%s counts %d hits, want %d", n.name, got, want)
 			}
 		}
 	}
+	for range 20 {
+		m.tick(t)
+		check()
+	}
+	delivered(t, m, fn)
+	check()
 }
 
 // TestMeshPartitionHealsAndDeadNodesLoseHolds: a node cut off keeps
@@ -159,44 +217,49 @@ func TestMeshPartitionHealsAndDeadNodesLoseHolds(t *testing.T) {
 		t.Skip("runs a three-node memberlist mesh")
 	}
 	fn := gossip.NewFaultNet()
-	nodes := startMesh(t, fn, 3, 50*time.Millisecond)
-	a, b, c := nodes[0], nodes[1], nodes[2]
+	m := startMesh(t, fn, 3, 50*time.Millisecond)
+	a, b, c := m.nodes[0], m.nodes[1], m.nodes[2]
 
 	fn.Partition(c.tr.Addr())
 	for range 7 {
-		a.e.Request(time.Now(), "m/tiers", "p", 1, 1)
+		a.e.Request(m.now(), "m/tiers", "p", 1, 1)
 	}
 	for range 5 {
-		if d, _ := c.e.Request(time.Now(), "m/tiers", "p", 1, 1); d.Granted != 1 {
+		if d, _ := c.e.Request(m.now(), "m/tiers", "p", 1, 1); d.Granted != 1 {
 			t.Fatalf("the cut-off node stopped granting: %+v", d)
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // a few ticks ship into the void
-	if got := tierHits(t, c, "p"); got != 5 {
+	for range 6 { // a few ticks ship into the void
+		m.tick(t)
+	}
+	if got := tierHits(t, m, c, "p"); got != 5 {
 		t.Fatalf("cut-off node counts %d, want its own 5", got)
 	}
 	fn.Heal()
-	took := waitMesh(t, 10*time.Second, "counts to re-converge after the heal", func() bool {
-		return tierHits(t, a, "p") == 12 && tierHits(t, b, "p") == 12 && tierHits(t, c, "p") == 12
+	took := waitMesh(t, m, 10*time.Second, "counts to re-converge after the heal", true, func() bool {
+		return tierHits(t, m, a, "p") == 12 && tierHits(t, m, b, "p") == 12 && tierHits(t, m, c, "p") == 12
 	})
 	t.Logf("re-converged %v after the heal", took.Round(time.Millisecond))
 
-	s, _ := c.e.OpenSession(time.Now(), time.Minute)
-	if r, err := c.e.Reserve(time.Now(), "m/jobs", "acme", 6, 6, s); err != nil || r.Granted != 6 {
+	s, _ := c.e.OpenSession(m.now(), time.Minute)
+	if r, err := c.e.Reserve(m.now(), "m/jobs", "acme", 6, 6, s); err != nil || r.Granted != 6 {
 		t.Fatalf("reserve: %+v %v", r, err)
 	}
-	waitMesh(t, 5*time.Second, "a and b to count c's holds", func() bool {
-		for _, m := range []*meshNode{a, b} {
-			if ks, _ := m.e.State(time.Now(), "m/jobs", "acme"); ks.Holds != 6 {
+	waitMesh(t, m, 5*time.Second, "a and b to count c's holds", true, func() bool {
+		for _, n := range []*meshNode{a, b} {
+			if ks, _ := n.e.State(m.now(), "m/jobs", "acme"); ks.Holds != 6 {
 				return false
 			}
 		}
 		return true
 	})
 	_ = c.g.Shutdown() // dies without leaving
-	took = waitMesh(t, 10*time.Second, "the dead node's holds to be dropped", func() bool {
-		for _, m := range []*meshNode{a, b} {
-			if ks, _ := m.e.State(time.Now(), "m/jobs", "acme"); ks.Holds != 0 {
+	// memberlist finds it dead on the real clock; the mesh's stands still,
+	// so the holds go through that, not through reconcile's own silence
+	// expiry.
+	took = waitMesh(t, m, 10*time.Second, "the dead node's holds to be dropped", false, func() bool {
+		for _, n := range []*meshNode{a, b} {
+			if ks, _ := n.e.State(m.now(), "m/jobs", "acme"); ks.Holds != 0 {
 				return false
 			}
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/gossip"
+	"github.com/obol-dev/obol/local"
 )
 
 // own.go records this node's own hits, per key, slot and bucket, and turns
@@ -40,7 +41,7 @@ func pending(s, changed uint32) bool { return int32(s-changed) < lastResend }
 const ownShards = 32
 
 // Res is one resource as the cluster sees it: the handle the engine records
-// its hits through. Safe for concurrent use.
+// its hits through (local.Recorder). Safe for concurrent use.
 type Res struct {
 	c         *Cluster
 	name      string
@@ -84,6 +85,8 @@ type ownKey struct {
 	dirty     bool
 	urgent    bool
 }
+
+var _ local.Recorder = (*Res)(nil)
 
 func (r *Res) shard(domain string) *ownShard {
 	return &r.shards[fnv1a(domain)%ownShards]
@@ -164,7 +167,7 @@ func (r *Res) TierHits(domain string, at, total int64, taken []int64, entered ui
 	sh.mu.Lock()
 	k := r.key(sh, domain)
 	next := r.c.tick.Load() + 1
-	k.add(p, SlotTotal, at, total, next)
+	k.add(p, local.SlotTotal, at, total, next)
 	thr := int64(1 << 62)
 	n := r.c.n()
 	if p.hard > 0 {
@@ -186,10 +189,10 @@ func (r *Res) TierHits(domain string, at, total int64, taken []int64, entered ui
 }
 
 // Spend records that a gcra bucket spent n tokens at at (Unix ms).
-func (r *Res) Spend(domain string, at, n int64) { r.gcra(domain, SlotSpend, at, n) }
+func (r *Res) Spend(domain string, at, n int64) { r.gcra(domain, local.SlotSpend, at, n) }
 
 // Refund records that n tokens were refunded to a gcra bucket at at.
-func (r *Res) Refund(domain string, at, n int64) { r.gcra(domain, SlotRefund, at, n) }
+func (r *Res) Refund(domain string, at, n int64) { r.gcra(domain, local.SlotRefund, at, n) }
 
 func (r *Res) gcra(domain string, slot int, at, n int64) {
 	p := r.p.Load()

@@ -1,20 +1,15 @@
 package reconcile
 
 import (
-	"time"
-
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/local"
 )
 
-// Slots of a key's counters.
-const (
-	// SlotTotal is a tiers key's hits of all tiers (hard and global limits).
-	SlotTotal = 0
-	// SlotSpend is a gcra key's tokens spent.
-	SlotSpend = 0
-	// SlotRefund is a gcra key's tokens refunded.
-	SlotRefund = 1
-)
+// params.go is what reconcile knows of a resource's config: how long each
+// slot's records matter, which it takes from the engine's own rules
+// (local.TierSpans, local.GCRALife) rather than deriving them again, the
+// bucket it counts them in, and the limits its drift thresholds are taken
+// of. Slots are local's (local.SlotTotal, ...).
 
 // Bucket sizes: a slot's bucket is a fiftieth of its window, between 1 ms
 // and a minute, so a remote hit placed at its bucket's start leaves the
@@ -41,8 +36,6 @@ func bucketFor(window int64) int64 {
 	return min(max(window/bucketDiv, minBucket), maxBucket)
 }
 
-func msOf(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
-
 // paramsOf derives a resource's params from its (normalized) config. Per-domain
 // overrides are not looked at: buckets and lifetimes come from the default,
 // widened to the longest window any override has, so that no hit is dropped
@@ -63,20 +56,20 @@ func paramsOf(rc *config.Resource) *params {
 		p.bucket = make([]int64, n+1)
 		p.life = make([]int64, n+1)
 		p.mark = make([]int64, n+1)
-		p.limit[0] = p.hard
-		if p.limit[0] == 0 {
-			p.limit[0] = p.global
+		p.limit[local.SlotTotal] = p.hard
+		if p.limit[local.SlotTotal] == 0 {
+			p.limit[local.SlotTotal] = p.global
 		}
-		p.life[0], p.bucket[0] = 1000, bucketFor(1000)
 		widen := func(ts []config.Tier) {
-			for i, t := range ts {
-				s := i + 1
-				w, m := msOf(t.Window), msOf(t.Active+t.Cooldown)
-				if w > p.life[s] {
-					p.life[s], p.bucket[s] = w, bucketFor(w)
+			for s, sp := range local.TierSpans(ts) {
+				if sp.Hits > p.life[s] {
+					p.life[s], p.bucket[s] = sp.Hits, bucketFor(sp.Hits)
 				}
-				p.mark[s] = max(p.mark[s], m)
-				if l := int64(t.Limit); p.limit[s] == 0 || l < p.limit[s] {
+				p.mark[s] = max(p.mark[s], sp.Entry)
+				if s == local.SlotTotal {
+					continue
+				}
+				if l := int64(ts[s-1].Limit); p.limit[s] == 0 || l < p.limit[s] {
 					p.limit[s] = l
 				}
 			}
@@ -86,9 +79,9 @@ func paramsOf(rc *config.Resource) *params {
 			widen(o.Tiers)
 		}
 	case config.KindGCRA:
-		life := gcraLife(rc.Burst, rc.Count, rc.Period)
+		life := local.GCRALife(rc.Burst, rc.Count, rc.Period)
 		for _, o := range rc.Domains {
-			life = max(life, gcraLife(o.Burst, o.Count, o.Period))
+			life = max(life, local.GCRALife(o.Burst, o.Count, o.Period))
 		}
 		p.limit = []int64{int64(rc.Burst), int64(rc.Burst)}
 		p.bucket = []int64{bucketFor(life), bucketFor(life)}
@@ -97,15 +90,6 @@ func paramsOf(rc *config.Resource) *params {
 		// copies ship gauges only; adaptive windows are per node.
 	}
 	return p
-}
-
-// gcraLife is how long a spend matters to a bucket: its burst offset, in ms.
-func gcraLife(burst, count int, period time.Duration) int64 {
-	if count <= 0 {
-		return 1000
-	}
-	ei := int64(period) / int64(count)
-	return max(1, msOf(time.Duration(ei*int64(burst))))
 }
 
 // threshold is the unshipped hits of a key at which it is shipped at once:

@@ -56,7 +56,7 @@ resources:
 
 // mainSlot is the reconcile slot whose count a decision on the resource
 // reads: tier 1 for tiers, spends for gcra.
-var mainSlot = map[string]int{resTiers: 1, resGCRA: reconcile.SlotSpend}
+var mainSlot = map[string]int{resTiers: 1, resGCRA: local.SlotSpend}
 
 // tap is the engine as the cluster's Applier: it forwards every change to
 // the engine, then notes when a probe's count was applied, so that a probe

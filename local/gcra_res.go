@@ -1,0 +1,263 @@
+package local
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/obol-dev/obol/config"
+)
+
+// gcra_res.go is a gcra resource's storage, locks and recording: its
+// params per domain, its buckets (one TAT per key), the idle gaps of a
+// clustered bucket (gcraidle.go) and its recorder for the cluster, around
+// the pure rules of gcra.go.
+
+// gcraRes is one gcra resource.
+type gcraRes struct {
+	def  *gcraParams
+	over map[string]*gcraParams
+	keys *store[int64] // TAT, Unix ns
+	rec  recorder      // off alone
+	// idle holds, for a clustered resource, the idle gaps keys' own spends
+	// discarded lately (gcraidle.go); nil alone.
+	idle  *store[idleLog]
+	stats *Stats
+}
+
+var _ kindRes = (*gcraRes)(nil)
+
+// gcraFromConfig returns the state of a configured gcra resource.
+func gcraFromConfig(rc *config.Resource, maxKeys int, st *Stats) *gcraRes {
+	def := newGCRAParams(rc.Burst, rc.Count, rc.Period)
+	gr := &gcraRes{def: &def, keys: newStore[int64](maxKeys), stats: st}
+	for d, o := range rc.Domains {
+		if gr.over == nil {
+			gr.over = make(map[string]*gcraParams)
+		}
+		op := newGCRAParams(o.Burst, o.Count, o.Period)
+		gr.over[d] = &op
+	}
+	return gr
+}
+
+func (gr *gcraRes) params(domain string) *gcraParams {
+	if gr.over != nil {
+		if p, ok := gr.over[domain]; ok {
+			return p
+		}
+	}
+	return gr.def
+}
+
+// decide decides request(q, m) of domain at t (Unix ns) into d.
+func (gr *gcraRes) decide(d *Decision, domain string, t, q, m int64) error {
+	p := gr.params(domain)
+	if q > p.burst {
+		return fmt.Errorf("%w: copies: %d is over the burst of %d", ErrCostOverBurst, q, p.burst)
+	}
+	sh, h := gr.keys.lock(domain)
+	var tat int64
+	ptat := sh.find(domain, h)
+	if ptat != nil {
+		tat = *ptat
+	}
+	o := gcraDecide(p, tat, t, q, m)
+	if o.changed && gr.rec.on() {
+		gr.rec.spend(domain, t/1e6, o.granted)
+		if tat < t && gr.idle != nil {
+			gr.noteIdle(domain, tat, t)
+		}
+	}
+	if o.changed {
+		if ptat != nil {
+			*ptat = o.tat
+		} else if !gr.keys.insert(sh, domain, h, o.tat) {
+			sh.mu.Unlock()
+			gr.stats.LenientFull.Add(1)
+			*d = lenientDecision(config.KindGCRA, int(q))
+			return nil
+		}
+	}
+	sh.mu.Unlock()
+	*d = Decision{
+		Kind: config.KindGCRA, Granted: int(o.granted), Remaining: int(o.remaining),
+		RetryAfter: time.Duration(o.retryAfter), ResetAfter: time.Duration(o.resetAfter),
+		GCRABurst: int(p.burst), GCRAPeriod: p.period, GCRARefill: time.Duration(gcraRefill(p, &o, t)),
+	}
+	return nil
+}
+
+// Refund returns copies tokens to a gcra bucket and reports what remains.
+func (e *Engine) Refund(t time.Time, resource, domain string, copies int) (int, error) {
+	if err := checkCopies(copies, 0); err != nil {
+		return 0, err
+	}
+	r, err := e.lookup(resource, config.KindGCRA)
+	if err != nil {
+		return 0, err
+	}
+	gr, ok := kindOf[*gcraRes](r)
+	if !ok {
+		if r == nil || r.unlimited {
+			return MaxCopies, nil
+		}
+		return 0, fmt.Errorf("%w: %q is %s resource; refund is for gcra resources", ErrWrongKind, r.name, kindArticle(r.kind))
+	}
+	return int(gr.refund(domain, t.UnixNano(), int64(copies))), nil
+}
+
+// refund gives q tokens back to domain's bucket at t (Unix ns) and returns
+// what remains.
+func (gr *gcraRes) refund(domain string, t, q int64) int64 {
+	p := gr.params(domain)
+	sh, h := gr.keys.lock(domain)
+	defer sh.mu.Unlock()
+	var tat int64
+	ptat := sh.find(domain, h)
+	if ptat != nil {
+		tat = *ptat
+	}
+	if gr.rec.on() && tat > t && q > 0 {
+		gr.rec.refund(domain, t/1e6, q)
+	}
+	tat, remaining := gcraRefund(p, tat, t, q)
+	if ptat != nil {
+		if tat <= t && gr.idle == nil { // clustered, a key outlives its TAT (applyCount)
+			gr.keys.remove(sh, domain, h)
+		} else {
+			*ptat = tat
+		}
+	}
+	return remaining
+}
+
+// state reports domain's TAT at t (when the bucket is not full) and the
+// decision of a peek.
+func (gr *gcraRes) state(domain string, t time.Time) (ks KeyState) {
+	sh, h := gr.keys.lock(domain)
+	tat, ok := sh.get(domain, h)
+	sh.mu.Unlock()
+	if ok && tat > t.UnixNano() {
+		ks.Tracked, ks.TAT = true, time.Unix(0, tat)
+	}
+	var d Decision
+	_ = gr.decide(&d, domain, t.UnixNano(), 0, 0)
+	ks.Peek = &d
+	return ks
+}
+
+// sweep drops the buckets that are full again by t; a clustered one is
+// kept idleKeep past its TAT, with its idle gaps (see applyCount).
+func (gr *gcraRes) sweep(t time.Time) {
+	tn := t.UnixNano()
+	if gr.idle == nil {
+		gr.keys.sweep(func(tat int64) bool { return tat <= tn })
+		return
+	}
+	keep := idleKeep.Nanoseconds()
+	gr.keys.sweep(func(tat int64) bool { return tat+keep <= tn })
+	gr.idle.sweep(func(l idleLog) bool { return l.last()+keep <= tn })
+}
+
+func (gr *gcraRes) load() (keys, holds, peerHolds int) { return gr.keys.len(), 0, 0 }
+
+// adopt keeps old's buckets and idle gaps: what remains is read with the
+// new burst and emission interval.
+func (gr *gcraRes) adopt(old kindRes, rc *config.Resource) kindRes {
+	o := old.(*gcraRes)
+	gr.keys, gr.idle = o.keys, o.idle
+	maxKeys := int64(maxKeysOf(rc))
+	gr.keys.max.Store(maxKeys)
+	if gr.idle != nil {
+		gr.idle.max.Store(maxKeys)
+	}
+	return gr
+}
+
+// attach records the resource's spends and refunds in c, and keeps its
+// buckets' idle gaps from now on.
+func (gr *gcraRes) attach(c Cluster, name string, rc *config.Resource) {
+	gr.rec = recorder{c.Recorder(name, rc)}
+	if gr.idle == nil {
+		gr.idle = newStore[idleLog](int(gr.keys.max.Load()))
+	}
+}
+
+// idleKeep is how long a clustered gcra key outlives its TAT, and its idle
+// gaps the newest of them: a peer's spend dated before the TAT must still
+// find both to land where it happened. It covers the resends of a change
+// (16 ticks: 4 s at 250 ms, 16 s at 1 s) and the resync after a silence. A
+// spend delivered later than that (a long partition) lands on a bucket
+// that forgot its past and grants more than one exact bucket would: the
+// over-admission of a partition, which fail open accepts.
+const idleKeep = 30 * time.Second
+
+// noteIdle records, in a locked key shard, that a spend at t found domain's
+// bucket idle since tat. A full idle store records nothing (a late peer's
+// spend then finds no gap to fill: toward denial).
+func (gr *gcraRes) noteIdle(domain string, tat, t int64) {
+	sh, h := gr.idle.lock(domain)
+	if l := sh.find(domain, h); l != nil {
+		l.note(tat, t)
+	} else {
+		var l idleLog
+		l.note(tat, t)
+		gr.idle.insert(sh, domain, h, l)
+	}
+	sh.mu.Unlock()
+}
+
+// applyCount applies a peer's spend (SlotSpend) or refund (SlotRefund) of
+// n tokens to domain's bucket. A spend dated at is inserted into the
+// bucket's chain where it happened (gcraApplySpend); a refund gives tokens
+// back now. The key is kept for idleKeep after its TAT passes, so that a
+// later-delivered spend dated before it still sees it.
+func (gr *gcraRes) applyCount(domain string, slot int, at, _, n, now int64) {
+	p := gr.params(domain)
+	atNs, nowNs := at*1e6, now*1e6
+	sh, h := gr.keys.lock(domain)
+	defer sh.mu.Unlock()
+	ptat := sh.find(domain, h)
+	var tat int64
+	if ptat != nil {
+		tat = *ptat
+	}
+	switch slot {
+	case SlotSpend:
+		if gr.idle == nil {
+			tat = gcraApplySpend(p, tat, atNs, n, nil)
+			break
+		}
+		ish, ih := gr.idle.lock(domain) // after the key's shard, as in decide
+		var l idleLog
+		pl := ish.find(domain, ih)
+		if pl != nil {
+			l = *pl
+		}
+		tat = gcraApplySpend(p, tat, atNs, n, &l)
+		switch {
+		case pl != nil:
+			*pl = l
+		case l.n > 0:
+			gr.idle.insert(ish, domain, ih, l)
+		}
+		ish.mu.Unlock()
+	case SlotRefund:
+		tat, _ = gcraRefund(p, tat, nowNs, n)
+	default:
+		return
+	}
+	switch {
+	case ptat != nil:
+		*ptat = tat
+	case tat > nowNs || (gr.idle != nil && tat+idleKeep.Nanoseconds() > nowNs):
+		gr.keys.insert(sh, domain, h, tat)
+	}
+}
+
+// A gcra resource has no tiers and holds no copies.
+
+func (gr *gcraRes) applyEntry(string, int, int64, int64) {}
+func (gr *gcraRes) release() int64                       { return 0 }
+func (gr *gcraRes) addRemote(string, int64)              {}
+func (gr *gcraRes) eachHold(func(string, int64))         {}

@@ -1,0 +1,153 @@
+package reconcile
+
+import (
+	"sort"
+	"sync/atomic"
+	"time"
+)
+
+// stats.go is what a cluster tells of itself: its counters and merge-lag
+// histogram (Stats), and each node's share of a key (Contributions), for
+// the metrics and /v1/state.
+
+// Stats are the cluster's counters since it started.
+type Stats struct {
+	PacketsSent   uint64 // packets handed to the sender (before splitting)
+	Flushes       uint64 // of those, sent at a drift threshold
+	SendErrors    uint64
+	PacketsMerged uint64
+	Stale         uint64 // from an older incarnation, or our own
+	CountsApplied uint64 // peers' hits applied to the engine
+	NodesGone     uint64
+	// SilentExpired counts peers whose holds were dropped after a silence
+	// (see Cluster.Step); NameConflicts housekeeping ticks that found two
+	// live agents under one node name.
+	SilentExpired, NameConflicts uint64
+	// MergeLag is, per merged delta, how old its newest bucket was on
+	// arrival: the sender's wait to ship plus the network, plus up to one
+	// bucket width (the hit is dated to its bucket's start).
+	MergeLag Histogram
+}
+
+// LagBoundsMs are the upper bounds of the merge-lag histogram's buckets, ms.
+var LagBoundsMs = []int64{5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000}
+
+// Histogram is a cumulative histogram over LagBoundsMs: Counts[i] is how
+// many observations were ≤ LagBoundsMs[i]; Count and SumMs cover all.
+type Histogram struct {
+	Counts []uint64
+	Count  uint64
+	SumMs  int64
+}
+
+type lagHistogram struct {
+	buckets [10]atomic.Uint64 // len(LagBoundsMs)
+	count   atomic.Uint64
+	sum     atomic.Int64
+}
+
+func (h *lagHistogram) observe(ms int64) {
+	if ms < 0 {
+		ms = 0
+	}
+	for i, b := range LagBoundsMs {
+		if ms <= b {
+			h.buckets[i].Add(1)
+			break
+		}
+	}
+	h.count.Add(1)
+	h.sum.Add(ms)
+}
+
+func (h *lagHistogram) load() Histogram {
+	out := Histogram{Counts: make([]uint64, len(LagBoundsMs)), Count: h.count.Load(), SumMs: h.sum.Load()}
+	var cum uint64
+	for i := range LagBoundsMs {
+		cum += h.buckets[i].Load()
+		out.Counts[i] = cum
+	}
+	return out
+}
+
+type statsCounters struct {
+	packetsSent, flushes, sendErrors, packetsMerged, stale, nodesGone atomic.Uint64
+	silentExpired, nameConflicts                                      atomic.Uint64
+	countsApplied                                                     atomic.Int64
+	lag                                                               lagHistogram
+}
+
+// Stats returns the counters.
+func (c *Cluster) Stats() Stats {
+	s := &c.stats
+	return Stats{
+		PacketsSent: s.packetsSent.Load(), Flushes: s.flushes.Load(), SendErrors: s.sendErrors.Load(),
+		PacketsMerged: s.packetsMerged.Load(), Stale: s.stale.Load(),
+		CountsApplied: uint64(s.countsApplied.Load()), NodesGone: s.nodesGone.Load(),
+		SilentExpired: s.silentExpired.Load(), NameConflicts: s.nameConflicts.Load(),
+		MergeLag: s.lag.load(),
+	}
+}
+
+// Contribution is one node's share of a key, as /v1/state shows it.
+type Contribution struct {
+	Origin string `json:"origin"`
+	Self   bool   `json:"self,omitempty"`
+	Gone   bool   `json:"gone,omitempty"`
+	// Counts are its hits per slot still inside the slot's window (tiers:
+	// [0] every tier, [i] tier i; gcra: [0] spends, [1] refunds).
+	Counts []int64 `json:"counts,omitempty"`
+	// Entries are its tier entries, Unix ms by tier.
+	Entries map[int]int64 `json:"entries,omitempty"`
+	Holds   int64         `json:"holds,omitempty"`
+	// LastSyncAgeMs is how long ago its last packet arrived.
+	LastSyncAgeMs int64 `json:"last_sync_age_ms,omitempty"`
+}
+
+// Contributions returns each node's share of resource/domain at now, this
+// node first, then peers by name.
+func (c *Cluster) Contributions(resource, domain string, now time.Time) []Contribution {
+	ms := now.UnixMilli()
+	self := Contribution{Origin: c.name, Self: true}
+	c.resMu.RLock()
+	r := c.res[resource]
+	c.resMu.RUnlock()
+	var lifes []int64
+	if r != nil {
+		self.Counts, self.Entries = r.own(domain, ms)
+		lifes = r.p.Load().life
+	}
+	h := KeyHash(resource, domain)
+	c.gmu.Lock()
+	if g, ok := c.gauges[h]; ok {
+		self.Holds = g.value
+	}
+	c.gmu.Unlock()
+	out := []Contribution{self}
+	c.mu.Lock()
+	for _, o := range c.tab.origins {
+		k, ok := o.keys[h]
+		if !ok {
+			continue
+		}
+		ct := Contribution{Origin: o.name, Gone: o.gone, Holds: k.gauge, LastSyncAgeMs: ms - o.lastSync}
+		if len(lifes) > 0 {
+			ct.Counts = make([]int64, len(lifes))
+		}
+		for _, cn := range k.counts {
+			if int(cn.slot) < len(lifes) && cn.bucket+lifes[cn.slot] > ms {
+				ct.Counts[cn.slot] += int64(cn.value)
+			}
+		}
+		for _, m := range k.marks {
+			if ct.Entries == nil {
+				ct.Entries = make(map[int]int64)
+			}
+			ct.Entries[int(m.slot)] = m.at
+		}
+		out = append(out, ct)
+	}
+	c.mu.Unlock()
+	sort.Slice(out[1:], func(i, j int) bool { return out[1+i].Origin < out[1+j].Origin })
+	return out
+}
