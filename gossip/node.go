@@ -1,7 +1,6 @@
 package gossip
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,8 +17,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/obol-dev/obol/gossip/packet"
 	"github.com/obol-dev/obol/internal/clock"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // MaxDatagram is the most bytes one sync datagram takes on the wire (the UDP
@@ -78,11 +77,11 @@ type Handler interface {
 	// goroutines; must not block. The packet is the handler's to keep.
 	// Push/pull state arrives here too, with Full set; it may arrive
 	// before New returns (during the initial join).
-	HandlePacket(p *Packet)
+	HandlePacket(p *packet.Packet)
 	// Snapshot returns the node's full state (Full set) for push/pull
 	// anti-entropy and joiners. Must not block long. From, Incarnation and
 	// Full are overwritten with this node's values. nil means no state.
-	Snapshot() *Packet
+	Snapshot() *packet.Packet
 	// NodeGone is called once when memberlist declares a node left or dead
 	// (not for self). It is called on a goroutine of this package, in the
 	// order memberlist reported departures, and may call the Node's
@@ -520,19 +519,19 @@ func (n *Node) Live() int { return n.ml.NumMembers() }
 // Send splits p into messages of at most Budget bytes and sends each, best
 // effort over UDP, to every live member except self. From and Incarnation
 // are set to this node's (p is not modified). It does not wait for the
-// network beyond handing datagrams to the kernel. It returns ErrTooLarge
+// network beyond handing datagrams to the kernel. It returns packet.ErrTooLarge
 // from Split, or every send failure joined (each also counted in
 // Stats.SendErrors); with no other member it sends nothing.
-func (n *Node) Send(p *Packet) error {
+func (n *Node) Send(p *packet.Packet) error {
 	if p == nil {
-		return fmt.Errorf("%w: nil packet", ErrInvalid)
+		return fmt.Errorf("%w: nil packet", packet.ErrInvalid)
 	}
 	if n.stopped() {
 		return ErrShutdown
 	}
 	cp := *p
 	cp.From, cp.Incarnation = n.name, n.inc
-	msgs, err := Split(&cp, n.budget)
+	msgs, err := packet.Split(&cp, n.budget)
 	if err != nil {
 		return err
 	}
@@ -670,7 +669,7 @@ func (n *Node) peer(name string) *peerState {
 }
 
 // received records a packet or state of size bytes from p.From.
-func (n *Node) received(p *Packet, size int) {
+func (n *Node) received(p *packet.Packet, size int) {
 	now := time.Now()
 	n.mu.Lock()
 	ps := n.peer(p.From)
@@ -766,7 +765,7 @@ func (n *Node) dispatch() {
 // until Shutdown.
 func (n *Node) beaconLoop(clk clock.Clock, every time.Duration) {
 	defer n.wg.Done()
-	beacon, err := Encode(&Packet{From: n.name, Incarnation: n.inc})
+	beacon, err := packet.Encode(&packet.Packet{From: n.name, Incarnation: n.inc})
 	if err != nil {
 		n.log.Error("gossip: beacon", "err", err)
 		return
@@ -910,7 +909,7 @@ func (d *delegate) NotifyMsg(b []byte) {
 		n.log.Debug("gossip: dropped oversized message", "bytes", len(b))
 		return
 	}
-	p, err := Decode(b)
+	p, err := packet.Decode(b)
 	if err != nil {
 		n.dropped.Add(1)
 		n.log.Debug("gossip: dropped undecodable message", "bytes", len(b), "err", err)
@@ -941,11 +940,11 @@ func (d *delegate) LocalState(join bool) []byte {
 	p := n.h.Snapshot()
 	n.exit()
 	if p == nil {
-		p = &Packet{}
+		p = &packet.Packet{}
 	}
 	cp := *p
 	cp.From, cp.Incarnation, cp.Full = n.name, n.inc, true
-	b, err := Encode(&cp)
+	b, err := packet.Encode(&cp)
 	if err != nil {
 		n.log.Warn("gossip: snapshot not encoded", "err", err)
 		return nil
@@ -969,7 +968,7 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 	}
 	n.statesIn.Add(1)
 	n.bytesIn.Add(uint64(len(buf)))
-	p, err := Decode(buf)
+	p, err := packet.Decode(buf)
 	if err != nil {
 		n.dropped.Add(1)
 		n.log.Debug("gossip: dropped undecodable state", "bytes", len(buf), "err", err)
@@ -1136,45 +1135,6 @@ func (n *Node) member(node *memberlist.Node, state string) {
 			delete(n.peers, name)
 		}
 	}
-}
-
-// Node meta: [1, incarnation uint, leaving bool], msgpack.
-
-func encodeMeta(inc uint64, leaving bool) []byte {
-	var buf bytes.Buffer
-	e := msgpack.NewEncoder(&buf)
-	_ = e.EncodeArrayLen(3) // a bytes.Buffer does not fail
-	_ = e.EncodeUint(1)
-	_ = e.EncodeUint(inc)
-	_ = e.EncodeBool(leaving)
-	return buf.Bytes()
-}
-
-// decodeMeta parses node meta; ok is false for meta this package did not
-// write (a foreign or newer member).
-func decodeMeta(b []byte) (inc uint64, leaving, ok bool) {
-	dc := decPool.Get().(*decoder)
-	defer decPool.Put(dc)
-	dc.b = b
-	dc.r.Reset(b)
-	dc.d.Reset(&dc.r)
-	dc.grp, dc.ent = -1, -1
-	defer func() { dc.b = nil; dc.r.Reset(nil) }()
-	if n, err := dc.arr("meta", 0); err != nil || n != 3 {
-		return 0, false, false
-	}
-	if v, err := dc.uint("meta"); err != nil || v != 1 {
-		return 0, false, false
-	}
-	inc, err := dc.uint("meta")
-	if err != nil {
-		return 0, false, false
-	}
-	leaving, err = dc.bool("meta")
-	if err != nil || dc.r.Len() != 0 {
-		return 0, false, false
-	}
-	return inc, leaving, true
 }
 
 // oneLine renders err (memberlist's multierror spans lines) on one line.

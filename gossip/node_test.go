@@ -14,26 +14,27 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/obol-dev/obol/gossip/packet"
 	"github.com/obol-dev/obol/internal/clock"
 )
 
 // recorder is a Handler that keeps what it is given.
 type recorder struct {
 	mu      sync.Mutex
-	packets []*Packet
+	packets []*packet.Packet
 	gone    []string
-	snap    *Packet
+	snap    *packet.Packet
 }
 
 var _ Handler = (*recorder)(nil)
 
-func (r *recorder) HandlePacket(p *Packet) {
+func (r *recorder) HandlePacket(p *packet.Packet) {
 	r.mu.Lock()
 	r.packets = append(r.packets, p)
 	r.mu.Unlock()
 }
 
-func (r *recorder) Snapshot() *Packet {
+func (r *recorder) Snapshot() *packet.Packet {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.snap
@@ -156,9 +157,9 @@ func start(t *testing.T, fn *FaultNet, name string, mut func(*Config)) *testNode
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &recorder{snap: &Packet{
-		Names:  []Name{{Hash: snapHash(name), Resource: "test/snap", Domain: name}},
-		Counts: []Count{{Hash: snapHash(name), Bucket: 1_700_000_000_000, Value: 1}},
+	rec := &recorder{snap: &packet.Packet{
+		Names:  []packet.Name{{Hash: snapHash(name), Resource: "test/snap", Domain: name}},
+		Counts: []packet.Count{{Hash: snapHash(name), Bucket: 1_700_000_000_000, Value: 1}},
 	}}
 	cfg := Config{Name: name, Transport: tr, Tune: quick, Logger: testLogger(t), RejoinInterval: -1}
 	if mut != nil {
@@ -247,13 +248,13 @@ func TestMeshJoinSnapshotSend(t *testing.T) {
 	}
 
 	// A delta of 300 named keys spans several datagrams.
-	p := &Packet{From: "ignored", Incarnation: 99}
+	p := &packet.Packet{From: "ignored", Incarnation: 99}
 	for k := range 300 {
 		h := uint64(k+1) * 0x9e3779b97f4a7c15
-		p.Names = append(p.Names, Name{Hash: h, Resource: "api/search", Domain: "tenant-" + strconv.Itoa(k)})
-		p.Counts = append(p.Counts, Count{Hash: h, Bucket: 1_700_000_000_000, Value: uint64(k + 1)})
+		p.Names = append(p.Names, packet.Name{Hash: h, Resource: "api/search", Domain: "tenant-" + strconv.Itoa(k)})
+		p.Counts = append(p.Counts, packet.Count{Hash: h, Bucket: 1_700_000_000_000, Value: uint64(k + 1)})
 	}
-	msgs, err := Split(&Packet{From: "n1", Incarnation: nodes[1].Incarnation(), Names: p.Names, Counts: p.Counts}, nodes[1].Budget())
+	msgs, err := packet.Split(&packet.Packet{From: "n1", Incarnation: nodes[1].Incarnation(), Names: p.Names, Counts: p.Counts}, nodes[1].Budget())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +408,7 @@ func TestRestartNewIncarnation(t *testing.T) {
 					return false
 				})
 			}
-			if err := re.Send(&Packet{Counts: []Count{{Hash: 7, Value: 3}}}); err != nil {
+			if err := re.Send(&packet.Packet{Counts: []packet.Count{{Hash: 7, Value: 3}}}); err != nil {
 				t.Fatal(err)
 			}
 			eventually(t, 5*time.Second, "n1 receives the restarted node's packet", func() bool { return nodes[1].rec.has("n2", false, 7, 3) })
@@ -420,7 +421,7 @@ func TestRestartNewIncarnation(t *testing.T) {
 func TestNodeGoneStaleIncarnation(t *testing.T) {
 	nd := start(t, NewFaultNet(), "solo", func(c *Config) { c.Tune = quiet })
 	d := (*delegate)(nd.Node)
-	d.NotifyMsg(mustEncode(&Packet{From: "x", Incarnation: 5}))
+	d.NotifyMsg(mustEncode(&packet.Packet{From: "x", Incarnation: 5}))
 	d.NotifyJoin(&memberlist.Node{Name: "x", Meta: encodeMeta(4, false)})
 	d.NotifyLeave(&memberlist.Node{Name: "x", Meta: encodeMeta(4, false)}) // the old instance
 	d.NotifyJoin(&memberlist.Node{Name: "y", Meta: encodeMeta(1, false)})
@@ -466,7 +467,7 @@ func TestIntruderRejected(t *testing.T) {
 			pn, _ := strconv.Atoi(port)
 			target := &memberlist.Node{Name: "n0", Addr: net.ParseIP(host), Port: uint16(pn)}
 			recv := nodes[0].tr.Stats().Received
-			if err := bad.ml.SendBestEffort(target, mustEncode(&Packet{From: "intruder", Counts: []Count{{Hash: 1, Value: 1}}})); err != nil {
+			if err := bad.ml.SendBestEffort(target, mustEncode(&packet.Packet{From: "intruder", Counts: []packet.Count{{Hash: 1, Value: 1}}})); err != nil {
 				t.Fatal(err)
 			}
 			eventually(t, 5*time.Second, "n0's transport takes the intruder's datagram", func() bool {
@@ -474,7 +475,7 @@ func TestIntruderRejected(t *testing.T) {
 			})
 			// memberlist handles datagrams in order: once a later
 			// legitimate one is handled, the intruder's has been refused.
-			if err := nodes[1].Send(&Packet{Counts: []Count{{Hash: 2, Value: 2}}}); err != nil {
+			if err := nodes[1].Send(&packet.Packet{Counts: []packet.Count{{Hash: 2, Value: 2}}}); err != nil {
 				t.Fatal(err)
 			}
 			eventually(t, 5*time.Second, "n0 gets n1's packet", func() bool { return nodes[0].rec.has("n1", false, 2, 2) })
@@ -498,7 +499,7 @@ func TestPartitionHeal(t *testing.T) {
 	fn.Partition(nodes[2].Addr())
 
 	before := fn.Stats()
-	if err := nodes[0].Send(&Packet{Counts: []Count{{Hash: 1, Value: 1}}}); err != nil {
+	if err := nodes[0].Send(&packet.Packet{Counts: []packet.Count{{Hash: 1, Value: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "n1 gets the packet", func() bool { return nodes[1].rec.has("n0", false, 1, 1) })
@@ -508,7 +509,7 @@ func TestPartitionHeal(t *testing.T) {
 	if nodes[2].rec.has("n0", false, 1, 1) {
 		t.Fatalf("n2 got a packet across the partition")
 	}
-	if err := nodes[2].Send(&Packet{Counts: []Count{{Hash: 3, Value: 3}}}); err != nil {
+	if err := nodes[2].Send(&packet.Packet{Counts: []packet.Count{{Hash: 3, Value: 3}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := nodes[2].ml.Join([]string{nodes[0].Addr()}); err == nil {
@@ -519,7 +520,7 @@ func TestPartitionHeal(t *testing.T) {
 	}
 
 	fn.Heal()
-	if err := nodes[0].Send(&Packet{Counts: []Count{{Hash: 2, Value: 2}}}); err != nil {
+	if err := nodes[0].Send(&packet.Packet{Counts: []packet.Count{{Hash: 2, Value: 2}}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "n2 gets a packet after the heal", func() bool { return nodes[2].rec.has("n0", false, 2, 2) })
@@ -639,7 +640,7 @@ func TestMeta(t *testing.T) {
 
 func TestSendAfterShutdown(t *testing.T) {
 	nd := start(t, NewFaultNet(), "solo", func(c *Config) { c.Tune = quiet })
-	if err := nd.Send(&Packet{}); err != nil {
+	if err := nd.Send(&packet.Packet{}); err != nil {
 		t.Fatalf("Send alone: %v", err)
 	}
 	if err := nd.Shutdown(); err != nil {
@@ -648,7 +649,7 @@ func TestSendAfterShutdown(t *testing.T) {
 	if err := nd.Shutdown(); err != nil {
 		t.Fatalf("second Shutdown: %v", err)
 	}
-	if err := nd.Send(&Packet{}); !errors.Is(err, ErrShutdown) {
+	if err := nd.Send(&packet.Packet{}); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("Send after Shutdown = %v, want ErrShutdown", err)
 	}
 	if err := nd.Leave(time.Second); !errors.Is(err, ErrShutdown) {
@@ -717,7 +718,7 @@ func TestRealTransport(t *testing.T) {
 		nodes = append(nodes, n)
 	}
 	eventually(t, 5*time.Second, "both see 2 live", func() bool { return nodes[0].Live() == 2 && nodes[1].Live() == 2 })
-	if err := nodes[0].Send(&Packet{Counts: []Count{{Hash: 5, Value: 8}}}); err != nil {
+	if err := nodes[0].Send(&packet.Packet{Counts: []packet.Count{{Hash: 5, Value: 8}}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "r1 gets the packet", func() bool { return recs[1].has("r0", false, 5, 8) })
@@ -799,4 +800,12 @@ func TestBeaconRevivesAfterHeal(t *testing.T) {
 			}
 		})
 	}
+}
+
+func mustEncode(p *packet.Packet) []byte {
+	b, err := packet.Encode(p)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
