@@ -10,5 +10,6 @@
 // Push/pull anti-entropy, and every join, carry a full snapshot
 // (Handler.Snapshot) both ways. Departures reach Handler.NodeGone.
 // Receivers keep maxima, so loss, duplication and reordering are harmless.
-// FaultTransport injects loss, delay and partitions for in-process tests.
+// Tests inject loss, delay and partitions through Config.Transport (an
+// internal fault-injecting transport).
 package gossip

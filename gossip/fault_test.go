@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/internal/gossiptest"
 )
 
 // TestFaultDropAndDelay: SetDrop loses datagrams (seeded, so the split is
 // reproducible) and SetDelay holds them back.
 func TestFaultDropAndDelay(t *testing.T) {
-	fn := NewFaultNet()
+	fn := gossiptest.NewFaultNet()
 	nodes := mesh(t, fn, 2, func(c *Config) { c.Tune = quiet })
 	a, b := nodes[0], nodes[1]
 

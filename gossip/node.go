@@ -136,7 +136,7 @@ type Config struct {
 	// key, and drops and resyncs at debug. nil: discard.
 	Logger *slog.Logger
 	// Transport is an optional memberlist transport (tests pass a
-	// FaultTransport); nil: memberlist's NetTransport on Bind.
+	// fault-injecting one); nil: memberlist's NetTransport on Bind.
 	Transport memberlist.Transport
 	// Tune, when set, runs last on the memberlist config and may change
 	// anything, including what New sets; tests use it to shorten timers.

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/obol-dev/obol/gossip/packet"
 	"github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/internal/gossiptest"
 )
 
 // recorder is a Handler that keeps what it is given.
@@ -145,13 +146,13 @@ func quiet(c *memberlist.Config) {
 type testNode struct {
 	*Node
 	rec *recorder
-	tr  *FaultTransport
+	tr  *gossiptest.FaultTransport
 }
 
 // start starts a node named name on a new transport of fn, with a snapshot
 // holding one count (hash = its index+1000, value 1) so that push/pull can be
 // observed. mut adjusts the config.
-func start(t *testing.T, fn *FaultNet, name string, mut func(*Config)) *testNode {
+func start(t *testing.T, fn *gossiptest.FaultNet, name string, mut func(*Config)) *testNode {
 	t.Helper()
 	tr, err := fn.Listen()
 	if err != nil {
@@ -200,7 +201,7 @@ func (w tlog) Write(b []byte) (int, error) {
 
 // mesh starts n nodes "n0"…, each joining n0, and waits until every node
 // sees all of them.
-func mesh(t *testing.T, fn *FaultNet, n int, mut func(*Config)) []*testNode {
+func mesh(t *testing.T, fn *gossiptest.FaultNet, n int, mut func(*Config)) []*testNode {
 	t.Helper()
 	nodes := []*testNode{start(t, fn, "n0", mut)}
 	for i := 1; i < n; i++ {
@@ -228,7 +229,7 @@ var testKey = []byte("0123456789abcdef0123456789abcdef")
 // every other member, and no datagram exceeds MaxDatagram with a key and a
 // label.
 func TestMeshJoinSnapshotSend(t *testing.T) {
-	fn := NewFaultNet()
+	fn := gossiptest.NewFaultNet()
 	nodes := mesh(t, fn, 4, func(c *Config) {
 		c.SecretKey = testKey
 		c.Label = "obol-test"
@@ -330,7 +331,7 @@ func TestNodeGone(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			nodes := mesh(t, NewFaultNet(), 3, func(c *Config) { c.Tune = fast })
+			nodes := mesh(t, gossiptest.NewFaultNet(), 3, func(c *Config) { c.Tune = fast })
 			if tc.leave {
 				if err := nodes[2].Leave(2 * time.Second); err != nil {
 					t.Fatal(err)
@@ -374,7 +375,7 @@ func TestRestartNewIncarnation(t *testing.T) {
 	for _, leave := range []bool{true, false} {
 		t.Run(fmt.Sprintf("leave=%v", leave), func(t *testing.T) {
 			t.Parallel()
-			fn := NewFaultNet()
+			fn := gossiptest.NewFaultNet()
 			tune := fast // the default DeadNodeReclaimTime lets the dead name back at a new address
 			nodes := mesh(t, fn, 3, func(c *Config) { c.Tune = tune })
 			old := nodes[2]
@@ -419,7 +420,7 @@ func TestRestartNewIncarnation(t *testing.T) {
 // TestNodeGoneStaleIncarnation: the departure of an instance whose name has
 // already sent packets with a newer incarnation is not reported.
 func TestNodeGoneStaleIncarnation(t *testing.T) {
-	nd := start(t, NewFaultNet(), "solo", func(c *Config) { c.Tune = quiet })
+	nd := start(t, gossiptest.NewFaultNet(), "solo", func(c *Config) { c.Tune = quiet })
 	d := (*delegate)(nd.Node)
 	d.NotifyMsg(mustEncode(&packet.Packet{From: "x", Incarnation: 5}))
 	d.NotifyJoin(&memberlist.Node{Name: "x", Meta: encodeMeta(4, false)})
@@ -450,7 +451,7 @@ func TestIntruderRejected(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			fn := NewFaultNet()
+			fn := gossiptest.NewFaultNet()
 			nodes := mesh(t, fn, 2, func(c *Config) {
 				c.SecretKey, c.Label, c.Tune = testKey, "obol-test", quiet
 			})
@@ -494,7 +495,7 @@ func TestIntruderRejected(t *testing.T) {
 // TestPartitionHeal: a partition stops delivery both ways (datagrams and
 // streams), and healing restores it.
 func TestPartitionHeal(t *testing.T) {
-	fn := NewFaultNet()
+	fn := gossiptest.NewFaultNet()
 	nodes := mesh(t, fn, 3, nil)
 	fn.Partition(nodes[2].Addr())
 
@@ -533,7 +534,7 @@ func TestPartitionHeal(t *testing.T) {
 // (New does not fail), and its rejoin loop, driven by a fake clock, joins
 // the mesh once the seed is reachable.
 func TestJoinFailOpenThenRejoin(t *testing.T) {
-	fn := NewFaultNet()
+	fn := gossiptest.NewFaultNet()
 	seed := start(t, fn, "seed", nil)
 	tr, err := fn.Listen()
 	if err != nil {
@@ -639,7 +640,7 @@ func TestMeta(t *testing.T) {
 }
 
 func TestSendAfterShutdown(t *testing.T) {
-	nd := start(t, NewFaultNet(), "solo", func(c *Config) { c.Tune = quiet })
+	nd := start(t, gossiptest.NewFaultNet(), "solo", func(c *Config) { c.Tune = quiet })
 	if err := nd.Send(&packet.Packet{}); err != nil {
 		t.Fatalf("Send alone: %v", err)
 	}
@@ -675,7 +676,7 @@ func TestBudgetIsExact(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			nodes := mesh(t, NewFaultNet(), 2, func(c *Config) {
+			nodes := mesh(t, gossiptest.NewFaultNet(), 2, func(c *Config) {
 				c.SecretKey, c.Label, c.Tune = tc.key, tc.label, quiet
 			})
 			a, b := nodes[0], nodes[1]
@@ -742,7 +743,7 @@ func TestJoinTimeout(t *testing.T) {
 		}
 	}()
 	begin := time.Now()
-	nd := start(t, NewFaultNet(), "hopeful", func(c *Config) {
+	nd := start(t, gossiptest.NewFaultNet(), "hopeful", func(c *Config) {
 		c.Join = []string{ln.Addr().String()}
 		c.JoinTimeout = 100 * time.Millisecond
 	})
@@ -765,7 +766,7 @@ func TestBeaconRevivesAfterHeal(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		t.Run(fmt.Sprintf("beacon=%v", on), func(t *testing.T) {
 			t.Parallel()
-			fn := NewFaultNet()
+			fn := gossiptest.NewFaultNet()
 			nodes := mesh(t, fn, 3, func(c *Config) {
 				c.Tune = func(mc *memberlist.Config) {
 					fast(mc)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/gossip"
+	"github.com/obol-dev/obol/internal/gossiptest"
 	"github.com/obol-dev/obol/local"
 	"github.com/obol-dev/obol/reconcile"
 )
@@ -21,7 +22,7 @@ type meshNode struct {
 	e    *local.Engine
 	c    *reconcile.Cluster
 	g    *gossip.Node
-	tr   *gossip.FaultTransport
+	tr   *gossiptest.FaultTransport
 }
 
 // fastProbes shortens memberlist's timers so deaths are seen in about a
@@ -45,7 +46,7 @@ resources:
     domain_limit: 10
 `
 
-func startMesh(t *testing.T, fn *gossip.FaultNet, n int, sync time.Duration) []*meshNode {
+func startMesh(t *testing.T, fn *gossiptest.FaultNet, n int, sync time.Duration) []*meshNode {
 	t.Helper()
 	cfg, err := config.Parse([]byte(meshYAML))
 	if err != nil {
@@ -119,7 +120,7 @@ func TestMeshConvergesUnderLossAndDelay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a five-node memberlist mesh")
 	}
-	fn := gossip.NewFaultNet()
+	fn := gossiptest.NewFaultNet()
 	nodes := startMesh(t, fn, 5, 50*time.Millisecond)
 	fn.SetDrop(0.2, nil)
 	fn.SetDelay(5 * time.Millisecond)
@@ -158,7 +159,7 @@ func TestMeshPartitionHealsAndDeadNodesLoseHolds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a three-node memberlist mesh")
 	}
-	fn := gossip.NewFaultNet()
+	fn := gossiptest.NewFaultNet()
 	nodes := startMesh(t, fn, 3, 50*time.Millisecond)
 	a, b, c := nodes[0], nodes[1], nodes[2]
 
