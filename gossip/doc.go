@@ -10,6 +10,14 @@
 // Push/pull anti-entropy, and every join, carry a full snapshot
 // (Handler.Snapshot) both ways. Departures reach Handler.NodeGone.
 // Receivers keep maxima, so loss, duplication and reordering are harmless.
-// Tests inject loss, delay and partitions through Config.Transport (an
-// internal fault-injecting transport).
+//
+// A Config (config.go) becomes memberlist's profile in one pure function
+// (profile.go); the Node's API is in node.go and what memberlist calls it
+// back with in delegate.go. Two loops run on the node's injected clock
+// (Config.Clock), each a step(now): the beacon, which calls on peers
+// recently declared dead so that a healed partition is noticed at once,
+// and the rejoin, which joins seed addresses that are not members
+// (loops.go). A peer heard from after a silence of ResyncAfter on that
+// clock gets a push/pull. Tests inject loss, delay and partitions through
+// Config.Transport (an internal fault-injecting transport).
 package gossip
