@@ -4,6 +4,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/obol-dev/obol/internal/clock"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -53,6 +56,50 @@ func TestConfigValidate(t *testing.T) {
 			}
 			if _, err := New(tc.cfg, &recorder{}); !errors.Is(err, ErrConfig) {
 				t.Errorf("New = %v, want ErrConfig", err)
+			}
+		})
+	}
+}
+
+// TestConfigSettings: each zero field takes its default, a negative
+// interval turns its loop off, and a set value is kept.
+func TestConfigSettings(t *testing.T) {
+	wall := time.Unix(1_700_000_000, 5)
+	fake := clock.NewFake(wall)
+	type view struct {
+		inc                                                uint64
+		joinTimeout, rejoinEvery, resyncAfter, beaconEvery time.Duration
+		realClock                                          bool
+	}
+	tests := []struct {
+		name string
+		cfg  Config
+		want view
+	}{
+		{name: "defaults, no seeds: no rejoin loop",
+			cfg:  Config{Name: "a"},
+			want: view{inc: uint64(wall.UnixNano()), joinTimeout: 5 * time.Second, resyncAfter: 2500 * time.Millisecond, beaconEvery: 200 * time.Millisecond, realClock: true}},
+		{name: "defaults with seeds",
+			cfg:  Config{Name: "a", Join: []string{"peers"}},
+			want: view{inc: uint64(wall.UnixNano()), joinTimeout: 5 * time.Second, rejoinEvery: 30 * time.Second, resyncAfter: 2500 * time.Millisecond, beaconEvery: 200 * time.Millisecond, realClock: true}},
+		{name: "negative: never",
+			cfg:  Config{Name: "a", Join: []string{"peers"}, JoinTimeout: -1, RejoinInterval: -1, ResyncAfter: -1, BeaconInterval: -1},
+			want: view{inc: uint64(wall.UnixNano()), joinTimeout: 5 * time.Second, realClock: true}},
+		{name: "set values kept",
+			cfg: Config{Name: "a", Join: []string{"peers"}, Incarnation: 7, JoinTimeout: time.Second, RejoinInterval: time.Minute,
+				ResyncAfter: time.Second, BeaconInterval: time.Second, Clock: fake},
+			want: view{inc: 7, joinTimeout: time.Second, rejoinEvery: time.Minute, resyncAfter: time.Second, beaconEvery: time.Second}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.cfg.settings(wall)
+			_, isReal := s.clk.(clock.Real)
+			got := view{inc: s.inc, joinTimeout: s.joinTimeout, rejoinEvery: s.rejoinEvery, resyncAfter: s.resyncAfter, beaconEvery: s.beaconEvery, realClock: isReal}
+			if got != tc.want {
+				t.Errorf("settings\n %+v\nwant\n %+v", got, tc.want)
+			}
+			if s.log == nil || s.rng == nil {
+				t.Errorf("no logger (%v) or no rng (%v)", s.log, s.rng)
 			}
 		})
 	}

@@ -90,6 +90,19 @@ func (r *recorder) hashes(from string) map[uint64]bool {
 	return out
 }
 
+// fulls returns how many push/pull states (Full packets) came from `from`.
+func (r *recorder) fulls(from string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, p := range r.packets {
+		if p.From == from && p.Full {
+			n++
+		}
+	}
+	return n
+}
+
 func (r *recorder) from(name string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -3,10 +3,13 @@ package gossip
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/obol-dev/obol/gossip/packet"
 	"github.com/obol-dev/obol/internal/clock"
 	"github.com/obol-dev/obol/internal/gossiptest"
 )
@@ -98,4 +101,164 @@ func TestBeaconRevivesAfterHeal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRejoinStep calls the rejoin loop's step directly (the loop itself is
+// off): it joins a seed that is not a member, and nothing once every seed
+// is one or the node is shut down.
+func TestRejoinStep(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	tests := []struct {
+		name     string
+		joined   bool // the seed is already a member
+		shutdown bool
+		want     int
+	}{
+		{name: "seed not a member", want: 1},
+		{name: "seed a member", joined: true, want: 0},
+		{name: "shut down", shutdown: true, want: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fn := gossiptest.NewFaultNet()
+			seed := start(t, fn, "seed", func(c *Config) { c.Tune = quiet })
+			nd := start(t, fn, "n", func(c *Config) { c.Tune = quiet })
+			nd.seeds = []string{seed.Addr()}
+			if tc.joined {
+				if _, err := nd.ml.Join(nd.seeds); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.shutdown {
+				_ = nd.Shutdown()
+			}
+			if got := nd.rejoinStep(t0); got != tc.want {
+				t.Fatalf("rejoinStep = %d, want %d", got, tc.want)
+			}
+			if tc.want > 0 && nd.Live() != 2 {
+				t.Fatalf("Live = %d after the rejoin, want 2", nd.Live())
+			}
+		})
+	}
+}
+
+// TestBeaconStep calls the beacon loop's step directly, at instants of a
+// fake clock, after membership events about a peer x that listens at a
+// real address: a beacon goes to x only while it is dead, not left, and
+// for five minutes after its death.
+func TestBeaconStep(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	type event struct {
+		state   string // alive, dead or left
+		leaving bool   // x's meta says it is leaving
+	}
+	tests := []struct {
+		name     string
+		events   []event // at t0
+		at       time.Duration
+		shutdown bool
+		want     int
+	}{
+		{name: "dead a second ago", events: []event{{state: "alive"}, {state: "dead"}}, at: time.Second, want: 1},
+		{name: "dead five minutes ago to the nanosecond", events: []event{{state: "alive"}, {state: "dead"}}, at: goneRetention, want: 1},
+		{name: "dead over five minutes ago", events: []event{{state: "alive"}, {state: "dead"}}, at: goneRetention + time.Millisecond, want: 0},
+		{name: "left", events: []event{{state: "alive"}, {state: "left", leaving: true}}, at: time.Second, want: 0},
+		{name: "announced its leave, then went", events: []event{{state: "alive"}, {state: "alive", leaving: true}, {state: "dead"}}, at: time.Second, want: 0},
+		{name: "alive", events: []event{{state: "alive"}}, at: time.Second, want: 0},
+		{name: "dead, then back", events: []event{{state: "alive"}, {state: "dead"}, {state: "alive"}}, at: time.Second, want: 0},
+		{name: "shut down", events: []event{{state: "alive"}, {state: "dead"}}, at: time.Second, shutdown: true, want: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fn := gossiptest.NewFaultNet()
+			fake := clock.NewFake(t0)
+			nd := start(t, fn, "solo", func(c *Config) { c.Tune, c.Clock, c.BeaconInterval = quiet, fake, time.Hour }) // the test steps the loop
+			x := start(t, fn, "x", func(c *Config) { c.Tune = quiet })
+			host, port, _ := net.SplitHostPort(x.Addr())
+			pn, _ := strconv.Atoi(port)
+			d := (*delegate)(nd.Node)
+			for _, ev := range tc.events {
+				m := &memberlist.Node{Name: "x", Addr: net.ParseIP(host), Port: uint16(pn), Meta: encodeMeta(1, ev.leaving)}
+				switch ev.state {
+				case "alive":
+					if ev.leaving {
+						d.NotifyUpdate(m)
+					} else {
+						d.NotifyJoin(m)
+					}
+				default:
+					d.NotifyLeave(m)
+				}
+			}
+			if tc.shutdown {
+				_ = nd.Shutdown()
+			}
+			before := nd.Stats().PacketsOut
+			if got := nd.beaconStep(t0.Add(tc.at)); got != tc.want {
+				t.Fatalf("beaconStep = %d, want %d", got, tc.want)
+			}
+			if got := nd.Stats().PacketsOut - before; got != uint64(tc.want) {
+				t.Errorf("PacketsOut grew by %d, want %d", got, tc.want)
+			}
+			if tc.want > 0 {
+				eventually(t, 5*time.Second, "x hears the beacon", func() bool { return x.rec.from("solo") == 1 })
+			}
+		})
+	}
+}
+
+// TestResyncAfterSilence: a peer heard from again after a silence of
+// ResyncAfter or more, on the node's clock, gets a push/pull at once (its
+// snapshot and this node's both ways); one heard from within it does not,
+// nor one heard from again right after a resync. The fake clock makes the
+// silences; the packets and the push/pull are real.
+func TestResyncAfterSilence(t *testing.T) {
+	const after = 2 * time.Second
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	nodes := mesh(t, gossiptest.NewFaultNet(), 2, func(c *Config) {
+		c.Tune, c.Clock, c.ResyncAfter, c.BeaconInterval = quiet, fake, after, -1
+	})
+	n0, n1 := nodes[0], nodes[1]
+	steps := []struct {
+		name    string
+		silence time.Duration // fake time since the last step
+		resync  bool
+	}{
+		{name: "first packet after the join", silence: 0, resync: false},
+		{name: "within ResyncAfter", silence: after / 2, resync: false},
+		{name: "at ResyncAfter", silence: after, resync: false},
+		{name: "after a silence", silence: after + time.Millisecond, resync: true},
+		{name: "right after the resync", silence: 0, resync: false},
+		{name: "after another silence", silence: 3 * after, resync: true},
+	}
+	var resyncs uint64
+	for i, st := range steps {
+		fake.Advance(st.silence)
+		fulls, last := n1.rec.fulls("n0"), resyncedWith(n0, "n1")
+		h := uint64(100 + i)
+		if err := n1.Send(&packet.Packet{Counts: []packet.Count{{Hash: h, Value: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		// n0 notes the silence before it hands the packet over.
+		eventually(t, 5*time.Second, st.name+": n0 receives the packet", func() bool { return n0.rec.has("n1", false, h, 1) })
+		if queued := !resyncedWith(n0, "n1").Equal(last); queued != st.resync {
+			t.Fatalf("%s: resync queued = %v, want %v", st.name, queued, st.resync)
+		}
+		if st.resync {
+			resyncs++
+			eventually(t, 5*time.Second, st.name+": the push/pull runs", func() bool {
+				return n0.Stats().Resyncs == resyncs && n1.rec.fulls("n0") > fulls
+			})
+		}
+	}
+}
+
+// resyncedWith returns when n last queued a push/pull with peer name.
+func resyncedWith(n *testNode, name string) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ps := n.peers[name]; ps != nil {
+		return ps.resynced
+	}
+	return time.Time{}
 }
