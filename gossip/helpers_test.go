@@ -128,6 +128,47 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	}
 }
 
+// never polls cond for the whole of d and fails as soon as it holds: a
+// check that memberlist's real events do not bring something about.
+func never(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			t.Fatal(what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// settled polls until no datagram has crossed fn's partition for 200 ms
+// (ten of the test timers' gossip intervals): memberlist has spent the
+// broadcasts it still had for the other side. It fails after within.
+func settled(t *testing.T, fn *gossiptest.FaultNet, within time.Duration, what string) {
+	t.Helper()
+	const quietFor = 200 * time.Millisecond
+	cut := func() uint64 { s := fn.Stats(); return s.CutOut + s.CutIn }
+	last, since := cut(), time.Now()
+	eventually(t, within, what, func() bool {
+		if c := cut(); c != last {
+			last, since = c, time.Now()
+		}
+		return time.Since(since) >= quietFor
+	})
+}
+
+// deadFor returns how long nd has known peer name dead (memberlist declared
+// the death no later), on nd's clock; 0 when it is not dead.
+func deadFor(nd *testNode, name string) time.Duration {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	ps := nd.peers[name]
+	if ps == nil || ps.state != "dead" {
+		return 0
+	}
+	return nd.clk.Now().Sub(ps.changed)
+}
+
 // quick shortens memberlist's gossip so joins spread fast, keeping failure
 // detection at its LAN default (no false deaths on a busy test machine).
 func quick(c *memberlist.Config) {

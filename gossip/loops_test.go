@@ -61,17 +61,21 @@ func TestJoinFailOpenThenRejoin(t *testing.T) {
 // node hears one, resyncs, and both sides see each other alive again. With
 // beacons off (the control), nothing revives them within the same time:
 // memberlist neither probes nor gossips to the dead, and push/pull and the
-// rejoin loop are off here.
+// rejoin loop are off here. The beacons tick on a fake clock, one round
+// each time every node's loop waits for the next; memberlist runs on real
+// time.
 func TestBeaconRevivesAfterHeal(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		t.Run(fmt.Sprintf("beacon=%v", on), func(t *testing.T) {
 			t.Parallel()
 			fn := gossiptest.NewFaultNet()
+			fake := clock.NewFake(time.Unix(1_700_000_000, 0))
 			nodes := mesh(t, fn, 3, func(c *Config) {
 				c.Tune = func(mc *memberlist.Config) {
 					fast(mc)
 					mc.PushPullInterval = 0
 				}
+				c.Clock = fake
 				if !on {
 					c.BeaconInterval = -1
 				}
@@ -80,7 +84,7 @@ func TestBeaconRevivesAfterHeal(t *testing.T) {
 			eventually(t, 15*time.Second, "both sides declare the other dead", func() bool {
 				return nodes[0].Live() == 2 && nodes[1].Live() == 2 && nodes[2].Live() == 1
 			})
-			time.Sleep(time.Second) // memberlist's broadcasts about the deaths are spent
+			settled(t, fn, 10*time.Second, "memberlist's broadcasts about the deaths are spent")
 			before := nodes[2].Stats().Resyncs + nodes[0].Stats().Resyncs + nodes[1].Stats().Resyncs
 			fn.Heal()
 			healed := time.Now()
@@ -88,14 +92,18 @@ func TestBeaconRevivesAfterHeal(t *testing.T) {
 				return nodes[0].Live() == 3 && nodes[1].Live() == 3 && nodes[2].Live() == 3
 			}
 			if !on {
-				time.Sleep(3 * time.Second)
-				if revived() {
-					t.Fatalf("without beacons the mesh revived anyway: the test does not isolate the beacon")
-				}
+				never(t, 3*time.Second, "without beacons the mesh revived anyway: the test does not isolate the beacon", revived)
 				return
 			}
-			eventually(t, 3*time.Second, "every node sees the other two alive after the heal", revived)
-			t.Logf("revived %v after the heal", time.Since(healed).Round(time.Millisecond))
+			rounds := 0
+			eventually(t, 3*time.Second, "every node sees the other two alive after the heal", func() bool {
+				if fake.Waiters() == len(nodes) { // every beacon loop waits: the next round
+					fake.Advance(defaultBeaconInterval)
+					rounds++
+				}
+				return revived()
+			})
+			t.Logf("revived %v after the heal, after %d beacon rounds", time.Since(healed).Round(time.Millisecond), rounds)
 			if after := nodes[2].Stats().Resyncs + nodes[0].Stats().Resyncs + nodes[1].Stats().Resyncs; after == before {
 				t.Fatalf("no resync after the heal")
 			}

@@ -174,8 +174,10 @@ func TestRestartNewIncarnation(t *testing.T) {
 			eventually(t, 10*time.Second, "n0 and n1 see n2 gone", func() bool {
 				return nodes[0].rec.goneCount("n2") == 1 && nodes[1].rec.goneCount("n2") == 1
 			})
-			if !leave {
-				time.Sleep(1100 * time.Millisecond) // the dead name is reclaimable a second after the death
+			if !leave { // memberlist lets a dead name back at a new address DeadNodeReclaimTime after the death
+				eventually(t, 5*time.Second, "n2 has been dead on n0 and n1 for DeadNodeReclaimTime", func() bool {
+					return deadFor(nodes[0], "n2") > deadNodeReclaim && deadFor(nodes[1], "n2") > deadNodeReclaim
+				})
 			}
 
 			inc := old.Incarnation() + 1
