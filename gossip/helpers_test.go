@@ -92,23 +92,21 @@ func (r *recorder) hashes(from string) map[uint64]bool {
 
 // fulls returns how many push/pull states (Full packets) came from `from`.
 func (r *recorder) fulls(from string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, p := range r.packets {
-		if p.From == from && p.Full {
-			n++
-		}
-	}
-	return n
+	return r.count(func(p *packet.Packet) bool { return p.From == from && p.Full })
 }
 
+// from returns how many packets came from name.
 func (r *recorder) from(name string) int {
+	return r.count(func(p *packet.Packet) bool { return p.From == name })
+}
+
+// count returns how many packets received satisfy match.
+func (r *recorder) count(match func(*packet.Packet) bool) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
 	for _, p := range r.packets {
-		if p.From == name {
+		if match(p) {
 			n++
 		}
 	}
