@@ -2,13 +2,22 @@
 // memberlist; it knows nothing of limits.
 //
 // memberlist provides membership (join, failure detection, leave), the
-// keyring (AES-GCM) and the per-mesh label. A Packet is one node's cumulative
-// counts, tier marks and gauges for some keys; it is encoded as msgpack arrays
-// with compact ints, entries grouped by key hash and times as offsets from a
-// base (see WireVersion). Deltas go by direct fan-out: Send splits a packet
-// into messages that fit one datagram (Budget) and sends each, best effort, to
-// every live member. Push/pull anti-entropy, and every join, carry a full
-// snapshot (Handler.Snapshot) both ways. Departures reach Handler.NodeGone.
+// keyring (AES-GCM) and the per-mesh label. What travels is a packet.Packet
+// (package packet: the types and the wire codec, without memberlist): one
+// node's cumulative counts, tier marks and gauges for some keys. Deltas go
+// by direct fan-out: Send splits a packet into messages that fit one
+// datagram (Budget) and sends each, best effort, to every live member.
+// Push/pull anti-entropy, and every join, carry a full snapshot
+// (Handler.Snapshot) both ways. Departures reach Handler.NodeGone.
 // Receivers keep maxima, so loss, duplication and reordering are harmless.
-// FaultTransport injects loss, delay and partitions for in-process tests.
+//
+// A Config (config.go) becomes memberlist's profile in one pure function
+// (profile.go); the Node's API is in node.go and what memberlist calls it
+// back with in delegate.go. Two loops run on the node's injected clock
+// (Config.Clock), each a step(now): the beacon, which calls on peers
+// recently declared dead so that a healed partition is noticed at once,
+// and the rejoin, which joins seed addresses that are not members
+// (loops.go). A peer heard from after a silence of ResyncAfter on that
+// clock gets a push/pull. Tests inject loss, delay and partitions through
+// Config.Transport (an internal fault-injecting transport).
 package gossip

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/internal/gossiptest"
 )
 
 // logRecord is one captured log record, its attributes rendered as text.
@@ -170,7 +171,7 @@ func TestEventLogs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			logs := &logCapture{}
-			nd := start(t, NewFaultNet(), "solo", func(c *Config) {
+			nd := start(t, gossiptest.NewFaultNet(), "solo", func(c *Config) {
 				c.Tune, c.Logger, c.ResyncAfter = quiet, logs.logger(), -1
 			})
 			d := (*delegate)(nd.Node)
@@ -207,7 +208,7 @@ func TestEventLogs(t *testing.T) {
 // reach the log: peers joining, one declared dead behind a partition and
 // back after the heal, one leaving and coming back at a new address.
 func TestMeshEventsLogged(t *testing.T) {
-	fn := NewFaultNet()
+	fn := gossiptest.NewFaultNet()
 	logs := &logCapture{}
 	tune := func(c *memberlist.Config) {
 		fast(c)
@@ -266,7 +267,7 @@ func TestMeshEventsLogged(t *testing.T) {
 // that reaches none says so, with the error, and the rejoin that later
 // succeeds logs it.
 func TestJoinLogs(t *testing.T) {
-	fn := NewFaultNet()
+	fn := gossiptest.NewFaultNet()
 	seed := start(t, fn, "seed", nil)
 
 	logs := &logCapture{}
@@ -332,7 +333,7 @@ func TestExposedWithoutKeyWarns(t *testing.T) {
 			cfg := Config{Name: "a", Bind: tc.bind, Advertise: tc.advertise, SecretKey: tc.key, Logger: logs.logger(),
 				Tune: quiet, RejoinInterval: -1, BeaconInterval: -1}
 			if tc.bind == "" {
-				tr, err := NewFaultNet().Listen()
+				tr, err := gossiptest.NewFaultNet().Listen()
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -4,17 +4,20 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/internal/gossiptest"
 )
 
 // TestFaultDropAndDelay: SetDrop loses datagrams (seeded, so the split is
 // reproducible) and SetDelay holds them back.
 func TestFaultDropAndDelay(t *testing.T) {
-	fn := NewFaultNet()
+	fn := gossiptest.NewFaultNet()
 	nodes := mesh(t, fn, 2, func(c *Config) { c.Tune = quiet })
 	a, b := nodes[0], nodes[1]
 
 	fn.SetDrop(1, nil)
-	if err := a.Send(&Packet{Counts: []Count{{Hash: 1, Value: 1}}}); err != nil {
+	if err := a.Send(&packet.Packet{Counts: []packet.Count{{Hash: 1, Value: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := fn.Stats().Dropped; got != 1 {
@@ -24,7 +27,7 @@ func TestFaultDropAndDelay(t *testing.T) {
 	fn.SetDrop(0.5, rand.New(rand.NewPCG(9, 9)))
 	before := fn.Stats()
 	for i := range 200 {
-		if err := a.Send(&Packet{Counts: []Count{{Hash: 100 + uint64(i), Value: 1}}}); err != nil {
+		if err := a.Send(&packet.Packet{Counts: []packet.Count{{Hash: 100 + uint64(i), Value: 1}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -38,7 +41,7 @@ func TestFaultDropAndDelay(t *testing.T) {
 	const delay = 150 * time.Millisecond
 	fn.SetDelay(delay)
 	sent := time.Now()
-	if err := a.Send(&Packet{Counts: []Count{{Hash: 2, Value: 2}}}); err != nil {
+	if err := a.Send(&packet.Packet{Counts: []packet.Count{{Hash: 2, Value: 2}}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the delayed packet arrives", func() bool { return b.rec.has("n0", false, 2, 2) })

@@ -1,233 +1,23 @@
 package gossip
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
-	"os"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/memberlist"
-	"github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/internal/gossiptest"
 )
-
-// recorder is a Handler that keeps what it is given.
-type recorder struct {
-	mu      sync.Mutex
-	packets []*Packet
-	gone    []string
-	snap    *Packet
-}
-
-var _ Handler = (*recorder)(nil)
-
-func (r *recorder) HandlePacket(p *Packet) {
-	r.mu.Lock()
-	r.packets = append(r.packets, p)
-	r.mu.Unlock()
-}
-
-func (r *recorder) Snapshot() *Packet {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.snap
-}
-
-func (r *recorder) NodeGone(name string) {
-	r.mu.Lock()
-	r.gone = append(r.gone, name)
-	r.mu.Unlock()
-}
-
-// goneCount returns how many times NodeGone(name) was called.
-func (r *recorder) goneCount(name string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, g := range r.gone {
-		if g == name {
-			n++
-		}
-	}
-	return n
-}
-
-// has reports whether a packet from `from` (Full as given) carried a count
-// of hash with value.
-func (r *recorder) has(from string, full bool, hash, value uint64) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, p := range r.packets {
-		if p.From != from || p.Full != full {
-			continue
-		}
-		for _, c := range p.Counts {
-			if c.Hash == hash && c.Value == value {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// hashes returns the distinct hashes of counts received from `from`.
-func (r *recorder) hashes(from string) map[uint64]bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := map[uint64]bool{}
-	for _, p := range r.packets {
-		if p.From == from && !p.Full {
-			for _, c := range p.Counts {
-				out[c.Hash] = true
-			}
-		}
-	}
-	return out
-}
-
-func (r *recorder) from(name string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, p := range r.packets {
-		if p.From == name {
-			n++
-		}
-	}
-	return n
-}
-
-// eventually polls cond until it holds or the deadline passes: it waits on
-// memberlist's real events, never on a fixed sleep.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// quick shortens memberlist's gossip so joins spread fast, keeping failure
-// detection at its LAN default (no false deaths on a busy test machine).
-func quick(c *memberlist.Config) {
-	c.GossipInterval = 20 * time.Millisecond
-	c.TCPTimeout = 2 * time.Second
-}
-
-// fast also shortens failure detection, for tests that wait for a death.
-func fast(c *memberlist.Config) {
-	quick(c)
-	c.ProbeInterval = 200 * time.Millisecond
-	c.ProbeTimeout = 150 * time.Millisecond
-	c.SuspicionMult = 2
-	c.GossipToTheDeadTime = 2 * time.Second
-}
-
-// quiet stops memberlist's periodic traffic (probes, gossip, push/pull), so
-// that a test can account for every datagram.
-func quiet(c *memberlist.Config) {
-	c.ProbeInterval = time.Hour
-	c.GossipInterval = time.Hour
-	c.PushPullInterval = 0
-	c.TCPTimeout = 2 * time.Second
-}
-
-type testNode struct {
-	*Node
-	rec *recorder
-	tr  *FaultTransport
-}
-
-// start starts a node named name on a new transport of fn, with a snapshot
-// holding one count (hash = its index+1000, value 1) so that push/pull can be
-// observed. mut adjusts the config.
-func start(t *testing.T, fn *FaultNet, name string, mut func(*Config)) *testNode {
-	t.Helper()
-	tr, err := fn.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &recorder{snap: &Packet{
-		Names:  []Name{{Hash: snapHash(name), Resource: "test/snap", Domain: name}},
-		Counts: []Count{{Hash: snapHash(name), Bucket: 1_700_000_000_000, Value: 1}},
-	}}
-	cfg := Config{Name: name, Transport: tr, Tune: quick, Logger: testLogger(t), RejoinInterval: -1}
-	if mut != nil {
-		mut(&cfg)
-	}
-	n, err := New(cfg, rec)
-	if err != nil {
-		_ = tr.Shutdown()
-		t.Fatalf("New(%s): %v", name, err)
-	}
-	t.Cleanup(func() { _ = n.Shutdown() })
-	return &testNode{Node: n, rec: rec, tr: tr}
-}
-
-func snapHash(name string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(name); i++ {
-		h = (h ^ uint64(name[i])) * 1099511628211
-	}
-	return h
-}
-
-// testLogger sends memberlist's and the package's logs to the test log when
-// GOSSIP_TEST_LOG is set.
-func testLogger(t *testing.T) *slog.Logger {
-	if os.Getenv("GOSSIP_TEST_LOG") == "" {
-		return nil
-	}
-	return slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tlog struct{ t *testing.T }
-
-func (w tlog) Write(b []byte) (int, error) {
-	w.t.Log(string(b))
-	return len(b), nil
-}
-
-// mesh starts n nodes "n0"…, each joining n0, and waits until every node
-// sees all of them.
-func mesh(t *testing.T, fn *FaultNet, n int, mut func(*Config)) []*testNode {
-	t.Helper()
-	nodes := []*testNode{start(t, fn, "n0", mut)}
-	for i := 1; i < n; i++ {
-		nodes = append(nodes, start(t, fn, "n"+strconv.Itoa(i), func(c *Config) {
-			c.Join = []string{nodes[0].Addr()}
-			if mut != nil {
-				mut(c)
-			}
-		}))
-	}
-	eventually(t, 10*time.Second, "every node sees the whole mesh", func() bool {
-		for _, nd := range nodes {
-			if nd.Live() != n {
-				return false
-			}
-		}
-		return true
-	})
-	return nodes
-}
-
-var testKey = []byte("0123456789abcdef0123456789abcdef")
 
 // TestMeshJoinSnapshotSend: joins exchange snapshots both ways, Send reaches
 // every other member, and no datagram exceeds MaxDatagram with a key and a
 // label.
 func TestMeshJoinSnapshotSend(t *testing.T) {
-	fn := NewFaultNet()
+	fn := gossiptest.NewFaultNet()
 	nodes := mesh(t, fn, 4, func(c *Config) {
 		c.SecretKey = testKey
 		c.Label = "obol-test"
@@ -247,13 +37,13 @@ func TestMeshJoinSnapshotSend(t *testing.T) {
 	}
 
 	// A delta of 300 named keys spans several datagrams.
-	p := &Packet{From: "ignored", Incarnation: 99}
+	p := &packet.Packet{From: "ignored", Incarnation: 99}
 	for k := range 300 {
 		h := uint64(k+1) * 0x9e3779b97f4a7c15
-		p.Names = append(p.Names, Name{Hash: h, Resource: "api/search", Domain: "tenant-" + strconv.Itoa(k)})
-		p.Counts = append(p.Counts, Count{Hash: h, Bucket: 1_700_000_000_000, Value: uint64(k + 1)})
+		p.Names = append(p.Names, packet.Name{Hash: h, Resource: "api/search", Domain: "tenant-" + strconv.Itoa(k)})
+		p.Counts = append(p.Counts, packet.Count{Hash: h, Bucket: 1_700_000_000_000, Value: uint64(k + 1)})
 	}
-	msgs, err := Split(&Packet{From: "n1", Incarnation: nodes[1].Incarnation(), Names: p.Names, Counts: p.Counts}, nodes[1].Budget())
+	msgs, err := packet.Split(&packet.Packet{From: "n1", Incarnation: nodes[1].Incarnation(), Names: p.Names, Counts: p.Counts}, nodes[1].Budget())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +119,7 @@ func TestNodeGone(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			nodes := mesh(t, NewFaultNet(), 3, func(c *Config) { c.Tune = fast })
+			nodes := mesh(t, gossiptest.NewFaultNet(), 3, func(c *Config) { c.Tune = fast })
 			if tc.leave {
 				if err := nodes[2].Leave(2 * time.Second); err != nil {
 					t.Fatal(err)
@@ -373,7 +163,7 @@ func TestRestartNewIncarnation(t *testing.T) {
 	for _, leave := range []bool{true, false} {
 		t.Run(fmt.Sprintf("leave=%v", leave), func(t *testing.T) {
 			t.Parallel()
-			fn := NewFaultNet()
+			fn := gossiptest.NewFaultNet()
 			tune := fast // the default DeadNodeReclaimTime lets the dead name back at a new address
 			nodes := mesh(t, fn, 3, func(c *Config) { c.Tune = tune })
 			old := nodes[2]
@@ -384,8 +174,10 @@ func TestRestartNewIncarnation(t *testing.T) {
 			eventually(t, 10*time.Second, "n0 and n1 see n2 gone", func() bool {
 				return nodes[0].rec.goneCount("n2") == 1 && nodes[1].rec.goneCount("n2") == 1
 			})
-			if !leave {
-				time.Sleep(1100 * time.Millisecond) // the dead name is reclaimable a second after the death
+			if !leave { // memberlist lets a dead name back at a new address DeadNodeReclaimTime after the death
+				eventually(t, 5*time.Second, "n2 has been dead on n0 and n1 for DeadNodeReclaimTime", func() bool {
+					return deadFor(nodes[0], "n2") > deadNodeReclaim && deadFor(nodes[1], "n2") > deadNodeReclaim
+				})
 			}
 
 			inc := old.Incarnation() + 1
@@ -407,7 +199,7 @@ func TestRestartNewIncarnation(t *testing.T) {
 					return false
 				})
 			}
-			if err := re.Send(&Packet{Counts: []Count{{Hash: 7, Value: 3}}}); err != nil {
+			if err := re.Send(&packet.Packet{Counts: []packet.Count{{Hash: 7, Value: 3}}}); err != nil {
 				t.Fatal(err)
 			}
 			eventually(t, 5*time.Second, "n1 receives the restarted node's packet", func() bool { return nodes[1].rec.has("n2", false, 7, 3) })
@@ -418,9 +210,9 @@ func TestRestartNewIncarnation(t *testing.T) {
 // TestNodeGoneStaleIncarnation: the departure of an instance whose name has
 // already sent packets with a newer incarnation is not reported.
 func TestNodeGoneStaleIncarnation(t *testing.T) {
-	nd := start(t, NewFaultNet(), "solo", func(c *Config) { c.Tune = quiet })
+	nd := start(t, gossiptest.NewFaultNet(), "solo", func(c *Config) { c.Tune = quiet })
 	d := (*delegate)(nd.Node)
-	d.NotifyMsg(mustEncode(&Packet{From: "x", Incarnation: 5}))
+	d.NotifyMsg(mustEncode(&packet.Packet{From: "x", Incarnation: 5}))
 	d.NotifyJoin(&memberlist.Node{Name: "x", Meta: encodeMeta(4, false)})
 	d.NotifyLeave(&memberlist.Node{Name: "x", Meta: encodeMeta(4, false)}) // the old instance
 	d.NotifyJoin(&memberlist.Node{Name: "y", Meta: encodeMeta(1, false)})
@@ -449,7 +241,7 @@ func TestIntruderRejected(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			fn := NewFaultNet()
+			fn := gossiptest.NewFaultNet()
 			nodes := mesh(t, fn, 2, func(c *Config) {
 				c.SecretKey, c.Label, c.Tune = testKey, "obol-test", quiet
 			})
@@ -466,7 +258,7 @@ func TestIntruderRejected(t *testing.T) {
 			pn, _ := strconv.Atoi(port)
 			target := &memberlist.Node{Name: "n0", Addr: net.ParseIP(host), Port: uint16(pn)}
 			recv := nodes[0].tr.Stats().Received
-			if err := bad.ml.SendBestEffort(target, mustEncode(&Packet{From: "intruder", Counts: []Count{{Hash: 1, Value: 1}}})); err != nil {
+			if err := bad.ml.SendBestEffort(target, mustEncode(&packet.Packet{From: "intruder", Counts: []packet.Count{{Hash: 1, Value: 1}}})); err != nil {
 				t.Fatal(err)
 			}
 			eventually(t, 5*time.Second, "n0's transport takes the intruder's datagram", func() bool {
@@ -474,7 +266,7 @@ func TestIntruderRejected(t *testing.T) {
 			})
 			// memberlist handles datagrams in order: once a later
 			// legitimate one is handled, the intruder's has been refused.
-			if err := nodes[1].Send(&Packet{Counts: []Count{{Hash: 2, Value: 2}}}); err != nil {
+			if err := nodes[1].Send(&packet.Packet{Counts: []packet.Count{{Hash: 2, Value: 2}}}); err != nil {
 				t.Fatal(err)
 			}
 			eventually(t, 5*time.Second, "n0 gets n1's packet", func() bool { return nodes[0].rec.has("n1", false, 2, 2) })
@@ -493,12 +285,12 @@ func TestIntruderRejected(t *testing.T) {
 // TestPartitionHeal: a partition stops delivery both ways (datagrams and
 // streams), and healing restores it.
 func TestPartitionHeal(t *testing.T) {
-	fn := NewFaultNet()
+	fn := gossiptest.NewFaultNet()
 	nodes := mesh(t, fn, 3, nil)
 	fn.Partition(nodes[2].Addr())
 
 	before := fn.Stats()
-	if err := nodes[0].Send(&Packet{Counts: []Count{{Hash: 1, Value: 1}}}); err != nil {
+	if err := nodes[0].Send(&packet.Packet{Counts: []packet.Count{{Hash: 1, Value: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "n1 gets the packet", func() bool { return nodes[1].rec.has("n0", false, 1, 1) })
@@ -508,7 +300,7 @@ func TestPartitionHeal(t *testing.T) {
 	if nodes[2].rec.has("n0", false, 1, 1) {
 		t.Fatalf("n2 got a packet across the partition")
 	}
-	if err := nodes[2].Send(&Packet{Counts: []Count{{Hash: 3, Value: 3}}}); err != nil {
+	if err := nodes[2].Send(&packet.Packet{Counts: []packet.Count{{Hash: 3, Value: 3}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := nodes[2].ml.Join([]string{nodes[0].Addr()}); err == nil {
@@ -519,7 +311,7 @@ func TestPartitionHeal(t *testing.T) {
 	}
 
 	fn.Heal()
-	if err := nodes[0].Send(&Packet{Counts: []Count{{Hash: 2, Value: 2}}}); err != nil {
+	if err := nodes[0].Send(&packet.Packet{Counts: []packet.Count{{Hash: 2, Value: 2}}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "n2 gets a packet after the heal", func() bool { return nodes[2].rec.has("n0", false, 2, 2) })
@@ -528,118 +320,9 @@ func TestPartitionHeal(t *testing.T) {
 	}
 }
 
-// TestJoinFailOpenThenRejoin: a node whose seeds do not answer starts alone
-// (New does not fail), and its rejoin loop, driven by a fake clock, joins
-// the mesh once the seed is reachable.
-func TestJoinFailOpenThenRejoin(t *testing.T) {
-	fn := NewFaultNet()
-	seed := start(t, fn, "seed", nil)
-	tr, err := fn.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fn.Partition(tr.Addr()) // the seed is unreachable from the new node
-	fake := clock.NewFake(time.Unix(0, 0))
-	rec := &recorder{}
-	n, err := New(Config{
-		Name: "late", Transport: tr, Tune: quick, Logger: testLogger(t),
-		Join: []string{seed.Addr()}, RejoinInterval: time.Second, Clock: fake,
-		BeaconInterval: -1, // the fake clock drives the rejoin loop alone
-	}, rec)
-	if err != nil {
-		t.Fatalf("New with an unreachable seed: %v", err)
-	}
-	t.Cleanup(func() { _ = n.Shutdown() })
-	if n.Live() != 1 {
-		t.Fatalf("Live = %d, want 1 (alone)", n.Live())
-	}
-	fn.Heal()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := fake.BlockUntil(ctx, 1); err != nil {
-		t.Fatal("the rejoin loop is not waiting on the clock")
-	}
-	fake.Advance(2 * time.Second)
-	eventually(t, 10*time.Second, "the late node joins", func() bool { return n.Live() == 2 && seed.Live() == 2 })
-	if !rec.has("seed", true, snapHash("seed"), 1) {
-		t.Errorf("the rejoin carried no snapshot")
-	}
-	if got := n.rejoin(); got != 0 {
-		t.Errorf("rejoin with every seed a member joined %d addresses", got)
-	}
-}
-
-func TestConfigValidate(t *testing.T) {
-	tests := []struct {
-		name string
-		cfg  Config
-		want []string // substrings, one per expected problem
-	}{
-		{name: "minimal", cfg: Config{Name: "a"}},
-		{name: "full", cfg: Config{Name: "a", Bind: "127.0.0.1:0", Advertise: "10.0.0.1", Join: []string{"peers.svc:7946"}, SecretKey: testKey[:24], Label: "x"}},
-		{name: "ipv6", cfg: Config{Name: "a", Bind: "[::1]:7946", Advertise: "[::1]:8000"}},
-		{name: "everything wrong", cfg: Config{
-			Bind: "localhost:7946", Advertise: "10.0.0.1:99999", Join: []string{" "},
-			SecretKey: []byte("short"), Label: string(make([]byte, 300)),
-		}, want: []string{
-			"name is required",
-			`bind "localhost:7946": host "localhost" is not an IP address`,
-			`advertise "10.0.0.1:99999": port "99999" is not a number`,
-			"join[0] is empty",
-			"secret key is 5 bytes (want 16, 24 or 32)",
-			"label is 300 bytes (want at most 255)",
-		}},
-		{name: "bind without port", cfg: Config{Name: "a", Bind: "127.0.0.1"}, want: []string{`bind "127.0.0.1": address 127.0.0.1: missing port`}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.cfg.Validate()
-			if len(tc.want) == 0 {
-				if err != nil {
-					t.Fatalf("Validate: %v", err)
-				}
-				return
-			}
-			if !errors.Is(err, ErrConfig) {
-				t.Fatalf("Validate = %v, want ErrConfig", err)
-			}
-			var joined interface{ Unwrap() []error }
-			if errors.As(err, &joined) {
-				if got := len(joined.Unwrap()); got != len(tc.want) {
-					t.Errorf("%d problems, want %d: %v", got, len(tc.want), err)
-				}
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate = %q, want it to mention %q", err, w)
-				}
-			}
-			if _, err := New(tc.cfg, &recorder{}); !errors.Is(err, ErrConfig) {
-				t.Errorf("New = %v, want ErrConfig", err)
-			}
-		})
-	}
-}
-
-func TestMeta(t *testing.T) {
-	for _, inc := range []uint64{0, 1, 127, 128, 1 << 20, 1 << 40, 1<<64 - 1} {
-		for _, leaving := range []bool{false, true} {
-			gi, gl, ok := decodeMeta(encodeMeta(inc, leaving))
-			if !ok || gi != inc || gl != leaving {
-				t.Fatalf("decodeMeta(encodeMeta(%d, %v)) = %d, %v, %v", inc, leaving, gi, gl, ok)
-			}
-		}
-	}
-	for _, b := range [][]byte{nil, {0x93}, {0x92, 0x01, 0x01}, {0x93, 0x02, 0x01, 0xc2}, {0x93, 0x01, 0x01, 0x01}, append(encodeMeta(1, false), 0)} {
-		if _, _, ok := decodeMeta(b); ok {
-			t.Fatalf("decodeMeta(% x) accepted", b)
-		}
-	}
-}
-
 func TestSendAfterShutdown(t *testing.T) {
-	nd := start(t, NewFaultNet(), "solo", func(c *Config) { c.Tune = quiet })
-	if err := nd.Send(&Packet{}); err != nil {
+	nd := start(t, gossiptest.NewFaultNet(), "solo", func(c *Config) { c.Tune = quiet })
+	if err := nd.Send(&packet.Packet{}); err != nil {
 		t.Fatalf("Send alone: %v", err)
 	}
 	if err := nd.Shutdown(); err != nil {
@@ -648,7 +331,7 @@ func TestSendAfterShutdown(t *testing.T) {
 	if err := nd.Shutdown(); err != nil {
 		t.Fatalf("second Shutdown: %v", err)
 	}
-	if err := nd.Send(&Packet{}); !errors.Is(err, ErrShutdown) {
+	if err := nd.Send(&packet.Packet{}); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("Send after Shutdown = %v, want ErrShutdown", err)
 	}
 	if err := nd.Leave(time.Second); !errors.Is(err, ErrShutdown) {
@@ -674,7 +357,7 @@ func TestBudgetIsExact(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			nodes := mesh(t, NewFaultNet(), 2, func(c *Config) {
+			nodes := mesh(t, gossiptest.NewFaultNet(), 2, func(c *Config) {
 				c.SecretKey, c.Label, c.Tune = tc.key, tc.label, quiet
 			})
 			a, b := nodes[0], nodes[1]
@@ -717,7 +400,7 @@ func TestRealTransport(t *testing.T) {
 		nodes = append(nodes, n)
 	}
 	eventually(t, 5*time.Second, "both see 2 live", func() bool { return nodes[0].Live() == 2 && nodes[1].Live() == 2 })
-	if err := nodes[0].Send(&Packet{Counts: []Count{{Hash: 5, Value: 8}}}); err != nil {
+	if err := nodes[0].Send(&packet.Packet{Counts: []packet.Count{{Hash: 5, Value: 8}}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "r1 gets the packet", func() bool { return recs[1].has("r0", false, 5, 8) })
@@ -741,7 +424,7 @@ func TestJoinTimeout(t *testing.T) {
 		}
 	}()
 	begin := time.Now()
-	nd := start(t, NewFaultNet(), "hopeful", func(c *Config) {
+	nd := start(t, gossiptest.NewFaultNet(), "hopeful", func(c *Config) {
 		c.Join = []string{ln.Addr().String()}
 		c.JoinTimeout = 100 * time.Millisecond
 	})
@@ -750,53 +433,5 @@ func TestJoinTimeout(t *testing.T) {
 	}
 	if nd.Live() != 1 {
 		t.Fatalf("Live = %d, want 1", nd.Live())
-	}
-}
-
-// TestBeaconRevivesAfterHeal: after a partition long enough for both sides
-// to declare the other dead (and for memberlist's broadcasts about it to
-// be spent), healing the network is noticed through the beacon: the cut
-// node hears one, resyncs, and both sides see each other alive again. With
-// beacons off (the control), nothing revives them within the same time:
-// memberlist neither probes nor gossips to the dead, and push/pull and the
-// rejoin loop are off here.
-func TestBeaconRevivesAfterHeal(t *testing.T) {
-	for _, on := range []bool{true, false} {
-		t.Run(fmt.Sprintf("beacon=%v", on), func(t *testing.T) {
-			t.Parallel()
-			fn := NewFaultNet()
-			nodes := mesh(t, fn, 3, func(c *Config) {
-				c.Tune = func(mc *memberlist.Config) {
-					fast(mc)
-					mc.PushPullInterval = 0
-				}
-				if !on {
-					c.BeaconInterval = -1
-				}
-			})
-			fn.Partition(nodes[2].Addr())
-			eventually(t, 15*time.Second, "both sides declare the other dead", func() bool {
-				return nodes[0].Live() == 2 && nodes[1].Live() == 2 && nodes[2].Live() == 1
-			})
-			time.Sleep(time.Second) // memberlist's broadcasts about the deaths are spent
-			before := nodes[2].Stats().Resyncs + nodes[0].Stats().Resyncs + nodes[1].Stats().Resyncs
-			fn.Heal()
-			healed := time.Now()
-			revived := func() bool {
-				return nodes[0].Live() == 3 && nodes[1].Live() == 3 && nodes[2].Live() == 3
-			}
-			if !on {
-				time.Sleep(3 * time.Second)
-				if revived() {
-					t.Fatalf("without beacons the mesh revived anyway: the test does not isolate the beacon")
-				}
-				return
-			}
-			eventually(t, 3*time.Second, "every node sees the other two alive after the heal", revived)
-			t.Logf("revived %v after the heal", time.Since(healed).Round(time.Millisecond))
-			if after := nodes[2].Stats().Resyncs + nodes[0].Stats().Resyncs + nodes[1].Stats().Resyncs; after == before {
-				t.Fatalf("no resync after the heal")
-			}
-		})
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/config"
-	"github.com/obol-dev/obol/gossip"
+	"github.com/obol-dev/obol/gossip/packet"
 	"github.com/obol-dev/obol/internal/clock"
 	"github.com/obol-dev/obol/local"
 )
@@ -23,21 +23,21 @@ const (
 // tier 1, one bucket per packet); the first packet about a key carries its
 // name and its tier entry. bump makes packet i's counts grow each time the
 // stream comes round again, as a live peer's do.
-func benchPackets(at int64) (ps []*gossip.Packet, bump func(i int)) {
+func benchPackets(at int64) (ps []*packet.Packet, bump func(i int)) {
 	n := benchKeys * 2 / benchPerPacket
 	named := make(map[uint64]bool)
 	for i := range n {
-		p := &gossip.Packet{From: "x", Incarnation: 1}
+		p := &packet.Packet{From: "x", Incarnation: 1}
 		for j := range benchPerPacket / 2 {
 			d := "d" + strconv.Itoa((i*benchPerPacket/2+j)%benchKeys)
 			h := KeyHash("t/one", d)
 			if !named[h] {
 				named[h] = true
-				p.Names = append(p.Names, gossip.Name{Hash: h, Resource: "t/one", Domain: d})
-				p.Marks = append(p.Marks, gossip.Mark{Hash: h, Slot: 1, At: at})
+				p.Names = append(p.Names, packet.Name{Hash: h, Resource: "t/one", Domain: d})
+				p.Marks = append(p.Marks, packet.Mark{Hash: h, Slot: 1, At: at})
 			}
 			for s := range uint32(2) {
-				p.Counts = append(p.Counts, gossip.Count{Hash: h, Slot: s, Bucket: at, Value: 1})
+				p.Counts = append(p.Counts, packet.Count{Hash: h, Slot: s, Bucket: at, Value: 1})
 			}
 		}
 		ps = append(ps, p)
@@ -91,7 +91,7 @@ func BenchmarkHandlePacket(b *testing.B) {
 // nopSender takes every packet and ships it nowhere.
 type nopSender struct{}
 
-func (nopSender) Send(*gossip.Packet) error { return nil }
+func (nopSender) Send(*packet.Packet) error { return nil }
 func (nopSender) Live() int                 { return 3 }
 
 // BenchmarkStep is one sync tick (Cluster.Step) that ships the keys a

@@ -10,6 +10,7 @@ import (
 
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/gossip"
+	"github.com/obol-dev/obol/gossip/packet"
 	"github.com/obol-dev/obol/internal/clock"
 	"github.com/obol-dev/obol/local"
 )
@@ -38,7 +39,7 @@ type Applier interface {
 
 // Sender ships packets to peers: gossip.Node. Send must not block for long.
 type Sender interface {
-	Send(p *gossip.Packet) error
+	Send(p *packet.Packet) error
 	Live() int
 }
 
@@ -246,8 +247,8 @@ func (c *Cluster) resources() []*Res {
 	return out
 }
 
-func (c *Cluster) packet() *gossip.Packet {
-	return &gossip.Packet{From: c.name, Incarnation: c.inc}
+func (c *Cluster) packet() *packet.Packet {
+	return &packet.Packet{From: c.name, Incarnation: c.inc}
 }
 
 // Flush ships, at now, the keys that reached their drift threshold.
@@ -383,7 +384,7 @@ func (c *Cluster) life(resource string, slot uint32, mark bool) (int64, bool) {
 // due (every nonzero one every eighth tick, and all of them with a
 // watermark when all is set, for a snapshot). A gauge that fell to zero is
 // forgotten once its resends are over.
-func (c *Cluster) stepGauges(pkt *gossip.Packet, s uint32, all bool) {
+func (c *Cluster) stepGauges(pkt *packet.Packet, s uint32, all bool) {
 	b := c.applier.Load()
 	if b == nil {
 		return
@@ -411,9 +412,9 @@ func (c *Cluster) stepGauges(pkt *gossip.Packet, s uint32, all bool) {
 			g.value, g.version, g.changed = v, c.gver, s
 		}
 		if all || due(s, g.changed) || (refresh && g.value != 0) {
-			pkt.Gauges = append(pkt.Gauges, gossip.Gauge{Hash: h, Value: g.value, Version: g.version})
+			pkt.Gauges = append(pkt.Gauges, packet.Gauge{Hash: h, Value: g.value, Version: g.version})
 			if g.names > 0 || all || int32(s-g.changed) > 2 || refresh {
-				pkt.Names = append(pkt.Names, gossip.Name{Hash: h, Resource: g.resource, Domain: g.domain})
+				pkt.Names = append(pkt.Names, packet.Name{Hash: h, Resource: g.resource, Domain: g.domain})
 				if g.names > 0 && !all {
 					g.names--
 				}
@@ -425,13 +426,13 @@ func (c *Cluster) stepGauges(pkt *gossip.Packet, s uint32, all bool) {
 	}
 	if all {
 		c.gver++
-		pkt.Gauges = append(pkt.Gauges, gossip.Gauge{Hash: 0, Version: c.gver})
+		pkt.Gauges = append(pkt.Gauges, packet.Gauge{Hash: 0, Version: c.gver})
 	}
 }
 
 // send ships pkt to every live peer, when it holds anything or heartbeat
 // is set.
-func (c *Cluster) send(pkt *gossip.Packet, heartbeat bool) bool {
+func (c *Cluster) send(pkt *packet.Packet, heartbeat bool) bool {
 	if len(pkt.Counts) == 0 && len(pkt.Marks) == 0 && len(pkt.Gauges) == 0 && !heartbeat {
 		return false
 	}
@@ -451,7 +452,7 @@ func (c *Cluster) send(pkt *gossip.Packet, heartbeat bool) bool {
 
 // HandlePacket merges a peer's packet (gossip.Handler). It never blocks on
 // the network: the engine applies the growth in memory.
-func (c *Cluster) HandlePacket(p *gossip.Packet) {
+func (c *Cluster) HandlePacket(p *packet.Packet) {
 	now := c.clock.Now().UnixMilli()
 	if p.From == c.name && p.Incarnation != c.inc {
 		c.stats.nameConflicts.Add(1)
@@ -521,7 +522,7 @@ func (c *Cluster) apply(ops []op, now int64) {
 
 // Snapshot returns this node's whole live state, for push/pull
 // (gossip.Handler).
-func (c *Cluster) Snapshot() *gossip.Packet {
+func (c *Cluster) Snapshot() *packet.Packet {
 	ms := c.clock.Now().UnixMilli()
 	pkt := c.packet()
 	pkt.Full = true

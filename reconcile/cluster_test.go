@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/config"
-	"github.com/obol-dev/obol/gossip"
+	"github.com/obol-dev/obol/gossip/packet"
 	"github.com/obol-dev/obol/internal/clock"
 	"github.com/obol-dev/obol/local"
 	"github.com/obol-dev/obol/reconcile"
@@ -44,7 +44,7 @@ type memNet struct {
 	mu    sync.Mutex
 	nodes map[string]*reconcile.Cluster
 	cut   map[string]bool // node names cut off from everyone
-	sent  []*gossip.Packet
+	sent  []*packet.Packet
 }
 
 type memSender struct {
@@ -52,7 +52,7 @@ type memSender struct {
 	from string
 }
 
-func (s memSender) Send(p *gossip.Packet) error {
+func (s memSender) Send(p *packet.Packet) error {
 	s.net.mu.Lock()
 	if s.net.cut[s.from] {
 		s.net.mu.Unlock()
@@ -161,7 +161,7 @@ func TestDuplicatesAndReorderingNeverInflate(t *testing.T) {
 	}
 	step(fc, nodes)
 	net.mu.Lock()
-	sent := append([]*gossip.Packet(nil), net.sent...)
+	sent := append([]*packet.Packet(nil), net.sent...)
 	net.mu.Unlock()
 	// Replay everything a sent, newest first, three times.
 	for range 3 {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/obol-dev/obol/gossip"
+	"github.com/obol-dev/obol/gossip/packet"
 	"github.com/obol-dev/obol/internal/clock"
 )
 
@@ -42,11 +42,11 @@ func TestDuplicateNodeName(t *testing.T) {
 	c := New(Options{Name: "r", Clock: fc, SyncInterval: 250 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	app := &holdsApplier{holds: map[string]int64{}}
 	c.SetApplier(app)
-	name := []gossip.Name{{Hash: 7, Resource: "c/jobs", Domain: "acme"}}
+	name := []packet.Name{{Hash: 7, Resource: "c/jobs", Domain: "acme"}}
 	var ver uint64
-	pkt := func(inc uint64, holds int64) *gossip.Packet {
+	pkt := func(inc uint64, holds int64) *packet.Packet {
 		ver++
-		return &gossip.Packet{From: "x", Incarnation: inc, Names: name, Gauges: []gossip.Gauge{{Hash: 7, Value: holds, Version: ver}}}
+		return &packet.Packet{From: "x", Incarnation: inc, Names: name, Gauges: []packet.Gauge{{Hash: 7, Value: holds, Version: ver}}}
 	}
 	const real, impostor = 1, 2
 	c.HandlePacket(pkt(real, 2)) // the real agent holds 2
@@ -91,13 +91,13 @@ func TestSilentPeerHoldsExpire(t *testing.T) {
 	c := New(Options{Name: "r", Clock: fc, SyncInterval: time.Second})
 	app := &holdsApplier{holds: map[string]int64{}}
 	c.SetApplier(app)
-	names := []gossip.Name{{Hash: 7, Resource: "c/jobs", Domain: "acme"}}
-	c.HandlePacket(&gossip.Packet{From: "live", Incarnation: 1, Names: names, Gauges: []gossip.Gauge{{Hash: 7, Value: 2, Version: 1}}})
-	c.HandlePacket(&gossip.Packet{From: "ghost", Incarnation: 1, Names: names, Gauges: []gossip.Gauge{{Hash: 7, Value: 5, Version: 1}}})
+	names := []packet.Name{{Hash: 7, Resource: "c/jobs", Domain: "acme"}}
+	c.HandlePacket(&packet.Packet{From: "live", Incarnation: 1, Names: names, Gauges: []packet.Gauge{{Hash: 7, Value: 2, Version: 1}}})
+	c.HandlePacket(&packet.Packet{From: "ghost", Incarnation: 1, Names: names, Gauges: []packet.Gauge{{Hash: 7, Value: 5, Version: 1}}})
 	for s := 1; s <= 25; s++ { // the bound is 20 intervals, seen within the next housekeeping tick (every fourth)
 		fc.Advance(time.Second)
 		if s%4 == 0 {
-			c.HandlePacket(&gossip.Packet{From: "live", Incarnation: 1}) // its heartbeat
+			c.HandlePacket(&packet.Packet{From: "live", Incarnation: 1}) // its heartbeat
 		}
 		c.Step(fc.Now())
 		if s == 19 && app.get("c/jobs|acme") != 7 {
@@ -120,8 +120,8 @@ func TestOwnNameConflict(t *testing.T) {
 		OnNameConflict: func(inc uint64) { told = append(told, inc) }})
 	app := &holdsApplier{holds: map[string]int64{}}
 	c.SetApplier(app)
-	p := &gossip.Packet{From: "x", Incarnation: 9, Names: []gossip.Name{{Hash: 7, Resource: "c/jobs", Domain: "acme"}},
-		Gauges: []gossip.Gauge{{Hash: 7, Value: 4, Version: 1}}}
+	p := &packet.Packet{From: "x", Incarnation: 9, Names: []packet.Name{{Hash: 7, Resource: "c/jobs", Domain: "acme"}},
+		Gauges: []packet.Gauge{{Hash: 7, Value: 4, Version: 1}}}
 	for range 10 {
 		c.HandlePacket(p)
 		fc.Advance(time.Second)
@@ -136,7 +136,7 @@ func TestOwnNameConflict(t *testing.T) {
 		t.Errorf("the other agent's holds were merged as a peer's")
 	}
 	// Its own packets (same incarnation) are not a conflict.
-	c.HandlePacket(&gossip.Packet{From: "x", Incarnation: 5})
+	c.HandlePacket(&packet.Packet{From: "x", Incarnation: 5})
 	if c.Stats().NameConflicts != 10 {
 		t.Errorf("its own packet counted as a conflict")
 	}
@@ -147,7 +147,7 @@ func TestOwnNameConflict(t *testing.T) {
 // again its counts go on from where they were: no hit is applied twice.
 func TestSilentPeerComesBackWithoutDoubleCounting(t *testing.T) {
 	tab := newTable("r")
-	names := []gossip.Name{{Hash: 7, Resource: "c/r", Domain: "d"}}
+	names := []packet.Name{{Hash: 7, Resource: "c/r", Domain: "d"}}
 	sum := func(ops []op) (n int64) {
 		for _, o := range ops {
 			if o.kind == opCount {
@@ -156,14 +156,14 @@ func TestSilentPeerComesBackWithoutDoubleCounting(t *testing.T) {
 		}
 		return n
 	}
-	ops, _ := tab.merge(&gossip.Packet{From: "p", Incarnation: 3, Names: names, Counts: []gossip.Count{{Hash: 7, Bucket: 1000, Value: 5}}}, 1000, nil)
+	ops, _ := tab.merge(&packet.Packet{From: "p", Incarnation: 3, Names: names, Counts: []packet.Count{{Hash: 7, Bucket: 1000, Value: 5}}}, 1000, nil)
 	if sum(ops) != 5 {
 		t.Fatalf("first packet applied %d", sum(ops))
 	}
 	if _, expired := tab.expireSilent(30_000, 10_000, nil); len(expired) != 1 {
 		t.Fatalf("expired %v", expired)
 	}
-	ops, ok := tab.merge(&gossip.Packet{From: "p", Incarnation: 3, Counts: []gossip.Count{{Hash: 7, Bucket: 1000, Value: 7}}}, 31_000, nil)
+	ops, ok := tab.merge(&packet.Packet{From: "p", Incarnation: 3, Counts: []packet.Count{{Hash: 7, Bucket: 1000, Value: 7}}}, 31_000, nil)
 	if !ok || sum(ops) != 2 {
 		t.Errorf("after the silence: applied %d (ok %v), want the 2 new hits only", sum(ops), ok)
 	}

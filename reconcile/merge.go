@@ -1,6 +1,6 @@
 package reconcile
 
-import "github.com/obol-dev/obol/gossip"
+import "github.com/obol-dev/obol/gossip/packet"
 
 // merge.go is the merge of peers' packets, pure: no clock, no locks, no I/O.
 // Per origin it keeps the highest cumulative count seen for each (key, slot,
@@ -126,7 +126,7 @@ func (o *origin) key(h uint64, t *table) *remoteKey {
 // merge folds p into the table at now (ms) and appends to out what the
 // engine must change. A packet from this node itself, or from an older
 // incarnation of its origin than one already seen, changes nothing.
-func (t *table) merge(p *gossip.Packet, now int64, out []op) ([]op, bool) {
+func (t *table) merge(p *packet.Packet, now int64, out []op) ([]op, bool) {
 	if p.From == t.self || p.From == "" {
 		return out, false
 	}

@@ -4,14 +4,14 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/obol-dev/obol/gossip"
+	"github.com/obol-dev/obol/gossip/packet"
 )
 
 // packetsFrom turns fuzz bytes into packets from two origins about four
 // keys. A gauge's value is a function of its version, as it is on a real
 // node (one value per version).
-func packetsFrom(data []byte) []*gossip.Packet {
-	var out []*gossip.Packet
+func packetsFrom(data []byte) []*packet.Packet {
+	var out []*packet.Packet
 	next := func() byte {
 		if len(data) == 0 {
 			return 0
@@ -22,20 +22,20 @@ func packetsFrom(data []byte) []*gossip.Packet {
 	}
 	for len(data) > 0 && len(out) < 64 {
 		b := next()
-		p := &gossip.Packet{From: []string{"x", "y"}[b&1], Incarnation: 1}
+		p := &packet.Packet{From: []string{"x", "y"}[b&1], Incarnation: 1}
 		if b&2 != 0 {
-			p.Names = append(p.Names, gossip.Name{Hash: uint64(next()%4) + 1, Resource: "r", Domain: "d"})
+			p.Names = append(p.Names, packet.Name{Hash: uint64(next()%4) + 1, Resource: "r", Domain: "d"})
 		}
 		for n := next() % 6; n > 0; n-- {
 			h := uint64(next()%4) + 1
 			switch next() % 3 {
 			case 0:
-				p.Counts = append(p.Counts, gossip.Count{Hash: h, Slot: uint32(next() % 3), Bucket: int64(next() % 5), Value: uint64(next() % 16)})
+				p.Counts = append(p.Counts, packet.Count{Hash: h, Slot: uint32(next() % 3), Bucket: int64(next() % 5), Value: uint64(next() % 16)})
 			case 1:
-				p.Marks = append(p.Marks, gossip.Mark{Hash: h, Slot: uint32(next() % 3), At: int64(next() % 4)})
+				p.Marks = append(p.Marks, packet.Mark{Hash: h, Slot: uint32(next() % 3), At: int64(next() % 4)})
 			case 2:
 				v := uint64(next() % 8)
-				p.Gauges = append(p.Gauges, gossip.Gauge{Hash: h, Value: int64(v * 3 % 7), Version: v})
+				p.Gauges = append(p.Gauges, packet.Gauge{Hash: h, Value: int64(v * 3 % 7), Version: v})
 			}
 		}
 		out = append(out, p)
@@ -50,7 +50,7 @@ type totals struct {
 }
 
 // mergeAll merges packets in order into a fresh table and sums the ops.
-func mergeAll(ps []*gossip.Packet) (totals, *table) {
+func mergeAll(ps []*packet.Packet) (totals, *table) {
 	t := newTable("self")
 	tot := totals{counts: map[[4]int64]int64{}, holds: map[string]int64{}, marks: map[[3]int64]bool{}}
 	for _, p := range ps {
@@ -82,7 +82,7 @@ func FuzzMerge(f *testing.F) {
 		}
 		want, wt := mergeAll(ps)
 		rng := rand.New(rand.NewPCG(uint64(len(data)), 7))
-		var shuffled []*gossip.Packet
+		var shuffled []*packet.Packet
 		for _, p := range ps {
 			for range 1 + rng.IntN(3) {
 				shuffled = append(shuffled, p)
@@ -158,20 +158,20 @@ func FuzzMerge(f *testing.F) {
 
 func TestMergeCountsOnlyGrowth(t *testing.T) {
 	tab := newTable("self")
-	name := gossip.Name{Hash: 1, Resource: "r", Domain: "d"}
+	name := packet.Name{Hash: 1, Resource: "r", Domain: "d"}
 	steps := []struct {
-		p     gossip.Packet
+		p     packet.Packet
 		wantN []int64 // count ops' n, in order
 	}{
-		{gossip.Packet{From: "x", Incarnation: 1, Names: []gossip.Name{name}, Counts: []gossip.Count{{Hash: 1, Bucket: 0, Value: 5}}}, []int64{5}},
-		{gossip.Packet{From: "x", Incarnation: 1, Counts: []gossip.Count{{Hash: 1, Bucket: 0, Value: 3}}}, nil},             // older: ignored
-		{gossip.Packet{From: "x", Incarnation: 1, Counts: []gossip.Count{{Hash: 1, Bucket: 0, Value: 8}}}, []int64{3}},      // growth only
-		{gossip.Packet{From: "x", Incarnation: 1, Counts: []gossip.Count{{Hash: 1, Bucket: 20, Value: 2}}}, []int64{2}},     // a new bucket
-		{gossip.Packet{From: "x", Incarnation: 0, Counts: []gossip.Count{{Hash: 1, Bucket: 40, Value: 9}}}, nil},            // an old incarnation
-		{gossip.Packet{From: "x", Incarnation: 2, Counts: []gossip.Count{{Hash: 1, Bucket: 0, Value: 1}}}, []int64{1}},      // restarted: counts anew
-		{gossip.Packet{From: "self", Incarnation: 9, Counts: []gossip.Count{{Hash: 1, Bucket: 0, Value: 100}}}, nil},        // our own echo
-		{gossip.Packet{From: "y", Incarnation: 1, Counts: []gossip.Count{{Hash: 7, Bucket: 0, Value: 4}}}, nil},             // unnamed: waits
-		{gossip.Packet{From: "z", Incarnation: 1, Names: []gossip.Name{{Hash: 7, Resource: "r", Domain: "e"}}}, []int64{4}}, // the name arrives
+		{packet.Packet{From: "x", Incarnation: 1, Names: []packet.Name{name}, Counts: []packet.Count{{Hash: 1, Bucket: 0, Value: 5}}}, []int64{5}},
+		{packet.Packet{From: "x", Incarnation: 1, Counts: []packet.Count{{Hash: 1, Bucket: 0, Value: 3}}}, nil},             // older: ignored
+		{packet.Packet{From: "x", Incarnation: 1, Counts: []packet.Count{{Hash: 1, Bucket: 0, Value: 8}}}, []int64{3}},      // growth only
+		{packet.Packet{From: "x", Incarnation: 1, Counts: []packet.Count{{Hash: 1, Bucket: 20, Value: 2}}}, []int64{2}},     // a new bucket
+		{packet.Packet{From: "x", Incarnation: 0, Counts: []packet.Count{{Hash: 1, Bucket: 40, Value: 9}}}, nil},            // an old incarnation
+		{packet.Packet{From: "x", Incarnation: 2, Counts: []packet.Count{{Hash: 1, Bucket: 0, Value: 1}}}, []int64{1}},      // restarted: counts anew
+		{packet.Packet{From: "self", Incarnation: 9, Counts: []packet.Count{{Hash: 1, Bucket: 0, Value: 100}}}, nil},        // our own echo
+		{packet.Packet{From: "y", Incarnation: 1, Counts: []packet.Count{{Hash: 7, Bucket: 0, Value: 4}}}, nil},             // unnamed: waits
+		{packet.Packet{From: "z", Incarnation: 1, Names: []packet.Name{{Hash: 7, Resource: "r", Domain: "e"}}}, []int64{4}}, // the name arrives
 	}
 	for i, st := range steps {
 		ops, _ := tab.merge(&st.p, 0, nil)
@@ -194,13 +194,13 @@ func TestMergeCountsOnlyGrowth(t *testing.T) {
 
 func TestSnapshotGaugeWatermark(t *testing.T) {
 	tab := newTable("self")
-	names := []gossip.Name{{Hash: 1, Resource: "r", Domain: "a"}, {Hash: 2, Resource: "r", Domain: "b"}}
-	ops, _ := tab.merge(&gossip.Packet{From: "x", Incarnation: 1, Names: names, Gauges: []gossip.Gauge{{Hash: 1, Value: 3, Version: 1}, {Hash: 2, Value: 2, Version: 2}}}, 0, nil)
+	names := []packet.Name{{Hash: 1, Resource: "r", Domain: "a"}, {Hash: 2, Resource: "r", Domain: "b"}}
+	ops, _ := tab.merge(&packet.Packet{From: "x", Incarnation: 1, Names: names, Gauges: []packet.Gauge{{Hash: 1, Value: 3, Version: 1}, {Hash: 2, Value: 2, Version: 2}}}, 0, nil)
 	if len(ops) != 2 {
 		t.Fatalf("ops %+v", ops)
 	}
 	// A snapshot at watermark 5 lists only key 2: key 1's holds are gone.
-	ops, _ = tab.merge(&gossip.Packet{From: "x", Incarnation: 1, Full: true, Gauges: []gossip.Gauge{{Hash: 2, Value: 2, Version: 2}, {Hash: 0, Version: 5}}}, 0, nil)
+	ops, _ = tab.merge(&packet.Packet{From: "x", Incarnation: 1, Full: true, Gauges: []packet.Gauge{{Hash: 2, Value: 2, Version: 2}, {Hash: 0, Version: 5}}}, 0, nil)
 	if len(ops) != 1 || ops[0].kind != opHolds || ops[0].n != -3 || ops[0].domain != "a" {
 		t.Fatalf("ops %+v, want key a's 3 holds dropped", ops)
 	}

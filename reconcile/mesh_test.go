@@ -11,6 +11,7 @@ import (
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/gossip"
 	"github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/internal/gossiptest"
 	"github.com/obol-dev/obol/local"
 	"github.com/obol-dev/obol/reconcile"
 )
@@ -22,7 +23,7 @@ type meshNode struct {
 	e    *local.Engine
 	c    *reconcile.Cluster
 	g    *gossip.Node
-	tr   *gossip.FaultTransport
+	tr   *gossiptest.FaultTransport
 }
 
 // mesh is the nodes of a test. Their reconcile loops and engines run on
@@ -75,7 +76,7 @@ resources:
     domain_limit: 10
 `
 
-func startMesh(t *testing.T, fn *gossip.FaultNet, n int, sync time.Duration) *mesh {
+func startMesh(t *testing.T, fn *gossiptest.FaultNet, n int, sync time.Duration) *mesh {
 	t.Helper()
 	cfg, err := config.Parse([]byte(meshYAML))
 	if err != nil {
@@ -142,7 +143,7 @@ func waitMesh(t *testing.T, m *mesh, d time.Duration, what string, ticking bool,
 
 // delivered waits until every datagram the mesh sent so far has arrived
 // (or was lost to the fault layer).
-func delivered(t *testing.T, m *mesh, fn *gossip.FaultNet) {
+func delivered(t *testing.T, m *mesh, fn *gossiptest.FaultNet) {
 	t.Helper()
 	sent := fn.Stats().Datagrams
 	waitMesh(t, m, 5*time.Second, "the datagrams in flight to arrive", false, func() bool {
@@ -167,7 +168,7 @@ func TestMeshConvergesUnderLossAndDelay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a five-node memberlist mesh")
 	}
-	fn := gossip.NewFaultNet()
+	fn := gossiptest.NewFaultNet()
 	m := startMesh(t, fn, 5, 50*time.Millisecond)
 	fn.SetDrop(0.2, nil)
 	fn.SetDelay(5 * time.Millisecond)
@@ -216,7 +217,7 @@ func TestMeshPartitionHealsAndDeadNodesLoseHolds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a three-node memberlist mesh")
 	}
-	fn := gossip.NewFaultNet()
+	fn := gossiptest.NewFaultNet()
 	m := startMesh(t, fn, 3, 50*time.Millisecond)
 	a, b, c := m.nodes[0], m.nodes[1], m.nodes[2]
 

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/obol-dev/obol/config"
-	"github.com/obol-dev/obol/gossip"
+	"github.com/obol-dev/obol/gossip/packet"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -215,19 +215,19 @@ func (r *Res) gcra(domain string, slot int, at, n int64) {
 // out: a spend keeps pushing the TAT of a busy bucket long after its own
 // burst offset, so peers must see it. A tiers bucket that aged out counts
 // in no window any more and goes unshipped.
-func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *gossip.Packet, all bool) bool {
+func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *packet.Packet, all bool) bool {
 	keep := k.counts[:0]
 	shipped, late, ahead := false, false, false
 	for _, c := range k.counts {
 		if int(c.slot) < len(p.life) && c.bucket+p.life[c.slot] <= now {
 			if c.unsent && !all && p.kind == config.KindGCRA {
-				pkt.Counts = append(pkt.Counts, gossip.Count{Hash: k.hash, Slot: c.slot, Bucket: c.bucket, Value: c.value})
+				pkt.Counts = append(pkt.Counts, packet.Count{Hash: k.hash, Slot: c.slot, Bucket: c.bucket, Value: c.value})
 				shipped = true
 			}
 			continue // out of every window: forget it
 		}
 		if all || due(s, c.changed) {
-			pkt.Counts = append(pkt.Counts, gossip.Count{Hash: k.hash, Slot: c.slot, Bucket: c.bucket, Value: c.value})
+			pkt.Counts = append(pkt.Counts, packet.Count{Hash: k.hash, Slot: c.slot, Bucket: c.bucket, Value: c.value})
 			shipped = true
 			late = late || int32(s-c.changed) > 2
 			if !all {
@@ -244,7 +244,7 @@ func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *gossip.Pac
 			continue
 		}
 		if shipped || all || due(s, m.changed) {
-			pkt.Marks = append(pkt.Marks, gossip.Mark{Hash: k.hash, Slot: m.slot, At: m.at})
+			pkt.Marks = append(pkt.Marks, packet.Mark{Hash: k.hash, Slot: m.slot, At: m.at})
 			shipped = true
 		}
 		ahead = ahead || pending(s, m.changed)
@@ -252,7 +252,7 @@ func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *gossip.Pac
 	}
 	k.marks = mk
 	if shipped && (k.names > 0 || all || late) {
-		pkt.Names = append(pkt.Names, gossip.Name{Hash: k.hash, Resource: r.name, Domain: k.domain})
+		pkt.Names = append(pkt.Names, packet.Name{Hash: k.hash, Resource: r.name, Domain: k.domain})
 		if k.names > 0 && !all {
 			k.names--
 		}
@@ -266,7 +266,7 @@ func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *gossip.Pac
 }
 
 // ship collects the shard's dirty keys (or only its urgent ones) into pkt.
-func (r *Res) ship(sh *ownShard, p *params, s uint32, now int64, pkt *gossip.Packet, urgentOnly bool) {
+func (r *Res) ship(sh *ownShard, p *params, s uint32, now int64, pkt *packet.Packet, urgentOnly bool) {
 	if urgentOnly {
 		for _, k := range sh.urgent {
 			if k.urgent {
@@ -298,7 +298,7 @@ func (r *Res) sweep(p *params, s uint32, now int64) {
 			if k.dirty {
 				continue
 			}
-			var drop gossip.Packet
+			var drop packet.Packet
 			r.collect(p, k, s-lastResend-1, now, &drop, true) // drops what aged out, ships nothing
 			if len(k.counts) == 0 && len(k.marks) == 0 {
 				delete(sh.keys, d)
@@ -309,7 +309,7 @@ func (r *Res) sweep(p *params, s uint32, now int64) {
 }
 
 // snapshot appends every live entry of every key to pkt.
-func (r *Res) snapshot(p *params, s uint32, now int64, pkt *gossip.Packet) {
+func (r *Res) snapshot(p *params, s uint32, now int64, pkt *packet.Packet) {
 	for i := range r.shards {
 		sh := &r.shards[i]
 		sh.mu.Lock()

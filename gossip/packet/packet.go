@@ -1,4 +1,9 @@
-package gossip
+package packet
+
+// This file has one job, the version-1 wire form of a Packet: the types, the
+// encoder (grouping by key hash, exact sizes, Split's planning into budgets)
+// and the strict decoder. The sizes and the encoder must agree byte for
+// byte, so they stay together.
 
 import (
 	"bytes"

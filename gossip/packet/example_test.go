@@ -1,26 +1,26 @@
-package gossip_test
+package packet_test
 
 import (
 	"fmt"
 
-	"github.com/obol-dev/obol/gossip"
+	"github.com/obol-dev/obol/gossip/packet"
 )
 
 // Split packs a delta into datagram-sized messages; each decodes on its own.
 func ExampleSplit() {
-	p := &gossip.Packet{From: "node-a", Incarnation: 1}
+	p := &packet.Packet{From: "node-a", Incarnation: 1}
 	for k := range 150 {
 		h := uint64(k + 1)
-		p.Names = append(p.Names, gossip.Name{Hash: h, Resource: "api/search", Domain: fmt.Sprintf("tenant-%d", k)})
-		p.Counts = append(p.Counts, gossip.Count{Hash: h, Bucket: 1_700_000_000_000, Value: 3})
+		p.Names = append(p.Names, packet.Name{Hash: h, Resource: "api/search", Domain: fmt.Sprintf("tenant-%d", k)})
+		p.Counts = append(p.Counts, packet.Count{Hash: h, Bucket: 1_700_000_000_000, Value: 3})
 	}
-	msgs, err := gossip.Split(p, 1309)
+	msgs, err := packet.Split(p, 1309)
 	if err != nil {
 		panic(err)
 	}
 	keys := 0
 	for _, m := range msgs {
-		q, err := gossip.Decode(m)
+		q, err := packet.Decode(m)
 		if err != nil {
 			panic(err)
 		}
@@ -32,15 +32,15 @@ func ExampleSplit() {
 
 // A round trip through the wire form.
 func ExampleEncode() {
-	b, err := gossip.Encode(&gossip.Packet{
+	b, err := packet.Encode(&packet.Packet{
 		From:   "node-a",
-		Names:  []gossip.Name{{Hash: 42, Resource: "jobs/sandbox", Domain: "acme"}},
-		Gauges: []gossip.Gauge{{Hash: 42, Value: 3, Version: 7}},
+		Names:  []packet.Name{{Hash: 42, Resource: "jobs/sandbox", Domain: "acme"}},
+		Gauges: []packet.Gauge{{Hash: 42, Value: 3, Version: 7}},
 	})
 	if err != nil {
 		panic(err)
 	}
-	p, err := gossip.Decode(b)
+	p, err := packet.Decode(b)
 	if err != nil {
 		panic(err)
 	}

@@ -1,4 +1,4 @@
-package gossip
+package gossiptest
 
 import (
 	"errors"
@@ -143,7 +143,7 @@ func (f *FaultNet) Listen() (*FaultTransport, error) {
 			break
 		}
 	}
-	return nil, fmt.Errorf("gossip: fault transport on 127.0.0.1: %w", err)
+	return nil, fmt.Errorf("gossiptest: fault transport on 127.0.0.1: %w", err)
 }
 
 // NewFaultTransport returns a transport over inner with a FaultNet of its
@@ -322,7 +322,7 @@ func (t *FaultTransport) DialTimeout(addr string, timeout time.Duration) (net.Co
 }
 
 // errPartitioned is what a dial or stream across a partition returns.
-var errPartitioned = errors.New("gossip: fault: partitioned")
+var errPartitioned = errors.New("gossiptest: partitioned")
 
 // DialAddressTimeout dials through the inner transport unless addr is across
 // a partition; the stream breaks if a partition later separates the ends.

@@ -1,0 +1,305 @@
+package gossip
+
+// What memberlist calls: the node's meta, sync messages and push/pull
+// states in and out, membership events and name conflicts, and the
+// bookkeeping of what the node hears from each peer.
+
+import (
+	"net"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/obol-dev/obol/gossip/packet"
+)
+
+// maxState caps the push/pull state a node sends: memberlist refuses a
+// remote state over 20 MiB (user state plus membership), failing the whole
+// exchange, so a larger snapshot is left out (and logged) rather than sent.
+const maxState = 16 << 20
+
+// delegate adapts Node to memberlist's delegate interfaces.
+type delegate Node
+
+var (
+	_ memberlist.Delegate         = (*delegate)(nil)
+	_ memberlist.EventDelegate    = (*delegate)(nil)
+	_ memberlist.ConflictDelegate = (*delegate)(nil)
+)
+
+func (d *delegate) node() *Node { return (*Node)(d) }
+
+// NodeMeta returns the incarnation and the leaving flag.
+func (d *delegate) NodeMeta(limit int) []byte {
+	n := d.node()
+	if n.leaving.Load() {
+		return n.metaOff
+	}
+	return n.metaOn
+}
+
+// NotifyMsg decodes a sync message and hands it to the handler.
+func (d *delegate) NotifyMsg(b []byte) {
+	n := d.node()
+	n.bytesIn.Add(uint64(len(b)))
+	n.packetsIn.Add(1)
+	if len(b) > MaxDatagram {
+		n.dropped.Add(1)
+		n.log.Debug("gossip: dropped oversized message", "bytes", len(b))
+		return
+	}
+	p, err := packet.Decode(b)
+	if err != nil {
+		n.dropped.Add(1)
+		n.log.Debug("gossip: dropped undecodable message", "bytes", len(b), "err", err)
+		return
+	}
+	if p.From == n.name {
+		n.dropped.Add(1)
+		n.log.Debug("gossip: dropped message claiming this node's name")
+		return
+	}
+	if !n.enter() {
+		return
+	}
+	defer n.exit()
+	n.received(p, len(b))
+	n.h.HandlePacket(p)
+}
+
+// GetBroadcasts returns nothing: sync goes by direct fan-out.
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+
+// LocalState returns the handler's snapshot for a push/pull.
+func (d *delegate) LocalState(join bool) []byte {
+	n := d.node()
+	if !n.enter() {
+		return nil
+	}
+	p := n.h.Snapshot()
+	n.exit()
+	if p == nil {
+		p = &packet.Packet{}
+	}
+	cp := *p
+	cp.From, cp.Incarnation, cp.Full = n.name, n.inc, true
+	b, err := packet.Encode(&cp)
+	if err != nil {
+		n.log.Warn("gossip: snapshot not encoded", "err", err)
+		return nil
+	}
+	if len(b) > maxState {
+		n.statesSkipped.Add(1)
+		n.log.Warn("gossip: snapshot too large for push/pull, not sent", "bytes", len(b), "limit", maxState)
+		return nil
+	}
+	n.statesOut.Add(1)
+	n.bytesOut.Add(uint64(len(b)))
+	return b
+}
+
+// MergeRemoteState decodes a peer's push/pull state and hands it to the
+// handler with Full set.
+func (d *delegate) MergeRemoteState(buf []byte, join bool) {
+	n := d.node()
+	if len(buf) == 0 {
+		return
+	}
+	n.statesIn.Add(1)
+	n.bytesIn.Add(uint64(len(buf)))
+	p, err := packet.Decode(buf)
+	if err != nil {
+		n.dropped.Add(1)
+		n.log.Debug("gossip: dropped undecodable state", "bytes", len(buf), "err", err)
+		return
+	}
+	if p.From == n.name {
+		n.dropped.Add(1)
+		return
+	}
+	if !n.enter() {
+		return
+	}
+	defer n.exit()
+	p.Full = true
+	n.received(p, len(buf))
+	n.h.HandlePacket(p)
+}
+
+// NotifyJoin records a member that became alive (self included) and logs
+// it: "peer joined" for a member new to this node, "peer back" for one
+// alive again after it was dead or had left (a healed partition, a false
+// death, a restart), "peer rejoined at a new address" when it came back
+// elsewhere (a rescheduled pod). A member back is resynced with a
+// push/pull: what it and this node did meanwhile was shipped to no one.
+func (d *delegate) NotifyJoin(node *memberlist.Node) {
+	n := d.node()
+	n.mu.Lock()
+	var was, oldAddr string
+	var oldInc uint64
+	if ps := n.peers[node.Name]; ps != nil {
+		was, oldAddr, oldInc = ps.state, ps.addr, ps.inc
+	}
+	n.mu.Unlock()
+	back := (was == "dead" || was == "left") && node.Name != n.name
+	n.member(node, "alive")
+	if node.Name == n.name {
+		return
+	}
+	inc, _, _ := decodeMeta(node.Meta)
+	switch {
+	case !back:
+		n.log.Info("gossip: peer joined", "node", node.Name, "addr", node.Address(), "incarnation", inc)
+	case oldAddr != node.Address():
+		n.log.Info("gossip: peer rejoined at a new address", "node", node.Name, "addr", node.Address(),
+			"old_addr", oldAddr, "was", was, "restarted", inc != oldInc, "incarnation", inc)
+	default:
+		n.log.Info("gossip: peer back", "node", node.Name, "addr", node.Address(), "was", was,
+			"restarted", inc != oldInc, "incarnation", inc)
+	}
+	if back {
+		n.mu.Lock()
+		n.queueResyncLocked(node.Name, n.peer(node.Name), n.clk.Now())
+		n.mu.Unlock()
+	}
+}
+
+// NotifyUpdate records a member's new meta (its incarnation, its leaving
+// flag) and logs it.
+func (d *delegate) NotifyUpdate(node *memberlist.Node) {
+	n := d.node()
+	n.member(node, "")
+	if node.Name == n.name {
+		return
+	}
+	inc, leaving, _ := decodeMeta(node.Meta)
+	n.log.Info("gossip: peer updated", "node", node.Name, "addr", node.Address(), "incarnation", inc, "leaving", leaving)
+}
+
+// NotifyLeave records a departure, logs it ("peer left" for a graceful
+// leave, "peer declared dead" when it failed: stopped answering probes)
+// and queues NodeGone. memberlist calls it with its member lock held, so
+// it only queues.
+func (d *delegate) NotifyLeave(node *memberlist.Node) {
+	n := d.node()
+	state := "dead"
+	inc, leaving, _ := decodeMeta(node.Meta)
+	if leaving {
+		state = "left"
+	}
+	n.mu.Lock()
+	ps := n.peers[node.Name]
+	if ps != nil && ps.leaving {
+		state = "left"
+	}
+	n.mu.Unlock()
+	n.member(node, state)
+	if node.Name == n.name {
+		return
+	}
+	if state == "left" {
+		n.log.Info("gossip: peer left", "node", node.Name, "addr", node.Address(), "incarnation", inc)
+	} else {
+		n.log.Warn("gossip: peer declared dead", "node", node.Name, "addr", node.Address(), "incarnation", inc)
+	}
+	n.mu.Lock()
+	n.gone = append(n.gone, goneEvent{name: node.Name, inc: inc})
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// NotifyConflict logs a node at another address claiming a member's name;
+// memberlist keeps the member it knows and ignores the other. Names must be
+// unique in a mesh; a restarted node is let back at a new address once its
+// old self has been dead for DeadNodeReclaimTime (1 s), so a conflict that
+// does not pass is two nodes sharing a name.
+func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
+	n := d.node()
+	n.log.Warn("gossip: node name conflict: a node at another address claims a member's name; names must be unique in a mesh",
+		"node", existing.Name, "addr", existing.Address(), "other_addr", other.Address())
+	if existing.Name != n.name || n.onConflict == nil {
+		return
+	}
+	// Both nodes of a conflict hear of it; the newer one (higher
+	// incarnation, a later start) is the one that took a name in use. A
+	// node restarted at a new address (a rescheduled pod) hears of its own
+	// old self until memberlist declares it dead: that is no conflict, and
+	// the old self no longer answers. So the other is reported only if its
+	// address answers (memberlist's TCP port), checked off memberlist's
+	// goroutine.
+	inc, _, ok := decodeMeta(other.Meta)
+	if !ok || inc >= n.inc {
+		return
+	}
+	addr := other.Address()
+	go func() {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			n.log.Info("gossip: the other node under this name does not answer: taken for this node's former self", "node", n.name, "other_addr", addr)
+			return
+		}
+		c.Close()
+		n.onConflict(inc)
+	}()
+}
+
+// member records what memberlist reports about node; state "" keeps the
+// current state. It also forgets members gone for longer than
+// goneRetention.
+func (n *Node) member(node *memberlist.Node, state string) {
+	now := n.clk.Now()
+	inc, leaving, ok := decodeMeta(node.Meta)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ps := n.peer(node.Name)
+	ps.addr = node.Address()
+	if ok {
+		ps.inc = inc
+		ps.leaving = leaving
+	}
+	if state != "" && state != ps.state {
+		ps.state = state
+		ps.changed = now
+	}
+	if state == "alive" && !leaving {
+		ps.leaving = false
+	}
+	for name, q := range n.peers {
+		gone := (q.state == "dead" || q.state == "left") && now.Sub(q.changed) > goneRetention
+		stray := q.state == "" && now.Sub(q.lastSync) > goneRetention // sent packets, never a member
+		if gone || stray {
+			delete(n.peers, name)
+		}
+	}
+}
+
+// received records a packet or state of size bytes from p.From.
+func (n *Node) received(p *packet.Packet, size int) {
+	now := n.clk.Now()
+	n.mu.Lock()
+	ps := n.peer(p.From)
+	silent := !ps.lastSync.IsZero() && now.Sub(ps.lastSync) > n.resyncAfter
+	if n.resyncAfter > 0 && (silent || ps.state == "dead") { // a dead peer speaking is back
+		n.queueResyncLocked(p.From, ps, now)
+	}
+	ps.lastSync = now
+	ps.in += uint64(size)
+	ps.pktInc = max(ps.pktInc, p.Incarnation)
+	n.mu.Unlock()
+}
+
+// queueResyncLocked asks the dispatcher for a push/pull with peer name, at
+// most once per ResyncAfter (the caller holds mu).
+func (n *Node) queueResyncLocked(name string, ps *peerState, now time.Time) {
+	if n.resyncAfter <= 0 || now.Sub(ps.resynced) < n.resyncAfter {
+		return
+	}
+	ps.resynced = now
+	n.resync = append(n.resync, name)
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
