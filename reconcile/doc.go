@@ -11,7 +11,9 @@
 // and reordering never inflate a count, and the next message repairs a lost
 // one. Tier entries merge earliest-wins per instance (the engine does that);
 // gauges merge highest-version-wins and are dropped when memberlist says
-// their node left or died, or when the node restarts (a new incarnation).
+// their node left or died, when the node restarts (a new incarnation), or
+// when it has sent nothing for 20 sync intervals (a ghost memberlist still
+// thinks alive). Two live agents under one name are detected and logged.
 // Nothing here blocks a decision: the engine reads its own merged state.
 //
 // The engine (package local) knows no network: a Cluster is its
