@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -32,10 +33,13 @@ const (
 	// simYieldEvery is how many simulated decisions run between two looks
 	// at the clock (the duty cycle and the time limit).
 	simYieldEvery = 64
-	// simSlice is how long a simulation works before it pauses for as long
-	// again: a simulation takes at most half of one processor, so that live
-	// decisions keep theirs.
+	// simSlice is how long a simulation works before it pauses for simRest
+	// times as long: a simulation takes at most a quarter of one processor,
+	// so that live decisions keep theirs.
 	simSlice = 2 * time.Millisecond
+	// simRest is how many times as long as it worked a simulation rests
+	// after each slice.
+	simRest = 3
 	// DefaultSimulateTimeLimit is the wall-clock bound of one simulation
 	// when Options.SimulateTimeLimit is 0.
 	DefaultSimulateTimeLimit = 2 * time.Second
@@ -164,6 +168,9 @@ func (sb *simBody) readRequests(r *reader) error {
 		if i >= maxSimRequests {
 			return tooLarge("requests: more than %d requests", maxSimRequests)
 		}
+		if i%simYieldEvery == simYieldEvery-1 {
+			runtime.Gosched() // reading a large body is long work too: let decisions in
+		}
 		b.clear()
 		if err := b.read(r, "", simItemFields); err != nil {
 			return itemError(err, i)
@@ -281,6 +288,9 @@ func (sb *simBody) readRequestsMsgpack(m *mpReader, b *wireBody) error {
 	}
 	st := simState{domains: map[string]string{}}
 	for i := range n {
+		if i%simYieldEvery == simYieldEvery-1 {
+			runtime.Gosched()
+		}
 		b.clear()
 		if err := b.readMsgpack(m, "", simItemFields); err != nil {
 			return itemError(err, i)
@@ -327,6 +337,20 @@ func (s *Server) simulate(ctx *fasthttp.RequestCtx, _ params) {
 		return
 	}
 	defer s.sim.busy.Store(false)
+	// The work runs on a thread of its own at the lowest scheduling
+	// priority: when the machine's processors are all busy, the kernel
+	// gives them to decisions first.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lowPriorityThread()
+		s.runSimulation(ctx)
+	}()
+	<-done
+}
+
+// runSimulation is simulate's work, on its low-priority thread.
+func (s *Server) runSimulation(ctx *fasthttp.RequestCtx) {
 	deadline := time.Now().Add(s.sim.limit) // wall clock: a bound on real work, not a decision instant
 	body, bf, err := readBody(ctx)
 	if err != nil {
@@ -402,7 +426,7 @@ func (s *Server) simulate(ctx *fasthttp.RequestCtx, _ params) {
 				return
 			}
 			if now.Sub(slice) >= simSlice {
-				time.Sleep(now.Sub(slice)) // the duty cycle: rest as long as it worked
+				time.Sleep(simRest * now.Sub(slice)) // the duty cycle: rest simRest times as long as it worked
 				slice = time.Now()
 			}
 		}

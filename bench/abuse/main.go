@@ -47,8 +47,14 @@ var attacks = []attack{
 func main() {
 	only := flag.String("attack", "", "run only the attack of this name")
 	d := flag.Duration("d", 5*time.Second, "how long each phase (idle, attack) lasts")
+	probeSock := flag.String("probe", "", "internal: probe the agent on this socket for -d and print p50, p99 and the count (ns)")
 	admitOnce := flag.String("admit-once", "", "internal: admit one call of demo/hoard on this socket, print the reply and exit (another process, for the hoard attack)")
 	flag.Parse()
+	if *probeSock != "" {
+		l := probe(context.Background(), &agentProc{socket: *probeSock}, *d)
+		fmt.Println(int64(l.p50), int64(l.p99), l.n)
+		return
+	}
 	if *admitOnce != "" {
 		_, b, err := (&agentProc{client: unixClient(*admitOnce)}).post(context.Background(), "/v1/admit", `{"resource":"demo/hoard"}`)
 		if err != nil {
@@ -83,13 +89,13 @@ func run(only string, d time.Duration) error {
 		if err != nil {
 			return err
 		}
-		idle := probe(context.Background(), a, d)
+		idle := probeProcess(context.Background(), a, d)
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		var figure string
 		var aerr error
 		done := make(chan struct{})
 		go func() { figure, aerr = at.run(ctx, a); close(done) }()
-		during := probe(ctx, a, d)
+		during := probeProcess(ctx, a, d)
 		<-done
 		cancel()
 		a.stop()
@@ -203,6 +209,10 @@ func (a *agentProc) post(ctx context.Context, path, body string) (int, []byte, e
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
+	if path == "/v1/simulate" { // the attack does not read its replies: discard them without holding them
+		_, err = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil, err
+	}
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, b, err
 }
@@ -210,6 +220,24 @@ func (a *agentProc) post(ctx context.Context, path, body string) (int, []byte, e
 type latency struct {
 	p50, p99 time.Duration
 	n        int
+}
+
+// probeProcess runs the probe in a process of its own (this program run
+// again with -probe), so that the attacker's work in this process (its
+// allocations, its collections) never delays the probe's own requests:
+// what it measures is the agent.
+func probeProcess(ctx context.Context, a *agentProc, d time.Duration) latency {
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl))
+	}
+	out, err := exec.Command(os.Args[0], "-probe", a.socket, "-d", d.String()).Output()
+	var p50, p99 int64
+	var n int
+	if err != nil {
+		return latency{}
+	}
+	fmt.Sscan(string(out), &p50, &p99, &n)
+	return latency{p50: time.Duration(p50), p99: time.Duration(p99), n: n}
 }
 
 // probe asks /v1/request one at a time until ctx ends or d passes.
