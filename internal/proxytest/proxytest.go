@@ -506,3 +506,10 @@ func (p *Proc) Resume(t testing.TB) {
 	t.Helper()
 	p.Signal(t, syscall.SIGCONT)
 }
+
+// StuckBound is how long a request through a proxy may take while the agent
+// is stuck (SIGSTOP) for the proxy to count as having given up on it: far
+// above the proxies' own check timeouts (a few hundred ms), far below the
+// test client's 10 s. How long it really took is logged, not asserted: a
+// loaded machine is slow.
+const StuckBound = 8 * time.Second

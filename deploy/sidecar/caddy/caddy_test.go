@@ -103,7 +103,7 @@ func TestCaddyForwardAuth(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || upstream.Hits("/api/a") != 5 {
 		t.Fatalf("agent stuck: status %d, upstream hits %d: want 200 and the request passed", resp.StatusCode, upstream.Hits("/api/a"))
 	}
-	if took > 2*time.Second {
+	if took > proxytest.StuckBound { // it gave up on the stuck agent instead of waiting for it
 		t.Errorf("agent stuck: the request took %v, want about 250 ms", took)
 	}
 	t.Logf("agent stuck: request passed in %v", took.Round(time.Millisecond))
