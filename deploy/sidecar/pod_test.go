@@ -19,10 +19,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/obol-dev/obol/internal/proxytest"
 )
 
 // pod is one pod: a network namespace with an address on the bridge, the
@@ -41,7 +42,7 @@ type pod struct {
 
 	cmd     *exec.Cmd
 	agent   int // the agent's PID, as the host sees it
-	stderr  *syncBuffer
+	stderr  *proxytest.Buffer
 	exited  chan struct{}
 	exitErr error
 	started time.Time     // the last start
@@ -156,7 +157,7 @@ func (p *pod) launch(t *testing.T, img *image) {
 	args = append(args, podFlags(p.name, p.ip)...)
 	p.cmd = exec.Command("ip", args...)
 	p.cmd.Env = img.Config.Env
-	p.stderr = &syncBuffer{}
+	p.stderr = &proxytest.Buffer{}
 	p.cmd.Stdout, p.cmd.Stderr = p.stderr, p.stderr
 	p.exited, p.exitErr, p.agent = make(chan struct{}), nil, 0
 	p.started = time.Now()
@@ -448,22 +449,4 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
