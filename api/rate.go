@@ -9,6 +9,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/wire"
+	"github.com/obol-dev/obol/internal/wire/replies"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -31,16 +33,7 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, _ params) {
 		s.fail(ctx, err)
 		return
 	}
-	f := replyFormat(ctx)
-	if f == formatMsgpack {
-		e := &c.body.codec().e
-		e.begin(c.out[:0])
-		e.decision(&d)
-		c.out = e.end()
-	} else {
-		c.out = appendDecision(c.out[:0], &d)
-	}
-	writeReply(ctx, f, c.out)
+	c.reply(ctx, writeDecision(c.writer(ctx), c.out[:0], &d))
 	g.observe(resource, c.body.domain, copies, &d, start)
 }
 
@@ -58,17 +51,7 @@ func (s *Server) refund(ctx *fasthttp.RequestCtx, _ params) {
 		s.fail(ctx, err)
 		return
 	}
-	f := replyFormat(ctx)
-	if f == formatMsgpack {
-		e := &c.body.codec().e
-		e.begin(c.out[:0])
-		e.mapLen(1)
-		e.intField("remaining", int64(remaining))
-		c.out = e.end()
-	} else {
-		c.out = appendRefund(c.out[:0], remaining)
-	}
-	writeReply(ctx, f, c.out)
+	c.reply(ctx, writeInt(c.writer(ctx), c.out[:0], `,"remaining":`, int64(remaining)))
 }
 
 // Header names of /v1/check, set as given (fasthttp would otherwise
@@ -178,14 +161,7 @@ func (s *Server) check(ctx *fasthttp.RequestCtx, _ params) {
 	}
 	n := len(c.out)
 	f := replyFormat(ctx)
-	if f == formatMsgpack {
-		e := &c.body.codec().e
-		e.begin(c.out)
-		e.decision(&d)
-		c.out = e.end()
-	} else {
-		c.out = appendDecision(c.out, &d)
-	}
+	c.out = writeDecision(replies.NewWriter(f), c.out, &d)
 	ctx.SetStatusCode(q.deny)
 	ctx.SetContentType(contentTypes[f])
 	ctx.SetBody(c.out[n:])
@@ -201,32 +177,20 @@ func readCheckQuery(b *wireBody, args *fasthttp.Args) (checkQuery, error) {
 		switch string(k) {
 		case "deny_status":
 			if q.deny != 0 {
-				return q, &fieldError{field: "deny_status", msg: "given twice"}
+				return q, &fieldError{Field: "deny_status", Msg: "given twice"}
 			}
 			q.deny, err = denyStatus("deny_status", v)
 		case "headers":
 			if q.form != 0 {
-				return q, &fieldError{field: "headers", msg: "given twice"}
+				return q, &fieldError{Field: "headers", Msg: "given twice"}
 			}
 			q.form, err = parseHeaderForm("headers", v)
 		default:
 			f := fieldOf(k)
 			if f&(fResource|fDomain|fCopies) == 0 {
-				return q, &fieldError{field: quoteSnippet(k), msg: "unknown query parameter; expected one of " + checkQueryNames}
+				return q, &fieldError{Field: wire.Snippet(k), Msg: "unknown query parameter; expected one of " + checkQueryNames}
 			}
-			if b.seen&f != 0 {
-				return q, &fieldError{field: f.name(), msg: "given twice"}
-			}
-			b.seen |= f
-			switch f {
-			case fResource:
-				b.resource, err = v, checkName("resource", v)
-			case fDomain:
-				b.domain, err = v, checkName("domain", v)
-			default:
-				lo, hi := fCopies.bounds()
-				b.copies, err = queryInt("copies", v, lo, hi)
-			}
+			err = b.setQuery(f, v)
 		}
 		if err != nil {
 			return q, err
@@ -264,8 +228,8 @@ func checkOptionHeaders(ctx *fasthttp.RequestCtx, q *checkQuery) error {
 func denyStatus(field string, v []byte) (int, error) {
 	n, err := queryInt(field, v, minDenyStatus, maxDenyStatus)
 	if err != nil {
-		return 0, &fieldError{field: field, msg: fmt.Sprintf("must be an HTTP status in [%d, %d] (e.g. 403 for nginx auth_request), got %s",
-			minDenyStatus, maxDenyStatus, strconv.Quote(quoteSnippet(v)))}
+		return 0, &fieldError{Field: field, Msg: fmt.Sprintf("must be an HTTP status in [%d, %d] (e.g. 403 for nginx auth_request), got %s",
+			minDenyStatus, maxDenyStatus, strconv.Quote(wire.Snippet(v)))}
 	}
 	return int(n), nil
 }
@@ -280,14 +244,14 @@ func parseHeaderForm(field string, v []byte) (headerForm, error) {
 	case "both":
 		return formBoth, nil
 	}
-	return 0, &fieldError{field: field, msg: `must be "draft11", "draft03" or "both", got ` + strconv.Quote(quoteSnippet(v))}
+	return 0, &fieldError{Field: field, Msg: `must be "draft11", "draft03" or "both", got ` + strconv.Quote(wire.Snippet(v))}
 }
 
 // checkHeader returns the value of header h for field, which is required.
 func checkHeader(ctx *fasthttp.RequestCtx, h, field string) ([]byte, error) {
 	v := ctx.Request.Header.Peek(h)
 	if v == nil {
-		return nil, &fieldError{field: field, msg: "required: give the query parameter " + field + " or the header " + h}
+		return nil, &fieldError{Field: field, Msg: "required: give the query parameter " + field + " or the header " + h}
 	}
 	return v, checkName(field, v)
 }
@@ -306,7 +270,7 @@ func (s *Server) checkDomain(ctx *fasthttp.RequestCtx) ([]byte, error) {
 	}
 	v := ctx.Request.Header.Peek(h)
 	if v == nil {
-		return nil, &fieldError{field: "domain", msg: "required: give the query parameter domain, the header " + hdrObolDomain + " or the header " + h}
+		return nil, &fieldError{Field: "domain", Msg: "required: give the query parameter domain, the header " + hdrObolDomain + " or the header " + h}
 	}
 	first := v
 	if i := bytes.IndexByte(first, ','); i >= 0 {
@@ -314,7 +278,7 @@ func (s *Server) checkDomain(ctx *fasthttp.RequestCtx) ([]byte, error) {
 	}
 	first = bytes.Trim(first, " \t")
 	if len(first) == 0 {
-		return nil, &fieldError{field: "domain", msg: "the first element of the header " + h + " is empty, got " + strconv.Quote(quoteSnippet(v))}
+		return nil, &fieldError{Field: "domain", Msg: "the first element of the header " + h + " is empty, got " + strconv.Quote(wire.Snippet(v))}
 	}
 	return first, checkName("domain", first)
 }

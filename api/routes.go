@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/internal/wire"
 )
 
 // handler serves one endpoint. p holds the path parameter of a pattern route.
@@ -144,7 +146,7 @@ func (rt *router) serve(s *Server, ctx *fasthttp.RequestCtx) {
 	}
 	if ep == nil {
 		writeError(ctx, fasthttp.StatusNotFound, codeNotFound,
-			fmt.Sprintf("no endpoint %s %s", ctx.Method(), quoteSnippet(path)))
+			fmt.Sprintf("no endpoint %s %s", ctx.Method(), wire.Snippet(path)))
 		return
 	}
 	method := ctx.Method()
@@ -157,5 +159,5 @@ func (rt *router) serve(s *Server, ctx *fasthttp.RequestCtx) {
 	}
 	ctx.Response.Header.Set("Allow", ep.allow)
 	writeError(ctx, fasthttp.StatusMethodNotAllowed, codeBadRequest,
-		fmt.Sprintf("method %s is not allowed on %s; use %s", quoteSnippet(method), ep.path, ep.allow))
+		fmt.Sprintf("method %s is not allowed on %s; use %s", wire.Snippet(method), ep.path, ep.allow))
 }
