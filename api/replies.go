@@ -117,24 +117,18 @@ func (s *Server) transcodeReply(ctx *fasthttp.RequestCtx) {
 }
 
 // ceilMs returns d in whole milliseconds, rounded up; 0 for d ≤ 0.
-func ceilMs(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	q := d / time.Millisecond
-	if d%time.Millisecond != 0 {
-		q++
-	}
-	return int64(q)
-}
+func ceilMs(d time.Duration) int64 { return ceilTo(d, time.Millisecond) }
 
 // ceilSec returns d in whole seconds, rounded up; 0 for d ≤ 0.
-func ceilSec(d time.Duration) int64 {
+func ceilSec(d time.Duration) int64 { return ceilTo(d, time.Second) }
+
+// ceilTo returns d in whole units, rounded up; 0 for d ≤ 0.
+func ceilTo(d, unit time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	q := d / time.Second
-	if d%time.Second != 0 {
+	q := d / unit
+	if d%unit != 0 {
 		q++
 	}
 	return int64(q)

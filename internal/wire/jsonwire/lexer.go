@@ -386,25 +386,17 @@ func (l *Lexer) SkipValue(field string, depth int) ([]byte, error) {
 	start := l.I
 	var scratch []byte // what is unescaped is dropped
 	switch c := l.B[l.I]; {
-	case c == '{':
+	case c == '{' || c == '[':
 		l.I++
 		for n := 0; ; n++ {
-			scratch = scratch[:0]
-			_, ok, err := l.NextKey(field, n, &scratch)
-			if err != nil {
-				return nil, err
+			var more bool
+			var err error
+			if c == '{' {
+				scratch = scratch[:0]
+				_, more, err = l.NextKey(field, n, &scratch)
+			} else {
+				more, err = l.NextElem(field, n)
 			}
-			if !ok {
-				break
-			}
-			if _, err := l.SkipValue(field, depth+1); err != nil {
-				return nil, err
-			}
-		}
-	case c == '[':
-		l.I++
-		for n := 0; ; n++ {
-			more, err := l.NextElem(field, n)
 			if err != nil {
 				return nil, err
 			}

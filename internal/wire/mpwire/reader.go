@@ -141,63 +141,15 @@ func (r *Reader) head(n int) (uint64, error) {
 	return binary.BigEndian.Uint64(p), nil
 }
 
-// length reads the header of a map, an array, a str or binary data whose
-// code c was checked: fix is the code of the fixed form, whose low bits
-// (mask) are the length; c8, c16 and c32 are the codes of the other forms
-// (c8 0 when there is none).
-func (r *Reader) length(c, mask byte, c8, c16, c32 byte) (int, error) {
-	var v uint64
-	var err error
-	switch c {
-	case c8:
-		v, err = r.head(1)
-	case c16:
-		v, err = r.head(2)
-	case c32:
-		v, err = r.head(4)
-	default:
-		r.i++
-		return int(c & mask), nil
-	}
-	return int(v), err
-}
-
 // MapLen reads a map's header and returns its number of pairs.
-func (r *Reader) MapLen() (int, error) {
-	c, err := r.Peek()
-	if err != nil {
-		return 0, err
-	}
-	if !IsMap(c) {
-		return 0, ErrType
-	}
-	return r.length(c, 0x0f, 0, codeMap16, codeMap32)
-}
+func (r *Reader) MapLen() (int, error) { return r.header(0x80, 0x0f, codeMap16, codeMap32, 2) }
 
 // ArrayLen reads an array's header and returns its number of elements.
-func (r *Reader) ArrayLen() (int, error) {
-	c, err := r.Peek()
-	if err != nil {
-		return 0, err
-	}
-	if !IsArray(c) {
-		return 0, ErrType
-	}
-	return r.length(c, 0x0f, 0, codeArray16, codeArray32)
-}
+func (r *Reader) ArrayLen() (int, error) { return r.header(0x90, 0x0f, codeArray16, codeArray32, 2) }
 
 // StrLen reads a str's header and returns its length in bytes; Take then
 // returns the bytes.
-func (r *Reader) StrLen() (int, error) {
-	c, err := r.Peek()
-	if err != nil {
-		return 0, err
-	}
-	if !IsStr(c) {
-		return 0, ErrType
-	}
-	return r.length(c, 0x1f, codeStr8, codeStr16, codeStr32)
-}
+func (r *Reader) StrLen() (int, error) { return r.header(0xa0, 0x1f, codeStr8, codeStr32, 1) }
 
 // BytesLen is StrLen for a str or binary data.
 func (r *Reader) BytesLen() (int, error) {
@@ -206,9 +158,29 @@ func (r *Reader) BytesLen() (int, error) {
 		return 0, err
 	}
 	if IsBin(c) {
-		return r.length(c, 0, codeBin8, codeBin16, codeBin32)
+		v, err := r.head(1 << (c - codeBin8))
+		return int(v), err
 	}
 	return r.StrLen()
+}
+
+// header reads the header of a map, an array or a str: in its fixed form,
+// a code from fix on whose low bits (mask) are the length; in the others,
+// codes first to last, a length of n, 2n, 4n bytes after the code.
+func (r *Reader) header(fix, mask, first, last byte, n int) (int, error) {
+	c, err := r.Peek()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case c&^mask == fix:
+		r.i++
+		return int(c & mask), nil
+	case c >= first && c <= last:
+		v, err := r.head(n << (c - first))
+		return int(v), err
+	}
+	return 0, ErrType
 }
 
 // Take returns the next n bytes, consumed, as a sub-slice of the input. When
@@ -332,9 +304,11 @@ func (r *Reader) ExtHeader() (typ int8, n int, err error) {
 		n = 1 << (c - codeFixExt1)
 		r.i++
 	case c >= codeExt8 && c <= codeExt32:
-		if n, err = r.length(c, 0, codeExt8, codeExt16, codeExt32); err != nil {
+		v, err := r.head(1 << (c - codeExt8))
+		if err != nil {
 			return 0, 0, err
 		}
+		n = int(v)
 	default:
 		return 0, 0, ErrType
 	}

@@ -140,14 +140,7 @@ func (r *Reader) openArray(field string) (int, error) {
 
 // key reads a key of the map of field: a string.
 func (r *Reader) key(field string) ([]byte, error) {
-	c, err := r.peek(field)
-	if err != nil {
-		return nil, err
-	}
-	if !IsStr(c) {
-		return nil, &wire.FieldError{Field: field, Msg: "a field name must be a string, got " + r.Describe()}
-	}
-	return r.readBytes(field)
+	return r.strOf(field, "a field name must be a string, got ")
 }
 
 // Str reads a string value of field, a sub-slice of the body; binary data
@@ -157,13 +150,17 @@ func (r *Reader) Str(field string, _ *[]byte) (s []byte, ascii bool, err error) 
 	return s, false, err
 }
 
-func (r *Reader) str(field string) ([]byte, error) {
+func (r *Reader) str(field string) ([]byte, error) { return r.strOf(field, "must be a string, got ") }
+
+// strOf reads a str of field; anything else is refused with notStr and
+// what it is.
+func (r *Reader) strOf(field, notStr string) ([]byte, error) {
 	c, err := r.peek(field)
 	if err != nil {
 		return nil, err
 	}
 	if !IsStr(c) {
-		return nil, &wire.FieldError{Field: field, Msg: "must be a string, got " + r.Describe()}
+		return nil, &wire.FieldError{Field: field, Msg: notStr + r.Describe()}
 	}
 	return r.readBytes(field)
 }
