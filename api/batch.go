@@ -138,28 +138,16 @@ func (st *batchState) read(r wire.Reader) error {
 }
 
 func (st *batchState) readItems(r wire.Reader) error {
-	n, err := r.Array("requests")
-	if err != nil {
-		return err
-	}
-	if n > maxBatch {
-		return tooLarge("requests: %d requests is more than %d; split the batch", n, maxBatch)
-	}
 	b := &st.body
-	for i := 0; ; i++ {
-		more, err := r.Elem("requests")
-		if err != nil {
-			return err
-		}
-		if !more {
-			return nil
-		}
-		if i >= maxBatch {
+	return readRequests(r, maxBatch, func(n int) error {
+		if n < 0 {
 			return tooLarge("requests: more than %d requests; split the batch", maxBatch)
 		}
+		return tooLarge("requests: %d requests is more than %d; split the batch", n, maxBatch)
+	}, func(i int) error {
 		at := r.Mark()
 		b.clear()
-		err = readFields(r, b, "", requestFields)
+		err := readFields(r, b, "", requestFields)
 		if err == nil {
 			err = b.check(fResource | fDomain)
 		}
@@ -170,11 +158,12 @@ func (st *batchState) readItems(r wire.Reader) error {
 				return serr
 			}
 			st.items = append(st.items, batchItem{err: itemError(err, i)})
-			continue
+			return nil
 		}
 		copies, minCopies := b.counts()
 		st.items = append(st.items, batchItem{resource: b.resource, domain: b.domain, copies: copies, minCopies: minCopies})
-	}
+		return nil
+	})
 }
 
 // POST /v1/batch {"requests": [<request>, ...]} → {"responses": [<reply>,

@@ -94,6 +94,32 @@ func readFields(r wire.Reader, b *wireBody, where string, allowed fieldSet) erro
 	}
 }
 
+// readRequests reads the array "requests" at r, of at most max items: the
+// items of /v1/batch and /v1/simulate, each read by item (i its index).
+// Over max it is the error tooMany(n), n the array's length when the format
+// says it first, else -1 (as soon as the element past max is found).
+func readRequests(r wire.Reader, max int, tooMany func(n int) error, item func(i int) error) error {
+	n, err := r.Array("requests")
+	if err != nil {
+		return err
+	}
+	if n > max {
+		return tooMany(n)
+	}
+	for i := 0; ; i++ {
+		more, err := r.Elem("requests")
+		if err != nil || !more {
+			return err
+		}
+		if i >= max {
+			return tooMany(-1)
+		}
+		if err := item(i); err != nil {
+			return err
+		}
+	}
+}
+
 // resourceConfig reads the value of field at r that is one resource's
 // config, an object (a map), and returns it as JSON for the config parser:
 // as it is in a JSON body, turned into JSON from MessagePack. Over

@@ -9,8 +9,19 @@ import (
 	"github.com/obol-dev/obol/local"
 )
 
-// pathID checks the {id} of a session path.
-func pathID(p params) ([]byte, error) { return p.id, checkName("session", p.id) }
+// sessionPath reads the request of a session's path: a body empty or {},
+// and the session id, {id}. It writes the error reply and returns ok false
+// when either is bad.
+func (s *Server) sessionPath(ctx *fasthttp.RequestCtx, c *call, p params) (id string, ok bool) {
+	if !s.decodeBody(ctx, c, 0, 0) {
+		return "", false
+	}
+	if err := checkName("session", p.id); err != nil {
+		s.fail(ctx, err)
+		return "", false
+	}
+	return string(p.id), true
+}
 
 // POST /v1/sessions {"ttl_ms"} → {"session", "ttl_ms"}. ttl_ms is optional
 // (default 30000); an empty body is {}.
@@ -34,15 +45,10 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx, _ params) {
 func (s *Server) keepAlive(ctx *fasthttp.RequestCtx, p params) {
 	c := getCall()
 	defer putCall(c)
-	if !s.decodeBody(ctx, c, 0, 0) {
+	sid, ok := s.sessionPath(ctx, c, p)
+	if !ok {
 		return
 	}
-	id, err := pathID(p)
-	if err != nil {
-		s.fail(ctx, err)
-		return
-	}
-	sid := string(id)
 	ttl, err := s.Engine().KeepAlive(s.now(), sid)
 	if err != nil {
 		s.fail(ctx, err)
@@ -55,15 +61,11 @@ func (s *Server) keepAlive(ctx *fasthttp.RequestCtx, p params) {
 func (s *Server) endSession(ctx *fasthttp.RequestCtx, p params) {
 	c := getCall()
 	defer putCall(c)
-	if !s.decodeBody(ctx, c, 0, 0) {
+	sid, ok := s.sessionPath(ctx, c, p)
+	if !ok {
 		return
 	}
-	id, err := pathID(p)
-	if err != nil {
-		s.fail(ctx, err)
-		return
-	}
-	n, err := s.Engine().EndSession(s.now(), string(id))
+	n, err := s.Engine().EndSession(s.now(), sid)
 	if err != nil {
 		s.fail(ctx, err)
 		return

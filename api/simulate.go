@@ -152,34 +152,17 @@ func readSimulate(r wire.Reader, b *wireBody) (*simBody, error) {
 }
 
 func (sb *simBody) readRequests(r wire.Reader, b *wireBody) error {
-	n, err := r.Array("requests")
-	if err != nil {
-		return err
-	}
-	if n > maxSimRequests {
-		return tooLarge("requests: more than %d requests", maxSimRequests)
-	}
 	st := simState{domains: map[string]string{}}
-	for i := 0; ; i++ {
-		more, err := r.Elem("requests")
-		if err != nil {
-			return err
-		}
-		if !more {
-			return nil
-		}
-		if i >= maxSimRequests {
-			return tooLarge("requests: more than %d requests", maxSimRequests)
-		}
+	return readRequests(r, maxSimRequests, func(int) error {
+		return tooLarge("requests: more than %d requests", maxSimRequests)
+	}, func(i int) error {
 		b.clear()
 		b.unescaped = b.unescaped[:0] // add interns what it keeps
 		if err := readFields(r, b, "", simItemFields); err != nil {
 			return itemError(err, i)
 		}
-		if err := sb.add(b, i, &st); err != nil {
-			return err
-		}
-	}
+		return sb.add(b, i, &st)
+	})
 }
 
 // simState is what reading the requests of a simulation carries from one to
