@@ -25,18 +25,11 @@ const (
 // buffer it is given with its part appended; none fails, and none allocates
 // but to grow the buffer. The zero value writes JSON.
 type Writer struct {
-	f    Format
-	zero byte // the encoding of the integer 0: JSON '0', MessagePack fixint 0
+	f Format
 }
 
 // NewWriter returns a Writer in format f.
-func NewWriter(f Format) Writer {
-	w := Writer{f: f}
-	if f == JSON {
-		w.zero = '0'
-	}
-	return w
-}
+func NewWriter(f Format) Writer { return Writer{f: f} }
 
 // Format returns w's format.
 func (w Writer) Format() Format { return w.f }
@@ -95,7 +88,7 @@ func (k Key) Name() string { return string(k[2 : len(k)-2]) }
 // First appends the name of an object's first member.
 func (w Writer) First(b []byte, k Key) []byte {
 	if w.f == Msgpack {
-		return append(append(b, 0xa0|byte(len(k)-4)), k[2:len(k)-2]...)
+		return mpKey(b, k)
 	}
 	return append(b, k[1:]...)
 }
@@ -103,20 +96,25 @@ func (w Writer) First(b []byte, k Key) []byte {
 // Key appends the name of a member after the first.
 func (w Writer) Key(b []byte, k Key) []byte {
 	if w.f == Msgpack {
-		return append(append(b, 0xa0|byte(len(k)-4)), k[2:len(k)-2]...)
+		return mpKey(b, k)
 	}
 	return append(b, k...)
 }
 
-// Int appends v.
-func (w Writer) Int(b []byte, v int64) []byte {
-	if uint64(v) < 10 {
-		return append(b, w.zero+byte(v)) // a digit, or a fixint: inlined
-	}
-	return w.int(b, v)
+// mpKey appends k as a MessagePack str. It is kept out of line on purpose
+// (as Int is, too large to inline): a reply written with a Writer then
+// inlines only each key's JSON copy, and its code stays about as small as a
+// JSON-only appender's, which the request path measured as faster than
+// faster-looking inlined code that evicts its neighbours from the
+// instruction cache.
+//
+//go:noinline
+func mpKey(b []byte, k Key) []byte {
+	return append(append(b, 0xa0|byte(len(k)-4)), k[2:len(k)-2]...)
 }
 
-func (w Writer) int(b []byte, v int64) []byte {
+// Int appends v.
+func (w Writer) Int(b []byte, v int64) []byte {
 	if w.f == Msgpack {
 		return mpwire.AppendInt(b, v)
 	}
