@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"iter"
 	"strconv"
 
 	"github.com/obol-dev/obol/internal/wire/jsonwire"
@@ -136,6 +137,29 @@ func (s *scanner) elem() bool {
 	return more
 }
 
+// members returns the keys of the object at s in turn; the caller reads
+// (or skips) each member's value before the next key.
+func (s *scanner) members() iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		for ok := s.object(); ok; {
+			var k []byte
+			if k, ok = s.key(); ok {
+				ok = yield(k)
+			}
+		}
+	}
+}
+
+// elems moves to the elements of the array at s in turn; the caller reads
+// each.
+func (s *scanner) elems() iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for i, ok := 0, s.array(); ok && s.elem(); i++ {
+			ok = yield(i)
+		}
+	}
+}
+
 // int reads a number written as an integer.
 func (s *scanner) int() int64 {
 	v, ok := s.lx.PlainInt()
@@ -188,11 +212,7 @@ func decodeDecision(b []byte, r *Reply) error {
 func (s *scanner) decision(r *Reply) {
 	d := replies.Decision{HardLimit: NoLimit, GlobalLimit: NoLimit}
 	seen := false
-	for ok := s.object(); ok; {
-		var k []byte
-		if k, ok = s.key(); !ok {
-			break
-		}
+	for k := range s.members() {
 		switch i, b := d.Field(k); {
 		case i != nil:
 			*i = s.int()
@@ -225,11 +245,7 @@ func decodeError(b []byte) (code, msg string, ok bool) {
 
 // errorObject reads {"error": {...}}.
 func (s *scanner) errorObject() (code, msg string, ok bool) {
-	for more := s.object(); more; {
-		var k []byte
-		if k, more = s.key(); !more {
-			break
-		}
+	for k := range s.members() {
 		if string(k) != "error" {
 			s.skip()
 			continue
@@ -241,11 +257,7 @@ func (s *scanner) errorObject() (code, msg string, ok bool) {
 
 // errorBody reads the object {"code", "message"}.
 func (s *scanner) errorBody() (code, msg string, ok bool) {
-	for more := s.object(); more; {
-		var k []byte
-		if k, more = s.key(); !more {
-			break
-		}
+	for k := range s.members() {
 		switch string(k) {
 		case "code":
 			code, ok = s.str(), true
@@ -263,11 +275,7 @@ func decodeReservation(b []byte, r *ReserveReply) error {
 	*r = ReserveReply{DomainLimit: NoLimit, GlobalLimit: NoLimit} // absent from the reply: none
 	s := newScanner(b)
 	seen := false
-	for ok := s.object(); ok; {
-		var k []byte
-		if k, ok = s.key(); !ok {
-			break
-		}
+	for k := range s.members() {
 		switch string(k) {
 		case "granted":
 			r.Granted, seen = int(s.int()), true
@@ -299,16 +307,9 @@ func decodeReservation(b []byte, r *ReserveReply) error {
 
 func (s *scanner) groupHolds() []GroupHolds {
 	var gs []GroupHolds
-	for more := s.array(); more; {
-		if more = s.elem(); !more {
-			break
-		}
+	for range s.elems() {
 		g := GroupHolds{Limit: NoLimit}
-		for ok := s.object(); ok; {
-			var k []byte
-			if k, ok = s.key(); !ok {
-				break
-			}
+		for k := range s.members() {
 			switch string(k) {
 			case "name":
 				g.Name = s.str()
@@ -330,10 +331,8 @@ func (s *scanner) groupHolds() []GroupHolds {
 
 func (s *scanner) strings() []string {
 	var out []string
-	for more := s.array(); more; {
-		if more = s.elem(); more {
-			out = append(out, s.str())
-		}
+	for range s.elems() {
+		out = append(out, s.str())
 	}
 	if s.bad {
 		return nil
@@ -351,11 +350,7 @@ type seized struct {
 func decodeSeized(b []byte) (seized, error) {
 	var r seized
 	s := newScanner(b)
-	for ok := s.object(); ok; {
-		var k []byte
-		if k, ok = s.key(); !ok {
-			break
-		}
+	for k := range s.members() {
 		switch string(k) {
 		case "hold":
 			r.hold = s.str()
@@ -382,11 +377,7 @@ func decodeSeized(b []byte) (seized, error) {
 func decodeInts(b []byte, name1 string, v1 *int64, name2 string, v2 *int64) error {
 	s := newScanner(b)
 	seen := false
-	for ok := s.object(); ok; {
-		var k []byte
-		if k, ok = s.key(); !ok {
-			break
-		}
+	for k := range s.members() {
 		switch {
 		case string(k) == name1:
 			*v1, seen = s.int(), true
@@ -407,11 +398,7 @@ func decodeInts(b []byte, name1 string, v1 *int64, name2 string, v2 *int64) erro
 func decodeStringField(b []byte, name string) (string, error) {
 	s := newScanner(b)
 	var v string
-	for ok := s.object(); ok; {
-		var k []byte
-		if k, ok = s.key(); !ok {
-			break
-		}
+	for k := range s.members() {
 		if string(k) == name {
 			v = s.str()
 		} else {
@@ -430,20 +417,13 @@ func decodeStringField(b []byte, name string) (string, error) {
 func decodeBatch(b []byte, out []BatchResult) error {
 	s := newScanner(b)
 	got := -1
-	for ok := s.object(); ok; {
-		var k []byte
-		if k, ok = s.key(); !ok {
-			break
-		}
+	for k := range s.members() {
 		if string(k) != "responses" {
 			s.skip()
 			continue
 		}
 		got = 0
-		for more := s.array(); more; {
-			if more = s.elem(); !more {
-				break
-			}
+		for range s.elems() {
 			if got >= len(out) {
 				return errMalformed
 			}
