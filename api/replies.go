@@ -37,11 +37,9 @@ func (c *call) reply(ctx *fasthttp.RequestCtx, out []byte) {
 	writeReply(ctx, c.f, out)
 }
 
-// noLimit is local.NoLimit, which a decision reply leaves out as
-// replies.NoLimit.
-const noLimit = local.NoLimit
-
-var _ [0]struct{} = [noLimit - replies.NoLimit]struct{}{} // the same value
+// A limit the engine has not (local.NoLimit) is replies.NoLimit, which the
+// reply leaves out: the same value.
+var _ [0]struct{} = [local.NoLimit - replies.NoLimit]struct{}{}
 
 // wireDecision returns decision d as its reply carries it.
 func wireDecision(d *local.Decision) replies.Decision {

@@ -1,5 +1,5 @@
-// Package wire is the root of the agent's wire layer, which the agent (api),
-// the Go client and the load generator share:
+// Package wire is the root of the agent's wire layer, which the agent (api)
+// and the Go client share:
 //
 //   - jsonwire: the JSON lexer under the agent's strict reader of request
 //     bodies and the client's lenient reader of replies, and the JSON
@@ -10,9 +10,10 @@
 //     with the same members in the same order, and the decision reply, the
 //     one list of its fields.
 //
-// This package holds what the readers of both formats return: FieldError,
-// the client error about one field of a body, with the helpers that word
-// it.
+// This package holds what the strict readers of both formats share: the
+// Reader interface they implement, over which each request body has one
+// decode function, and FieldError, the client error about one field of a
+// body they return, with the helpers that word it.
 //
 // These packages are internal: they are shared by obol's own packages.
 package wire
