@@ -4,8 +4,9 @@
 // A Server holds the engine behind an atomic pointer (a reload swaps it) and
 // an injected clock whose reading every handler passes to the engine. One
 // route table (routes.go) maps method and path to a handler; there is one
-// handler file per feature: rate.go, batch.go, copies.go, adaptive.go,
-// pacer.go, simulate.go, ops.go.
+// handler file per feature: rate.go, check.go (with ratelimit.go, its
+// RateLimit fields), batch.go, copies.go, adaptive.go, pacer.go,
+// simulate.go, ops.go.
 //
 // Bodies are JSON, or MessagePack when the Content-Type is
 // application/msgpack (application/x-msgpack too): a map with the JSON

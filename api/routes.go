@@ -33,7 +33,7 @@ var routes = []route{
 	// Rate decisions (rate.go).
 	{"POST", "/v1/request", (*Server).request},
 	{"POST", "/v1/refund", (*Server).refund},
-	{"GET", "/v1/check", (*Server).check},
+	{"GET", "/v1/check", (*Server).check},  // check.go: one decision for an HTTP proxy, with RateLimit fields
 	{"POST", "/v1/batch", (*Server).batch}, // batch.go: up to 1000 requests, each decided alone
 
 	// Copy-limited resources (copies.go).
