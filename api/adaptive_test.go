@@ -218,17 +218,17 @@ func TestAdaptiveMalformed(t *testing.T) {
 
 // checkAdaptive checks what an adaptive decoder accepted against
 // encoding/json's or msgpack's reading of the same body.
-func checkAdaptive(t *testing.T, b *adaptiveBody, allowed uint8, m map[string]any) {
+func checkAdaptive(t *testing.T, b *wireBody, allowed fieldSet, m map[string]any) {
 	t.Helper()
 	if b.seen != allowed {
-		t.Fatalf("accepted with fields %s, want %s", adaptiveList(b.seen), adaptiveList(allowed))
+		t.Fatalf("accepted with fields %s, want %s", b.seen.list(), allowed.list())
 	}
-	if allowed&aResource != 0 {
+	if allowed&fResource != 0 {
 		if len(b.resource) == 0 || len(b.resource) > maxName || !utf8.Valid(b.resource) || m["resource"] != string(b.resource) {
 			t.Fatalf("resource %q accepted (decoder reads %v)", b.resource, m["resource"])
 		}
 	}
-	if allowed&aTicket != 0 {
+	if allowed&fTicket != 0 {
 		if len(b.ticket) == 0 || len(b.ticket) > maxTicket || !utf8.Valid(b.ticket) || m["ticket"] != string(b.ticket) {
 			t.Fatalf("ticket %q accepted (decoder reads %v)", b.ticket, m["ticket"])
 		}
@@ -238,16 +238,16 @@ func checkAdaptive(t *testing.T, b *adaptiveBody, allowed uint8, m map[string]an
 	}
 }
 
-func fuzzAdaptive(f *testing.F, allowed uint8, mp bool) {
+func fuzzAdaptive(f *testing.F, allowed fieldSet, mp bool) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := getCall()
 		defer putCall(c)
-		var b adaptiveBody
+		b := &c.body
 		var err error
 		if mp {
-			err = b.decodeMsgpack(c, data, allowed)
+			err = b.decodeMsgpack(data, allowed, allowed)
 		} else {
-			err = b.decodeJSON(c, data, allowed)
+			err = b.decode(data, allowed, allowed)
 		}
 		if err != nil {
 			status, code, msg, ok := classify(err)
@@ -267,7 +267,7 @@ func fuzzAdaptive(f *testing.F, allowed uint8, mp bool) {
 				t.Fatalf("accepted a body encoding/json refuses (%v): %q", err, data)
 			}
 		}
-		checkAdaptive(t, &b, allowed, m)
+		checkAdaptive(t, b, allowed, m)
 	})
 }
 
@@ -319,8 +319,8 @@ func BenchmarkDecodeComplete(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
-		var ab adaptiveBody
-		if err := ab.decodeJSON(c, data, completeFields); err != nil {
+		c.body.clear()
+		if err := c.body.decode(data, completeFields, completeFields); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/obol-dev/obol/internal/wire"
+	"github.com/obol-dev/obol/internal/wire/replies"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -19,7 +21,7 @@ const maxBatch = 1000
 
 // batchItem is one decoded request of a batch: its fields, or the error
 // that refuses it alone. resource and domain alias the request body (or the
-// batch's arena) and are valid while the request is served.
+// strings unescaped from it) and are valid while the request is served.
 type batchItem struct {
 	resource, domain  []byte
 	copies, minCopies int
@@ -28,12 +30,11 @@ type batchItem struct {
 }
 
 // batchState is the pooled state of one /v1/batch: the decoded items, the
-// arena that holds their unescaped JSON strings, the item decoder (with its
-// MessagePack codec) and the reply buffer. Reused, it makes a batch allocate
-// nothing per item.
+// item decoder (with the strings it unescapes: those of every item stay
+// valid) and the reply buffer. Reused, it makes a batch allocate nothing per
+// item.
 type batchState struct {
 	items []batchItem
-	arena []byte
 	body  wireBody
 	out   []byte
 	rd    bytes.Reader // reads out, as the reply's body stream
@@ -52,10 +53,10 @@ func putBatch(st *batchState) {
 	if cap(st.out) > 1<<20 {
 		st.out = nil
 	}
-	if cap(st.arena) > maxBody {
-		st.arena = nil
+	if cap(st.body.unescaped) > maxBody {
+		st.body.unescaped = nil
 	}
-	st.out, st.arena = st.out[:0], st.arena[:0]
+	st.out = st.out[:0]
 	batchPool.Put(st)
 }
 
@@ -82,44 +83,33 @@ func (st *batchState) Close() error {
 	return nil
 }
 
-// keep copies s into the arena and returns the copy. The arena is grown to
-// the body's size before the items are read, and the strings kept are parts
-// of the body no longer than they are in it, so it is never reallocated
-// while a batch is read (and were it, the copies already made would stay
-// valid: they keep the old array).
-func (st *batchState) keep(s []byte) []byte {
-	n := len(st.arena)
-	st.arena = append(st.arena, s...)
-	return st.arena[n:len(st.arena):len(st.arena)]
-}
-
-// decodeBatch reads a /v1/batch body, {"requests": [<request>, ...]}, in
-// format f into st.items. An item is read with the fields, defaults and
-// checks of /v1/request; an item that breaks them is kept as its error
+// decode reads a /v1/batch body, {"requests": [<request>, ...]}, in format
+// f into st.items. An item is read with the fields, defaults and checks of
+// /v1/request; an item that breaks them is kept as its error
 // ("requests[3].copies: ...") and the others are still read. The error
 // returned is the batch's own: a body that is not well-formed JSON or
 // MessagePack, not a map of "requests" (required, an array), or more than
 // maxBatch items (413 too_large).
 func (st *batchState) decode(data []byte, f format) error {
 	if f == formatMsgpack {
-		return st.decodeMsgpack(data)
+		return st.read(st.body.mpReader(data))
 	}
-	return st.decodeJSON(data)
+	// What is unescaped is no longer than it was in the body: unescaped
+	// never grows while the items are read.
+	if cap(st.body.unescaped) < len(data) {
+		st.body.unescaped = make([]byte, 0, len(data))
+	}
+	return st.read(st.body.jsonReader(data))
 }
 
-func (st *batchState) decodeJSON(data []byte) error {
-	if cap(st.arena) < len(data) {
-		st.arena = make([]byte, 0, len(data))
-	}
-	r := reader{b: data}
+func (st *batchState) read(r wire.Reader) error {
 	seen := false
-	r.ws()
-	if !r.eof() {
-		if err := r.openObject("body"); err != nil {
+	if !r.Empty() {
+		if err := r.Object("body"); err != nil {
 			return err
 		}
-		for n := 0; ; n++ {
-			k, ok, err := r.nextKey("body", n, &st.body.key)
+		for {
+			k, ok, err := r.Key("body", &st.body.unescaped)
 			if err != nil {
 				return err
 			}
@@ -127,131 +117,53 @@ func (st *batchState) decodeJSON(data []byte) error {
 				break
 			}
 			if string(k) != "requests" {
-				return &fieldError{field: quoteSnippet(k), msg: "unknown field; expected requests"}
+				return &fieldError{Field: wire.Snippet(k), Msg: "unknown field; expected requests"}
 			}
 			if seen {
-				return &fieldError{field: "requests", msg: "given twice"}
+				return &fieldError{Field: "requests", Msg: "given twice"}
 			}
 			seen = true
-			if err := st.readItemsJSON(&r); err != nil {
+			if err := st.readItems(r); err != nil {
 				return err
 			}
 		}
-		if err := r.end(); err != nil {
+		if err := r.End(); err != nil {
 			return err
 		}
 	}
 	if !seen {
-		return &fieldError{field: "requests", msg: "required field is missing"}
+		return &fieldError{Field: "requests", Msg: "required field is missing"}
 	}
 	return nil
 }
 
-func (st *batchState) readItemsJSON(r *reader) error {
-	if err := r.openArray("requests"); err != nil {
-		return err
-	}
+func (st *batchState) readItems(r wire.Reader) error {
 	b := &st.body
-	for i := 0; ; i++ {
-		more, err := r.nextElem("requests", i)
-		if err != nil {
-			return err
-		}
-		if !more {
-			return nil
-		}
-		if i >= maxBatch {
+	return readRequests(r, maxBatch, func(n int) error {
+		if n < 0 {
 			return tooLarge("requests: more than %d requests; split the batch", maxBatch)
 		}
-		start := r.i
-		b.clear()
-		err = b.read(r, "", requestFields)
-		if err == nil {
-			err = b.check(fResource | fDomain)
-		}
-		if err != nil {
-			// The item is refused alone, but the body must still be JSON:
-			// step over the item again, checking it.
-			r.i = start
-			if _, serr := r.skipValue("requests", 1); serr != nil {
-				return serr
-			}
-			st.items = append(st.items, batchItem{err: itemError(err, i)})
-			continue
-		}
-		st.items = append(st.items, st.item(b, st.keep(b.resource), st.keep(b.domain)))
-	}
-}
-
-// item returns the batch item of the request decoded into b.
-func (st *batchState) item(b *wireBody, resource, domain []byte) batchItem {
-	copies, minCopies := b.counts()
-	return batchItem{resource: resource, domain: domain, copies: copies, minCopies: minCopies}
-}
-
-func (st *batchState) decodeMsgpack(data []byte) error {
-	seen := false
-	if len(data) > 0 {
-		m := &st.body.codec().r
-		m.reset(data)
-		n, err := m.openMap("body")
-		if err != nil {
-			return err
-		}
-		for range n {
-			k, err := m.key("body")
-			if err != nil {
-				return err
-			}
-			if string(k) != "requests" {
-				return &fieldError{field: quoteSnippet(k), msg: "unknown field; expected requests"}
-			}
-			if seen {
-				return &fieldError{field: "requests", msg: "given twice"}
-			}
-			seen = true
-			if err := st.readItemsMsgpack(m); err != nil {
-				return err
-			}
-		}
-		if err := m.end(); err != nil {
-			return err
-		}
-	}
-	if !seen {
-		return &fieldError{field: "requests", msg: "required field is missing"}
-	}
-	return nil
-}
-
-func (st *batchState) readItemsMsgpack(m *mpReader) error {
-	n, err := m.openArray("requests")
-	if err != nil {
-		return err
-	}
-	if n > maxBatch {
 		return tooLarge("requests: %d requests is more than %d; split the batch", n, maxBatch)
-	}
-	b := &st.body
-	for i := range n {
-		start := m.pos()
+	}, func(i int) error {
+		at := r.Mark()
 		b.clear()
-		err := b.readMsgpack(m, "", requestFields)
+		err := readFields(r, b, "", requestFields)
 		if err == nil {
 			err = b.check(fResource | fDomain)
 		}
 		if err != nil {
-			m.seek(start)
-			if serr := m.skip("requests", 1); serr != nil {
+			// The item is refused alone, but the body must still be
+			// well-formed: step over the item again, checking it.
+			if serr := r.SkipFrom(at, "requests"); serr != nil {
 				return serr
 			}
 			st.items = append(st.items, batchItem{err: itemError(err, i)})
-			continue
+			return nil
 		}
-		// MessagePack strings are sub-slices of the body: nothing to keep.
-		st.items = append(st.items, st.item(b, b.resource, b.domain))
-	}
-	return nil
+		copies, minCopies := b.counts()
+		st.items = append(st.items, batchItem{resource: b.resource, domain: b.domain, copies: copies, minCopies: minCopies})
+		return nil
+	})
 }
 
 // POST /v1/batch {"requests": [<request>, ...]} → {"responses": [<reply>,
@@ -282,16 +194,9 @@ func (s *Server) batch(ctx *fasthttp.RequestCtx, _ params) {
 		return
 	}
 	f := replyFormat(ctx)
-	var e *mpEncoder
-	if f == formatMsgpack {
-		e = &st.body.codec().e
-		e.begin(st.out[:0])
-		e.mapLen(1)
-		e.str("responses")
-		e.arrayLen(len(st.items))
-	} else {
-		st.out = append(st.out[:0], `{"responses":[`...)
-	}
+	w := replies.NewWriter(f)
+	out := w.Object(st.out[:0], 1)
+	out = w.Array(w.First(out, `,"responses":`), len(st.items))
 	g := s.gen.Load()
 	var d local.Decision
 	for i := range st.items {
@@ -303,29 +208,15 @@ func (s *Server) batch(ctx *fasthttp.RequestCtx, _ params) {
 				it.series = g.count(resource, it.domain, it.copies, &d, now)
 			}
 		}
-		if e == nil && i > 0 {
-			st.out = append(st.out, ',')
-		}
+		out = w.Next(out, i)
 		if it.err != nil {
 			code, msg := s.itemError(ctx, it.err, i)
-			if e != nil {
-				e.errorObject(code, msg)
-			} else {
-				st.out = appendError(st.out, code, msg)
-			}
+			out = writeErrorObject(w, out, code, msg)
 			continue
 		}
-		if e != nil {
-			e.decision(&d)
-		} else {
-			st.out = appendDecision(st.out, &d)
-		}
+		out = writeDecision(w, out, &d)
 	}
-	if e != nil {
-		st.out = e.end()
-	} else {
-		st.out = append(st.out, "]}"...)
-	}
+	st.out = w.End(w.EndArray(out))
 	if len(st.items) > 0 {
 		// Each decision takes its share of the batch's time.
 		took := (time.Since(start) / time.Duration(len(st.items))).Seconds()

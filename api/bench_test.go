@@ -12,6 +12,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/wire/replies"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -89,13 +90,11 @@ func BenchmarkDecodeRequestMsgpack(b *testing.B) {
 func BenchmarkEncodeDecisionMsgpack(b *testing.B) {
 	d := local.Decision{Kind: config.KindTiers, Granted: 1, Remaining: 54, ResetAfter: time.Second, Tier: 1, TierLimit: 5,
 		TierHits: 1, Burst: true, HardLimit: 100, DomainHitsLastSecond: 1, GlobalHitsLastSecond: 1}
-	c := newMPCodec()
+	w := replies.NewWriter(formatMsgpack)
 	buf := make([]byte, 0, 512)
 	b.ReportAllocs()
 	for b.Loop() {
-		c.e.begin(buf[:0])
-		c.e.decision(&d)
-		buf = c.e.end()
+		buf = writeDecision(w, buf[:0], &d)
 	}
 }
 

@@ -1,14 +1,27 @@
 package api
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/internal/wire/replies"
+	"github.com/obol-dev/obol/local"
 )
 
-// pathID checks the {id} of a session path.
-func pathID(p params) ([]byte, error) { return p.id, checkName("session", p.id) }
+// sessionPath reads the request of a session's path: a body empty or {},
+// and the session id, {id}. It writes the error reply and returns ok false
+// when either is bad.
+func (s *Server) sessionPath(ctx *fasthttp.RequestCtx, c *call, p params) (id string, ok bool) {
+	if !s.decodeBody(ctx, c, 0, 0) {
+		return "", false
+	}
+	if err := checkName("session", p.id); err != nil {
+		s.fail(ctx, err)
+		return "", false
+	}
+	return string(p.id), true
+}
 
 // POST /v1/sessions {"ttl_ms"} → {"session", "ttl_ms"}. ttl_ms is optional
 // (default 30000); an empty body is {}.
@@ -24,7 +37,7 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx, _ params) {
 		s.fail(ctx, err)
 		return
 	}
-	s.writeSession(ctx, c, id, ttl)
+	c.reply(ctx, writeSession(c.writer(ctx), c.out[:0], id, ttl))
 }
 
 // POST /v1/sessions/{id}/keepalive → {"session", "ttl_ms"}. The body must be
@@ -32,53 +45,32 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx, _ params) {
 func (s *Server) keepAlive(ctx *fasthttp.RequestCtx, p params) {
 	c := getCall()
 	defer putCall(c)
-	if !s.decodeBody(ctx, c, 0, 0) {
+	sid, ok := s.sessionPath(ctx, c, p)
+	if !ok {
 		return
 	}
-	id, err := pathID(p)
-	if err != nil {
-		s.fail(ctx, err)
-		return
-	}
-	sid := string(id)
 	ttl, err := s.Engine().KeepAlive(s.now(), sid)
 	if err != nil {
 		s.fail(ctx, err)
 		return
 	}
-	s.writeSession(ctx, c, sid, ceilMs(ttl))
+	c.reply(ctx, writeSession(c.writer(ctx), c.out[:0], sid, ceilMs(ttl)))
 }
 
 // DELETE /v1/sessions/{id} → {"released": N}, the copies its holds freed.
 func (s *Server) endSession(ctx *fasthttp.RequestCtx, p params) {
 	c := getCall()
 	defer putCall(c)
-	if !s.decodeBody(ctx, c, 0, 0) {
+	sid, ok := s.sessionPath(ctx, c, p)
+	if !ok {
 		return
 	}
-	id, err := pathID(p)
+	n, err := s.Engine().EndSession(s.now(), sid)
 	if err != nil {
 		s.fail(ctx, err)
 		return
 	}
-	n, err := s.Engine().EndSession(s.now(), string(id))
-	if err != nil {
-		s.fail(ctx, err)
-		return
-	}
-	f := replyFormat(ctx)
-	if f == formatMsgpack {
-		e := &c.body.codec().e
-		e.begin(c.out[:0])
-		e.mapLen(1)
-		e.intField("released", int64(n))
-		c.out = e.end()
-	} else {
-		c.out = append(c.out[:0], `{"released":`...)
-		c.out = strconv.AppendInt(c.out, int64(n), 10)
-		c.out = append(c.out, '}')
-	}
-	writeReply(ctx, f, c.out)
+	c.reply(ctx, writeInt(c.writer(ctx), c.out[:0], `,"released":`, int64(n)))
 }
 
 // POST /v1/reserve {"resource", "domain", "copies", "min_copies", "session"}
@@ -99,16 +91,7 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, _ params) {
 		return
 	}
 	g.countReserve(resource, c.body.domain, copies, &r, now)
-	f := replyFormat(ctx)
-	if f == formatMsgpack {
-		e := &c.body.codec().e
-		e.begin(c.out[:0])
-		e.reservation(&r)
-		c.out = e.end()
-	} else {
-		c.out = appendReservation(c.out[:0], &r)
-	}
-	writeReply(ctx, f, c.out)
+	c.reply(ctx, writeReservation(c.writer(ctx), c.out[:0], &r))
 }
 
 // POST /v1/release {"hold", "copies"} → {"released": N, "held": M}. copies
@@ -129,21 +112,7 @@ func (s *Server) release(ctx *fasthttp.RequestCtx, _ params) {
 		return
 	}
 	g.countHoldOp(resource, opRelease)
-	f := replyFormat(ctx)
-	if f == formatMsgpack {
-		e := &c.body.codec().e
-		e.begin(c.out[:0])
-		e.mapLen(2)
-		e.intField("released", int64(released))
-		e.intField("held", int64(held))
-		c.out = e.end()
-	} else {
-		c.out = append(c.out[:0], '{')
-		c.out = appendIntField(c.out, "released", int64(released))
-		c.out = appendIntField(c.out, "held", int64(held))
-		c.out = append(c.out, '}')
-	}
-	writeReply(ctx, f, c.out)
+	c.reply(ctx, writeReleased(c.writer(ctx), c.out[:0], released, held))
 }
 
 // POST /v1/transfer {"hold", "copies", "ttl_ms"} → {"transfer": id}. copies
@@ -165,19 +134,7 @@ func (s *Server) transfer(ctx *fasthttp.RequestCtx, _ params) {
 		return
 	}
 	g.countHoldOp(resource, opTransfer)
-	f := replyFormat(ctx)
-	if f == formatMsgpack {
-		e := &c.body.codec().e
-		e.begin(c.out[:0])
-		e.mapLen(1)
-		e.strField("transfer", id)
-		c.out = e.end()
-	} else {
-		c.out = append(c.out[:0], '{')
-		c.out = appendStringField(c.out, "transfer", id)
-		c.out = append(c.out, '}')
-	}
-	writeReply(ctx, f, c.out)
+	c.reply(ctx, writeTransfer(c.writer(ctx), c.out[:0], id))
 }
 
 // POST /v1/seize {"transfer", "session"} → {"hold", "resource", "domain",
@@ -195,30 +152,82 @@ func (s *Server) seize(ctx *fasthttp.RequestCtx, _ params) {
 		return
 	}
 	g.countHoldOp(r.Resource, opSeize)
-	f := replyFormat(ctx)
-	if f == formatMsgpack {
-		e := &c.body.codec().e
-		e.begin(c.out[:0])
-		e.seized(&r)
-		c.out = e.end()
-	} else {
-		c.out = appendSeized(c.out[:0], &r)
-	}
-	writeReply(ctx, f, c.out)
+	c.reply(ctx, writeSeized(c.writer(ctx), c.out[:0], &r))
 }
 
 // writeSession writes the reply of opening or renewing a session.
-func (s *Server) writeSession(ctx *fasthttp.RequestCtx, c *call, id string, ttlMs int64) {
-	f := replyFormat(ctx)
-	if f == formatMsgpack {
-		e := &c.body.codec().e
-		e.begin(c.out[:0])
-		e.mapLen(2)
-		e.strField("session", id)
-		e.intField("ttl_ms", ttlMs)
-		c.out = e.end()
-	} else {
-		c.out = appendSession(c.out[:0], id, ttlMs)
+func writeSession(w replies.Writer, b []byte, id string, ttlMs int64) []byte {
+	b = w.Object(b, 2)
+	b = w.String(w.First(b, `,"session":`), id)
+	b = w.Int(w.Key(b, `,"ttl_ms":`), ttlMs)
+	return w.End(b)
+}
+
+// writeReservation writes the reply of a reserve: "hold" only when granted,
+// "groups" always (empty when the domain is in none), each group's "limit"
+// when it has one, "shadow" and "lenient" only when true.
+func writeReservation(w replies.Writer, b []byte, r *local.Reservation) []byte {
+	hasHold, hasDomain, hasGlobal := r.Hold != "", r.DomainLimit != local.NoLimit, r.GlobalLimit != local.NoLimit
+	b = w.Object(b, 4+btoi(hasHold)+btoi(hasDomain)+btoi(hasGlobal)+btoi(r.Shadow)+btoi(r.Lenient))
+	b = w.Int(w.First(b, `,"granted":`), int64(r.Granted))
+	if hasHold {
+		b = w.String(w.Key(b, `,"hold":`), r.Hold)
 	}
-	writeReply(ctx, f, c.out)
+	if hasDomain {
+		b = w.Int(w.Key(b, `,"domain_limit":`), int64(r.DomainLimit))
+	}
+	if hasGlobal {
+		b = w.Int(w.Key(b, `,"global_limit":`), int64(r.GlobalLimit))
+	}
+	b = w.Int(w.Key(b, `,"domain_holds":`), int64(r.DomainHolds))
+	b = w.Int(w.Key(b, `,"global_holds":`), int64(r.GlobalHolds))
+	b = w.Array(w.Key(b, `,"groups":`), len(r.Groups))
+	for i, g := range r.Groups {
+		limited := g.Limit != local.NoLimit
+		b = w.Object(w.Next(b, i), 2+btoi(limited))
+		b = w.String(w.First(b, `,"name":`), g.Name)
+		if limited {
+			b = w.Int(w.Key(b, `,"limit":`), int64(g.Limit))
+		}
+		b = w.Int(w.Key(b, `,"holds":`), int64(g.Holds))
+		b = w.End(b)
+	}
+	b = w.EndArray(b)
+	if r.Shadow {
+		b = w.Bool(w.Key(b, `,"shadow":`), true)
+	}
+	if r.Lenient {
+		b = w.Bool(w.Key(b, `,"lenient":`), true)
+	}
+	return w.End(b)
+}
+
+// writeReleased writes the reply of a release.
+func writeReleased(w replies.Writer, b []byte, released, held int) []byte {
+	b = w.Object(b, 2)
+	b = w.Int(w.First(b, `,"released":`), int64(released))
+	b = w.Int(w.Key(b, `,"held":`), int64(held))
+	return w.End(b)
+}
+
+// writeTransfer writes the reply of a transfer.
+func writeTransfer(w replies.Writer, b []byte, id string) []byte {
+	b = w.Object(b, 1)
+	b = w.String(w.First(b, `,"transfer":`), id)
+	return w.End(b)
+}
+
+// writeSeized writes the reply of a seize.
+func writeSeized(w replies.Writer, b []byte, s *local.Seized) []byte {
+	b = w.Object(b, 5)
+	b = w.String(w.First(b, `,"hold":`), s.Hold)
+	b = w.String(w.Key(b, `,"resource":`), s.Resource)
+	b = w.String(w.Key(b, `,"domain":`), s.Domain)
+	b = w.Array(w.Key(b, `,"groups":`), len(s.Groups))
+	for i, g := range s.Groups {
+		b = w.String(w.Next(b, i), g)
+	}
+	b = w.EndArray(b)
+	b = w.Int(w.Key(b, `,"copies":`), int64(s.Copies))
+	return w.End(b)
 }

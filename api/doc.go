@@ -4,30 +4,32 @@
 // A Server holds the engine behind an atomic pointer (a reload swaps it) and
 // an injected clock whose reading every handler passes to the engine. One
 // route table (routes.go) maps method and path to a handler; there is one
-// handler file per feature: rate.go, batch.go, copies.go, adaptive.go,
-// pacer.go, simulate.go, ops.go.
+// handler file per feature: rate.go, check.go (with ratelimit.go, its
+// RateLimit fields), batch.go, copies.go, adaptive.go, pacer.go,
+// simulate.go, ops.go.
 //
 // Bodies are JSON, or MessagePack when the Content-Type is
 // application/msgpack (application/x-msgpack too): a map with the JSON
-// field names. Both are read strictly into the same body structs, through
-// the same field table (wire.go): unknown or duplicate fields, wrong types,
+// field names. Each body has one decode function over a wire.Reader, which
+// the JSON lexer (internal/wire/jsonwire) and the MessagePack reader
+// (internal/wire/mpwire) implement alike, and every field is checked by one
+// table (fields.go, bodyread.go): unknown or duplicate fields, wrong types,
 // fractions, out-of-range numbers, invalid UTF-8 and oversized names are
-// 400 bad_request with a message naming the field. The JSON reader
-// (jsonread.go) is hand-written; the MessagePack reader (msgpackread.go) is
-// the streaming Decoder of github.com/vmihailenco/msgpack/v5, each value's
-// type checked before it is read (in MessagePack, a float of whole value
-// counts as an integer, as 2.0 does in JSON; binary data is not a string).
-// An empty body reads as an empty object. A body may be at most 64 KiB
-// (16 MiB on /v1/simulate); over that it is 413 too_large, in either
-// encoding.
+// 400 bad_request with a message naming the field. In MessagePack a float
+// of whole value counts as an integer, as 2.0 does in JSON, and binary data
+// is not a string. An empty body reads as an empty object. A body may be at
+// most 64 KiB (16 MiB on /v1/simulate); over that it is 413 too_large, in
+// either encoding.
 //
 // A reply is MessagePack when the Accept header lists application/msgpack
 // (with a q not below application/json's), else JSON, whatever the body
 // was: the same fields in the same order, integers as MessagePack integers,
-// booleans as booleans. The hot replies are appended by hand (JSON) or with
-// the library's streaming Encoder and keys encoded once (MessagePack) into
-// pooled buffers; the operations endpoints render JSON, which the router
-// transcodes when MessagePack is asked for.
+// booleans as booleans. Each reply has one write function over a
+// replies.Writer (internal/wire/replies), which appends either format into
+// the call's pooled buffer; a handler ends with c.reply(ctx, writeX(...))
+// (replies.go). The decision reply is replies.AppendDecision, whose field
+// list the Go client reads too. The operations endpoints render JSON, which
+// the router transcodes when MessagePack is asked for.
 //
 // POST /v1/batch takes {"requests": [...]}, at most 1000 requests with the
 // fields of /v1/request, and answers {"responses": [...]} in order, each

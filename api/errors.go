@@ -9,6 +9,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/obol-dev/obol/internal/wire"
+	"github.com/obol-dev/obol/internal/wire/replies"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -32,13 +34,9 @@ const (
 )
 
 // fieldError is a client error about one field of a request (400
-// bad_request). Its message reads "field: what is wrong".
-type fieldError struct {
-	field string
-	msg   string
-}
-
-func (e *fieldError) Error() string { return e.field + ": " + e.msg }
+// bad_request). Its message reads "field: what is wrong". The body readers
+// of both formats return it.
+type fieldError = wire.FieldError
 
 // apiError is a client error with its own status and code.
 type apiError struct {
@@ -114,27 +112,14 @@ func (s *Server) requestID() string {
 	return fmt.Sprintf("%s-%d", s.idPrefix, s.reqSeq.Add(1))
 }
 
-// appendError appends the error object {"error":{"code","message"}}.
-func appendError(b []byte, code, msg string) []byte {
-	b = append(b, `{"error":{"code":`...)
-	b = appendString(b, code)
-	b = append(b, `,"message":`...)
-	b = appendString(b, msg)
-	return append(b, "}}"...)
-}
-
 // writeError writes an error reply: JSON, or MessagePack when the request
 // asks for it (Accept), with the same fields.
 func writeError(ctx *fasthttp.RequestCtx, status int, code, msg string) {
 	ctx.Response.ResetBody()
 	ctx.SetStatusCode(status)
-	if replyFormat(ctx) == formatMsgpack {
-		ctx.SetContentType(contentTypeMsgpack)
-		ctx.Response.SetBodyRaw(appendErrorMsgpack(nil, code, msg))
-		return
-	}
-	ctx.SetContentType(contentTypeJSON)
-	ctx.Response.SetBodyRaw(appendError(nil, code, msg))
+	f := replyFormat(ctx)
+	ctx.SetContentType(contentTypes[f])
+	ctx.Response.SetBodyRaw(writeErrorObject(replies.NewWriter(f), nil, code, msg))
 }
 
 // errorHandler is the fasthttp ErrorHandler: a request that could not be

@@ -150,22 +150,6 @@ func FuzzReadQuery(f *testing.F) {
 	})
 }
 
-func FuzzAppendString(f *testing.F) {
-	f.Fuzz(func(t *testing.T, s string) {
-		out := appendString([]byte("x"), s)[1:]
-		var got string
-		if err := json.Unmarshal(out, &got); err != nil {
-			t.Fatalf("appendString(%q) = %s: %v", s, out, err)
-		}
-		if utf8.ValidString(s) && got != s {
-			t.Fatalf("appendString(%q) decodes to %q", s, got)
-		}
-		if !utf8.ValidString(s) && got != strings.ToValidUTF8(s, "\ufffd") && !strings.Contains(got, "\ufffd") {
-			t.Fatalf("appendString(%q) decodes to %q", s, got)
-		}
-	})
-}
-
 // FuzzDecodeRequestMsgpack checks the MessagePack reader of /v1/request
 // bodies: it never panics, refuses with a 400 naming something, and what it
 // accepts the library's own decoder reads to the same values.

@@ -241,22 +241,22 @@ func TestPacerMalformed(t *testing.T) {
 
 // checkPacer checks what a pacer decoder accepted against encoding/json's
 // or msgpack's reading of the same body.
-func checkPacer(t *testing.T, b *pacerBody, allowed, required uint8, m map[string]any) {
+func checkPacer(t *testing.T, b *wireBody, allowed, required fieldSet, m map[string]any) {
 	t.Helper()
 	if b.seen&^allowed != 0 || required&^b.seen != 0 {
-		t.Fatalf("accepted with fields %s (allowed %s, required %s)", pacerList(b.seen), pacerList(allowed), pacerList(required))
+		t.Fatalf("accepted with fields %s (allowed %s, required %s)", b.seen.list(), allowed.list(), required.list())
 	}
 	if len(b.resource) == 0 || len(b.resource) > maxName || !utf8.Valid(b.resource) || m["resource"] != string(b.resource) {
 		t.Fatalf("resource %q accepted (decoder reads %v)", b.resource, m["resource"])
 	}
-	if b.seen&pStatus != 0 && (b.status < 100 || b.status > 599 || asFloat(m["status"]) != float64(b.status)) {
+	if b.seen&fStatus != 0 && (b.status < 100 || b.status > 599 || asFloat(m["status"]) != float64(b.status)) {
 		t.Fatalf("status %d accepted (decoder reads %v)", b.status, m["status"])
 	}
 	if b.count < -1 || b.count > local.MaxRemaining {
 		t.Fatalf("count %d accepted", b.count)
 	}
 	switch {
-	case b.seen&pRemaining != 0:
+	case b.seen&fRemaining != 0:
 		if b.seen&rawHeaderFields != 0 || asFloat(m["remaining"]) != float64(b.remaining) || b.count != b.remaining {
 			t.Fatalf("remaining %d (count %d) accepted (decoder reads %v)", b.remaining, b.count, m["remaining"])
 		}
@@ -309,16 +309,16 @@ func asFloat(v any) float64 {
 	return math.NaN()
 }
 
-func fuzzPacer(f *testing.F, allowed, required uint8, mp bool) {
+func fuzzPacer(f *testing.F, allowed, required fieldSet, mp bool) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := getCall()
 		defer putCall(c)
-		var b pacerBody
+		b := &c.body
 		var err error
 		if mp {
-			err = b.decodeMsgpack(c, data, allowed, required)
+			err = b.decodeMsgpack(data, allowed, required)
 		} else {
-			err = b.decodeJSON(c, data, allowed, required)
+			err = b.decode(data, allowed, required)
 		}
 		if err != nil {
 			status, code, msg, ok := classify(err)
@@ -339,7 +339,7 @@ func fuzzPacer(f *testing.F, allowed, required uint8, mp bool) {
 				t.Fatalf("accepted a body encoding/json refuses (%v): %q", err, data)
 			}
 		}
-		checkPacer(t, &b, allowed, required, m)
+		checkPacer(t, b, allowed, required, m)
 	})
 }
 

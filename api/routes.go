@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/internal/wire"
 )
 
 // handler serves one endpoint. p holds the path parameter of a pattern route.
@@ -31,7 +33,7 @@ var routes = []route{
 	// Rate decisions (rate.go).
 	{"POST", "/v1/request", (*Server).request},
 	{"POST", "/v1/refund", (*Server).refund},
-	{"GET", "/v1/check", (*Server).check},
+	{"GET", "/v1/check", (*Server).check},  // check.go: one decision for an HTTP proxy, with RateLimit fields
 	{"POST", "/v1/batch", (*Server).batch}, // batch.go: up to 1000 requests, each decided alone
 
 	// Copy-limited resources (copies.go).
@@ -152,7 +154,7 @@ func (rt *router) serve(s *Server, ctx *fasthttp.RequestCtx) {
 	}
 	if ep == nil {
 		writeError(ctx, fasthttp.StatusNotFound, codeNotFound,
-			fmt.Sprintf("no endpoint %s %s", ctx.Method(), quoteSnippet(path)))
+			fmt.Sprintf("no endpoint %s %s", ctx.Method(), wire.Snippet(path)))
 		return
 	}
 	method := ctx.Method()
@@ -165,5 +167,5 @@ func (rt *router) serve(s *Server, ctx *fasthttp.RequestCtx) {
 	}
 	ctx.Response.Header.Set("Allow", ep.allow)
 	writeError(ctx, fasthttp.StatusMethodNotAllowed, codeBadRequest,
-		fmt.Sprintf("method %s is not allowed on %s; use %s", quoteSnippet(method), ep.path, ep.allow))
+		fmt.Sprintf("method %s is not allowed on %s; use %s", wire.Snippet(method), ep.path, ep.allow))
 }

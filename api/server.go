@@ -289,10 +289,11 @@ func writeJSON(ctx *fasthttp.RequestCtx, body []byte) {
 }
 
 // call is the pooled per-request state of the endpoints: the decoded body
-// and the reply buffer.
+// (with the body readers), the reply buffer and the reply's format.
 type call struct {
 	body wireBody
 	out  []byte
+	f    format // of the reply (writer)
 }
 
 var callPool = sync.Pool{New: func() any { return new(call) }}
@@ -304,13 +305,8 @@ func putCall(c *call) {
 	if cap(c.out) > 64<<10 {
 		c.out = nil // do not pin a large reply's buffer
 	}
-	for i := range c.body.scratch {
-		if cap(c.body.scratch[i]) > 4<<10 {
-			c.body.scratch[i] = nil
-		}
-	}
-	if cap(c.body.key) > 4<<10 {
-		c.body.key = nil
+	if cap(c.body.unescaped) > 4<<10 {
+		c.body.unescaped = nil
 	}
 	c.out = c.out[:0]
 	callPool.Put(c)

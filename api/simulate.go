@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -12,6 +11,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/wire"
+	"github.com/obol-dev/obol/internal/wire/replies"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -86,24 +87,33 @@ type simBody struct {
 	firstRefund int // index of the first refund, -1 when none
 }
 
-// decodeSimulate decodes {"resource": {...}, "requests": [...]}: both are
-// required; requests are in non-decreasing at_ms order, at most
-// maxSimRequests of them; an item's fields are those of /v1/request with
-// "domain" required, plus "at_ms" (required) and "op" ("", "request" or
-// "refund"; a refund takes no min_copies). Errors about an item name it:
-// "requests[3].copies: ...".
+// decodeSimulate decodes {"resource": {...}, "requests": [...]} (JSON;
+// decodeSimulateMsgpack, MessagePack, where the config is a map, turned into
+// JSON for the config parser): both are required; requests are in
+// non-decreasing at_ms order, at most maxSimRequests of them; an item's
+// fields are those of /v1/request with "domain" required, plus "at_ms"
+// (required) and "op" ("", "request" or "refund"; a refund takes no
+// min_copies). Errors about an item name it: "requests[3].copies: ...".
 func decodeSimulate(data []byte) (*simBody, error) {
+	var b wireBody
+	return readSimulate(b.jsonReader(data), &b)
+}
+
+func decodeSimulateMsgpack(data []byte) (*simBody, error) {
+	var b wireBody
+	return readSimulate(b.mpReader(data), &b)
+}
+
+// readSimulate reads a /v1/simulate body at r, its items into b.
+func readSimulate(r wire.Reader, b *wireBody) (*simBody, error) {
 	sb := &simBody{firstRefund: -1}
-	r := reader{b: data}
 	var seenResource, seenRequests bool
-	r.ws()
-	if !r.eof() {
-		if err := r.openObject("body"); err != nil {
+	if !r.Empty() {
+		if err := r.Object("body"); err != nil {
 			return nil, err
 		}
-		var key []byte
-		for n := 0; ; n++ {
-			k, ok, err := r.nextKey("body", n, &key)
+		for {
+			k, ok, err := r.Key("body", &b.unescaped)
 			if err != nil {
 				return nil, err
 			}
@@ -113,72 +123,49 @@ func decodeSimulate(data []byte) (*simBody, error) {
 			switch string(k) {
 			case "resource":
 				if seenResource {
-					return nil, &fieldError{field: "resource", msg: "given twice"}
+					return nil, &fieldError{Field: "resource", Msg: "given twice"}
 				}
 				seenResource = true
-				r.ws()
-				if !r.eof() && r.b[r.i] != '{' && r.valueStart() {
-					return nil, &fieldError{field: "resource", msg: "must be a JSON object (one resource's config), got " + r.describe()}
-				}
-				if sb.resource, err = r.skipValue("resource", 0); err != nil {
+				if sb.resource, err = resourceConfig(r, "resource"); err != nil {
 					return nil, err
-				}
-				if len(sb.resource) > maxSimResource {
-					return nil, tooLarge("resource: %d bytes of config is over the limit of %d for one simulated resource", len(sb.resource), maxSimResource)
 				}
 			case "requests":
 				if seenRequests {
-					return nil, &fieldError{field: "requests", msg: "given twice"}
+					return nil, &fieldError{Field: "requests", Msg: "given twice"}
 				}
 				seenRequests = true
-				if err := sb.readRequests(&r); err != nil {
+				if err := sb.readRequests(r, b); err != nil {
 					return nil, err
 				}
 			default:
-				return nil, &fieldError{field: quoteSnippet(k), msg: "unknown field; expected one of resource, requests"}
+				return nil, &fieldError{Field: wire.Snippet(k), Msg: "unknown field; expected one of resource, requests"}
 			}
 		}
-		if err := r.end(); err != nil {
+		if err := r.End(); err != nil {
 			return nil, err
 		}
 	}
 	switch {
 	case !seenResource:
-		return nil, &fieldError{field: "resource", msg: "required field is missing"}
+		return nil, &fieldError{Field: "resource", Msg: "required field is missing"}
 	case !seenRequests:
-		return nil, &fieldError{field: "requests", msg: "required field is missing"}
+		return nil, &fieldError{Field: "requests", Msg: "required field is missing"}
 	}
 	return sb, nil
 }
 
-func (sb *simBody) readRequests(r *reader) error {
-	if err := r.openArray("requests"); err != nil {
-		return err
-	}
-	var b wireBody
+func (sb *simBody) readRequests(r wire.Reader, b *wireBody) error {
 	st := simState{domains: map[string]string{}}
-	for i := 0; ; i++ {
-		more, err := r.nextElem("requests", i)
-		if err != nil {
-			return err
-		}
-		if !more {
-			return nil
-		}
-		if i >= maxSimRequests {
-			return tooLarge("requests: more than %d requests", maxSimRequests)
-		}
-		if i%simYieldEvery == simYieldEvery-1 {
-			runtime.Gosched() // reading a large body is long work too: let decisions in
-		}
+	return readRequests(r, maxSimRequests, func(int) error {
+		return tooLarge("requests: more than %d requests", maxSimRequests)
+	}, func(i int) error {
 		b.clear()
-		if err := b.read(r, "", simItemFields); err != nil {
+		b.unescaped = b.unescaped[:0] // add interns what it keeps
+		if err := readFields(r, b, "", simItemFields); err != nil {
 			return itemError(err, i)
 		}
-		if err := sb.add(&b, i, &st); err != nil {
-			return err
-		}
-	}
+		return sb.add(b, i, &st)
+	})
 }
 
 // simState is what reading the requests of a simulation carries from one to
@@ -194,10 +181,10 @@ func (sb *simBody) add(b *wireBody, i int, st *simState) error {
 	err := b.check(fAtMs | fDomain)
 	refund := string(b.op) == "refund"
 	if err == nil && refund && b.has(fMinCopies) {
-		err = &fieldError{field: "min_copies", msg: `not allowed with op "refund"`}
+		err = &fieldError{Field: "min_copies", Msg: `not allowed with op "refund"`}
 	}
 	if err == nil && b.atMs < st.prev {
-		err = &fieldError{field: "at_ms", msg: fmt.Sprintf(
+		err = &fieldError{Field: "at_ms", Msg: fmt.Sprintf(
 			"must not be less than the previous request's at_ms %d, got %d", st.prev, b.atMs)}
 	}
 	if err != nil {
@@ -219,97 +206,14 @@ func (sb *simBody) add(b *wireBody, i int, st *simState) error {
 	return nil
 }
 
-// decodeSimulateMsgpack is decodeSimulate for a MessagePack body: the same
-// fields, checks and messages. The resource config, a map, is turned into
-// JSON for the config parser.
-func decodeSimulateMsgpack(data []byte) (*simBody, error) {
-	sb := &simBody{firstRefund: -1}
-	var seenResource, seenRequests bool
-	if len(data) > 0 {
-		var b wireBody
-		m := &b.codec().r
-		m.reset(data)
-		n, err := m.openMap("body")
-		if err != nil {
-			return nil, err
-		}
-		for range n {
-			k, err := m.key("body")
-			if err != nil {
-				return nil, err
-			}
-			switch string(k) {
-			case "resource":
-				if seenResource {
-					return nil, &fieldError{field: "resource", msg: "given twice"}
-				}
-				seenResource = true
-				if c, err := m.peek("resource"); err == nil && !isMapCode(c) {
-					return nil, &fieldError{field: "resource", msg: "must be a map (one resource's config), got " + m.describe()}
-				}
-				if sb.resource, err = m.appendJSONOf(nil, "resource", 0); err != nil {
-					return nil, err
-				}
-				if len(sb.resource) > maxSimResource {
-					return nil, tooLarge("resource: %d bytes of config (as JSON) is over the limit of %d for one simulated resource", len(sb.resource), maxSimResource)
-				}
-			case "requests":
-				if seenRequests {
-					return nil, &fieldError{field: "requests", msg: "given twice"}
-				}
-				seenRequests = true
-				if err := sb.readRequestsMsgpack(m, &b); err != nil {
-					return nil, err
-				}
-			default:
-				return nil, &fieldError{field: quoteSnippet(k), msg: "unknown field; expected one of resource, requests"}
-			}
-		}
-		if err := m.end(); err != nil {
-			return nil, err
-		}
-	}
-	switch {
-	case !seenResource:
-		return nil, &fieldError{field: "resource", msg: "required field is missing"}
-	case !seenRequests:
-		return nil, &fieldError{field: "requests", msg: "required field is missing"}
-	}
-	return sb, nil
-}
-
-func (sb *simBody) readRequestsMsgpack(m *mpReader, b *wireBody) error {
-	n, err := m.openArray("requests")
-	if err != nil {
-		return err
-	}
-	if n > maxSimRequests {
-		return tooLarge("requests: more than %d requests", maxSimRequests)
-	}
-	st := simState{domains: map[string]string{}}
-	for i := range n {
-		if i%simYieldEvery == simYieldEvery-1 {
-			runtime.Gosched()
-		}
-		b.clear()
-		if err := b.readMsgpack(m, "", simItemFields); err != nil {
-			return itemError(err, i)
-		}
-		if err := sb.add(b, i, &st); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // itemError prefixes a field error with the item it is about.
 func itemError(err error, i int) error {
 	var fe *fieldError
 	if errors.As(err, &fe) {
-		if fe.field == "" {
-			fe.field = fmt.Sprintf("requests[%d]", i)
+		if fe.Field == "" {
+			fe.Field = fmt.Sprintf("requests[%d]", i)
 		} else {
-			fe.field = fmt.Sprintf("requests[%d].%s", i, fe.field)
+			fe.Field = fmt.Sprintf("requests[%d].%s", i, fe.Field)
 		}
 	}
 	return err
@@ -380,8 +284,8 @@ func (s *Server) runSimulation(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if sb.firstRefund >= 0 && res.Kind != config.KindGCRA {
-		s.fail(ctx, &fieldError{field: fmt.Sprintf("requests[%d].op", sb.firstRefund),
-			msg: fmt.Sprintf(`"refund" applies to gcra resources only, this one is %s`, res.Kind)})
+		s.fail(ctx, &fieldError{Field: fmt.Sprintf("requests[%d].op", sb.firstRefund),
+			Msg: fmt.Sprintf(`"refund" applies to gcra resources only, this one is %s`, res.Kind)})
 		return
 	}
 	if w := simWork(res, len(sb.requests)); w > maxSimWork {
@@ -396,26 +300,13 @@ func (s *Server) runSimulation(ctx *fasthttp.RequestCtx) {
 	eng := local.New(&config.Config{Resources: map[string]*config.Resource{simResource: res}})
 
 	f := replyFormat(ctx)
-	var out []byte
-	var e *mpEncoder
-	if f == formatMsgpack {
-		c := newMPCodec()
-		e = &c.e
-		e.begin(make([]byte, 0, 64+len(normalized)+len(sb.requests)*200))
-		e.mapLen(2)
-		e.str("config")
-		if err := e.json(normalized); err != nil {
-			s.fail(ctx, err)
-			return
-		}
-		e.str("decisions")
-		e.arrayLen(len(sb.requests))
-	} else {
-		out = make([]byte, 0, 64+len(normalized)+len(sb.requests)*320)
-		out = append(out, `{"config":`...)
-		out = append(out, normalized...)
-		out = append(out, `,"decisions":[`...)
+	w := replies.NewWriter(f)
+	out := w.Object(make([]byte, 0, 64+len(normalized)+len(sb.requests)*320), 2)
+	if out, err = w.JSON(w.First(out, `,"config":`), normalized); err != nil {
+		s.fail(ctx, err)
+		return
 	}
+	out = w.Array(w.Key(out, `,"decisions":`), len(sb.requests))
 	var d local.Decision
 	slice := time.Now()
 	for i, it := range sb.requests {
@@ -430,9 +321,7 @@ func (s *Server) runSimulation(ctx *fasthttp.RequestCtx) {
 				slice = time.Now()
 			}
 		}
-		if i > 0 && e == nil {
-			out = append(out, ',')
-		}
+		out = w.Next(out, i)
 		t := simBase.Add(time.Duration(it.atMs) * time.Millisecond)
 		var err error
 		remaining := 0
@@ -441,36 +330,21 @@ func (s *Server) runSimulation(ctx *fasthttp.RequestCtx) {
 		} else {
 			err = eng.Decide(&d, t, simResource, it.domain, it.copies, it.minCopies)
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			_, code, msg, ok := classify(err)
 			if !ok {
 				s.fail(ctx, itemFailure(err, i))
 				return
 			}
-			if e != nil {
-				e.errorObject(code, msg)
-			} else {
-				out = appendError(out, code, msg)
-			}
-			continue
-		}
-		switch {
-		case it.refund && e != nil:
-			e.mapLen(1)
-			e.intField("remaining", int64(remaining))
+			out = writeErrorObject(w, out, code, msg)
 		case it.refund:
-			out = appendRefund(out, remaining)
-		case e != nil:
-			e.decision(&d)
+			out = writeInt(w, out, `,"remaining":`, int64(remaining))
 		default:
-			out = appendDecision(out, &d)
+			out = writeDecision(w, out, &d)
 		}
 	}
-	if e != nil {
-		out = e.end()
-	} else {
-		out = append(out, "]}"...)
-	}
+	out = w.End(w.EndArray(out))
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType(contentTypes[f])
 	ctx.Response.SetBodyRaw(out)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/internal/topk"
+	"github.com/obol-dev/obol/internal/wire"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -144,10 +145,10 @@ func readTopQuery(args *fasthttp.Args) (topQuery, error) {
 		case "n":
 			i = 2
 		default:
-			return q, &fieldError{field: quoteSnippet(k), msg: "unknown query parameter; expected one of resource, by, n"}
+			return q, &fieldError{Field: wire.Snippet(k), Msg: "unknown query parameter; expected one of resource, by, n"}
 		}
 		if seen[i] {
-			return q, &fieldError{field: string(k), msg: "given twice"}
+			return q, &fieldError{Field: string(k), Msg: "given twice"}
 		}
 		seen[i] = true
 		switch i {
@@ -161,7 +162,7 @@ func readTopQuery(args *fasthttp.Args) (topQuery, error) {
 			case "rejected", "granted":
 				q.by = string(v)
 			default:
-				return q, &fieldError{field: "by", msg: fmt.Sprintf(`must be "rejected" or "granted", got %s`, strconv.Quote(quoteSnippet(v)))}
+				return q, &fieldError{Field: "by", Msg: fmt.Sprintf(`must be "rejected" or "granted", got %s`, strconv.Quote(wire.Snippet(v)))}
 			}
 		case 2:
 			n, err := queryInt("n", v, 1, topMaxN)
@@ -172,7 +173,7 @@ func readTopQuery(args *fasthttp.Args) (topQuery, error) {
 		}
 	}
 	if !seen[0] {
-		return q, &fieldError{field: "resource", msg: "required query parameter is missing"}
+		return q, &fieldError{Field: "resource", Msg: "required query parameter is missing"}
 	}
 	return q, nil
 }

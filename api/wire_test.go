@@ -1,71 +1,16 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/wire/jsonwire"
 	"github.com/obol-dev/obol/local"
 )
-
-func TestExactInt(t *testing.T) {
-	cases := []struct {
-		tok  string
-		want int64
-		ok   bool
-	}{
-		{"0", 0, true}, {"-0", 0, true}, {"7", 7, true}, {"-3", -3, true},
-		{"1e3", 1000, true}, {"2.0", 2, true}, {"2.50e1", 25, true}, {"0.05e2", 5, true},
-		{"1000000000", 1e9, true}, {"1e18", 1e18, true}, {"0e999999", 0, true},
-		{"1.5", 0, false}, {"1e-1", 0, false}, {"1e19", 0, false}, {"1e30", 0, false},
-		{"12345678901234567890", 0, false}, {"1e999999999999", 0, false}, {"5e-999999999", 0, false},
-		{"1.0000000000000000000000", 1, true},
-	}
-	for _, tc := range cases {
-		got, ok := exactInt([]byte(tc.tok))
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("exactInt(%s) = %d, %v, want %d, %v", tc.tok, got, ok, tc.want, tc.ok)
-		}
-	}
-}
-
-func TestScanNumber(t *testing.T) {
-	for tok, ok := range map[string]bool{
-		"0": true, "-1": true, "1.25": true, "1e5": true, "1E+5": true, "1e-5": true,
-		"01": false, "-": false, "1.": false, ".5": false, "1e": false, "+1": false, "1x": false, "--1": false,
-	} {
-		end, got := scanNumber([]byte(tok), 0)
-		if got != ok || (ok && end != len(tok)) {
-			t.Errorf("scanNumber(%q) = %d, %v, want ok %v", tok, end, got, ok)
-		}
-	}
-}
-
-func TestAppendString(t *testing.T) {
-	for _, s := range []string{"", "plain", `q"b\s`, "ctl\x00\x01\x1f\n\r\t", "café 😀", "bad\xff\xfeutf8", "\u2028"} {
-		b := appendString(nil, s)
-		var got string
-		if err := json.Unmarshal(b, &got); err != nil {
-			t.Errorf("appendString(%q) = %s: not JSON: %v", s, b, err)
-			continue
-		}
-		want := strings.ToValidUTF8(s, "\ufffd")
-		if strings.Contains(s, "\xff\xfe") {
-			want = strings.ReplaceAll(s, "\xff\xfe", "\ufffd\ufffd")
-		}
-		if got != want {
-			t.Errorf("appendString(%q) decodes to %q, want %q", s, got, want)
-		}
-		if bb := appendString(nil, []byte(s)); string(bb) != string(b) {
-			t.Errorf("appendString of []byte %q = %s, of string %s", s, bb, b)
-		}
-	}
-}
 
 func TestDurations(t *testing.T) {
 	cases := []struct {
@@ -121,7 +66,7 @@ func TestAppendersAllocateNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() {
 		buf = appendDecision(buf[:0], &tiers)
 		buf = appendDecision(buf[:0], &gcra)
-		buf = appendString(buf[:0], "café \xff")
+		buf = jsonwire.AppendString(buf[:0], "café \xff")
 	}); n != 0 {
 		t.Errorf("appenders allocate %v times per run", n)
 	}
@@ -157,76 +102,6 @@ func TestHeaderReceivedLimits(t *testing.T) {
 		h.SetRequestURI(uri)
 		if got := headerReceived(&h).MaxRequestBodySize; got != want {
 			t.Errorf("limit for %s = %d, want %d", uri, got, want)
-		}
-	}
-}
-
-// TestReadStringWordAtATime checks the eight-bytes-at-a-time scan of
-// readString against a byte-at-a-time reading, for every position of every
-// kind of byte that matters in strings of up to 24 bytes.
-func TestReadStringWordAtATime(t *testing.T) {
-	// reference reads a string without escapes byte by byte: its end, and
-	// whether it is ASCII; ok false on a backslash or a control character.
-	reference := func(b []byte) (end int, ascii, ok bool) {
-		ascii = true
-		for i, c := range b {
-			switch {
-			case c == '"':
-				return i, ascii, true
-			case c == '\\' || c < 0x20:
-				return i, ascii, false
-			case c >= 0x80:
-				ascii = false
-			}
-		}
-		return len(b), ascii, false
-	}
-	for n := range 25 {
-		for pos := range n {
-			for _, c := range []byte{'"', '\\', 0x00, 0x1f, 0x20, 0x7f, 0x80, 0xc3, 0xff, '!', '#', '[', ']'} {
-				s := bytes.Repeat([]byte{'a'}, n)
-				s[pos] = c
-				body := append(append([]byte{'"'}, s...), '"', ',', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ')
-				r := reader{b: body}
-				var scratch []byte
-				got, err := r.readString("f", &scratch)
-				end, ascii, ok := reference(body[1:])
-				if c == '\\' {
-					// An escape: the slow path, which refuses "\a".
-					if err == nil {
-						t.Errorf("%q: no error for an invalid escape", body)
-					}
-					continue
-				}
-				if ok != (err == nil) {
-					t.Errorf("%q: error %v, reference ok %v", body, err, ok)
-					continue
-				}
-				if err != nil {
-					continue
-				}
-				if string(got) != string(body[1:1+end]) || r.i != end+2 || r.ascii != ascii {
-					t.Errorf("%q: got %q, i %d, ascii %v; want %q, i %d, ascii %v", body, got, r.i, r.ascii, body[1:1+end], end+2, ascii)
-				}
-			}
-		}
-	}
-}
-
-func TestSmallInt(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		v    int64
-		ok   bool
-		rest string
-	}{
-		{"0,", 0, true, ","}, {"7}", 7, true, "}"}, {"123 ", 123, true, " "}, {"999999999999999999]", 999999999999999999, true, "]"},
-		{"01,", 0, false, ""}, {"1e3,", 0, false, ""}, {"1.0,", 0, false, ""}, {"-1,", 0, false, ""},
-		{"12", 0, false, ""}, {"1000000000000000000,", 0, false, ""}, {"12x", 0, false, ""}, {",", 0, false, ""},
-	} {
-		v, end, ok := smallInt([]byte(tc.in), 0)
-		if ok != tc.ok || (ok && (v != tc.v || tc.in[end:] != tc.rest)) {
-			t.Errorf("smallInt(%q) = %d, %d, %v; want %d, %v, rest %q", tc.in, v, end, ok, tc.v, tc.ok, tc.rest)
 		}
 	}
 }

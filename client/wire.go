@@ -2,52 +2,29 @@ package client
 
 import (
 	"errors"
+	"iter"
 	"strconv"
-	"unicode/utf16"
-	"unicode/utf8"
+
+	"github.com/obol-dev/obol/internal/wire/jsonwire"
+	"github.com/obol-dev/obol/internal/wire/replies"
 )
 
-// The wire format is the agent's JSON (API.md). Bodies are appended by hand
-// into pooled buffers and replies read by a small scanner that knows the
+// The wire format is the agent's JSON (its wire contract). Bodies
+// are appended by hand into pooled buffers and replies read by a lenient
+// reader over the agent's own lexer (internal/wire/jsonwire) that knows the
 // reply shapes, so that a decision costs no allocation for encoding or
-// decoding. Unknown reply fields are skipped: the contract lets the agent
-// add fields.
+// decoding. Unknown reply fields are skipped (the contract lets the agent
+// add fields), a field given twice counts as its last value, and integers
+// must be written as integers.
 
 // errMalformed is a 2xx reply the client cannot read: the agent (or
 // whatever answered) is broken, so the client fails open.
 var errMalformed = errors.New("client: malformed reply from the agent")
 
-const hexDigits = "0123456789abcdef"
-
 // appendString appends s as a JSON string. Control characters, '"' and '\'
 // are escaped; bytes that are not valid UTF-8 are sent as they are and the
 // agent refuses them, naming the field (bad_request).
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+func appendString(b []byte, s string) []byte { return jsonwire.AppendStringAsIs(b, s) }
 
 // appendStringField appends ,"name":"value" (no comma after '{').
 func appendStringField(b []byte, name, v string) []byte {
@@ -85,365 +62,163 @@ func ceilMs(d int64) int64 {
 	return (d + 999_999) / 1_000_000
 }
 
-// scanner reads one JSON reply. A syntax error sets bad and every later
-// read returns a zero value, so that a decoder checks once, at the end.
+// scanner reads one JSON reply, leniently, over the lexer. A reply that is
+// not JSON sets bad and every later read returns a zero value, so that a
+// decoder checks once, at the end.
 type scanner struct {
-	b   []byte
-	i   int
-	bad bool
+	lx      jsonwire.Lexer
+	scratch []byte // strings unescaped (keys compared, values copied)
+	bad     bool
 }
 
-// maxDepth bounds the nesting of a skipped value.
-const maxDepth = 32
-
-func (s *scanner) fail() { s.bad, s.i = true, len(s.b) }
-
-func (s *scanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
+func newScanner(b []byte) *scanner {
+	return &scanner{lx: jsonwire.Lexer{B: b, LoneSurrogates: true}}
 }
+
+func (s *scanner) fail() { s.bad, s.lx.I = true, len(s.lx.B) }
 
 // peek returns the next non-space byte, or 0 at the end.
-func (s *scanner) peek() byte {
-	s.ws()
-	if s.i >= len(s.b) {
-		return 0
-	}
-	return s.b[s.i]
-}
-
-func (s *scanner) expect(c byte) bool {
-	if s.peek() != c {
-		s.fail()
-		return false
-	}
-	s.i++
-	return true
-}
+func (s *scanner) peek() byte { return s.lx.Peek() }
 
 // end checks that nothing but space follows the reply.
 func (s *scanner) end() error {
-	if s.peek() != 0 || s.bad {
+	if s.bad || !s.lx.Empty() {
 		return errMalformed
 	}
 	return nil
 }
 
-// next moves to the next member of an object or element of an array
-// closed by close, whose members read so far n counts; it returns false
-// (having read close) at the end.
-func (s *scanner) next(n *int, close byte) bool {
-	c := s.peek()
-	if c == close {
-		s.i++
+// object begins an object, whose keys key then reads.
+func (s *scanner) object() bool {
+	if s.bad || s.lx.Object("") != nil {
+		s.fail()
 		return false
 	}
-	if *n > 0 {
-		if c != ',' {
-			s.fail()
-			return false
-		}
-		s.i++
-	}
-	*n++
-	return !s.bad
+	return true
 }
 
-// key reads a member's key and the colon after it. A key with escapes is
-// returned raw (it matches no known field and is skipped).
-func (s *scanner) key() []byte {
-	if !s.expect('"') {
-		return nil
+// key reads the next member's key; ok false after the last, or at an
+// error.
+func (s *scanner) key() (k []byte, ok bool) {
+	if s.bad {
+		return nil, false
 	}
-	start := s.i
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case '"':
-			k := s.b[start:s.i]
-			s.i++
-			s.expect(':')
-			return k
-		case '\\':
-			s.i++
-		}
-		s.i++
-	}
-	s.fail()
-	return nil
-}
-
-// int reads an integer.
-func (s *scanner) int() int64 {
-	s.ws()
-	neg := false
-	if s.i < len(s.b) && s.b[s.i] == '-' {
-		neg = true
-		s.i++
-	}
-	start := s.i
-	var n int64
-	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-		if n > (1<<62)/10 {
-			s.fail()
-			return 0
-		}
-		n = n*10 + int64(s.b[s.i]-'0')
-		s.i++
-	}
-	if s.i == start {
+	s.scratch = s.scratch[:0]
+	k, ok, err := s.lx.Key("", &s.scratch)
+	if err != nil {
 		s.fail()
-		return 0
+		return nil, false
 	}
-	if s.i < len(s.b) {
-		switch s.b[s.i] {
-		case '.', 'e', 'E':
-			s.fail() // the agent writes integers
-			return 0
+	return k, ok
+}
+
+// array begins an array, whose elements elem then moves to.
+func (s *scanner) array() bool {
+	if s.bad {
+		return false
+	}
+	if _, err := s.lx.Array(""); err != nil {
+		s.fail()
+		return false
+	}
+	return true
+}
+
+// elem moves to the next element; false after the last, or at an error.
+func (s *scanner) elem() bool {
+	if s.bad {
+		return false
+	}
+	more, err := s.lx.Elem("")
+	if err != nil {
+		s.fail()
+		return false
+	}
+	return more
+}
+
+// members returns the keys of the object at s in turn; the caller reads
+// (or skips) each member's value before the next key.
+func (s *scanner) members() iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		for ok := s.object(); ok; {
+			var k []byte
+			if k, ok = s.key(); ok {
+				ok = yield(k)
+			}
 		}
 	}
-	if neg {
-		return -n
+}
+
+// elems moves to the elements of the array at s in turn; the caller reads
+// each.
+func (s *scanner) elems() iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for i, ok := 0, s.array(); ok && s.elem(); i++ {
+			ok = yield(i)
+		}
 	}
-	return n
+}
+
+// int reads a number written as an integer.
+func (s *scanner) int() int64 {
+	v, ok := s.lx.PlainInt()
+	if !ok {
+		s.fail()
+	}
+	return v
 }
 
 // bool reads true or false.
 func (s *scanner) bool() bool {
-	switch s.peek() {
-	case 't':
-		return s.literal("true")
-	case 'f':
-		s.literal("false")
-		return false
-	}
-	s.fail()
-	return false
-}
-
-func (s *scanner) literal(lit string) bool {
-	if len(s.b)-s.i < len(lit) || string(s.b[s.i:s.i+len(lit)]) != lit {
+	v, ok := s.lx.Bool()
+	if !ok {
 		s.fail()
-		return false
 	}
-	s.i += len(lit)
-	return true
+	return v
 }
 
 // str reads a string, unescaped.
 func (s *scanner) str() string {
-	if !s.expect('"') {
+	if s.peek() != '"' {
+		s.fail()
 		return ""
 	}
-	start := s.i
-	for s.i < len(s.b) {
-		switch c := s.b[s.i]; {
-		case c == '"':
-			v := string(s.b[start:s.i])
-			s.i++
-			return v
-		case c == '\\':
-			return s.escaped(start)
-		case c < 0x20:
-			s.fail()
-			return ""
-		}
-		s.i++
-	}
-	s.fail()
-	return ""
-}
-
-// escaped reads the rest of a string that started at start and has an
-// escape at s.i.
-func (s *scanner) escaped(start int) string {
-	out := append([]byte(nil), s.b[start:s.i]...)
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			s.i++
-			return string(out)
-		case c < 0x20:
-			s.fail()
-			return ""
-		case c != '\\':
-			out = append(out, c)
-			s.i++
-			continue
-		}
-		s.i++
-		if s.i >= len(s.b) {
-			break
-		}
-		e := s.b[s.i]
-		s.i++
-		switch e {
-		case '"', '\\', '/':
-			out = append(out, e)
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r := s.hex4()
-			if utf16.IsSurrogate(r) {
-				r2 := rune(-1)
-				if s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
-					s.i += 2
-					r2 = s.hex4()
-				}
-				r = utf16.DecodeRune(r, r2)
-			}
-			out = utf8.AppendRune(out, r)
-		default:
-			s.fail()
-			return ""
-		}
-	}
-	s.fail()
-	return ""
-}
-
-func (s *scanner) hex4() rune {
-	if len(s.b)-s.i < 4 {
+	v, err := s.lx.ReadString("", &s.scratch)
+	if err != nil {
 		s.fail()
-		return 0
+		return ""
 	}
-	var r rune
-	for _, c := range s.b[s.i : s.i+4] {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		case c >= 'A' && c <= 'F':
-			r |= rune(c - 'A' + 10)
-		default:
-			s.fail()
-			return 0
-		}
-	}
-	s.i += 4
-	return r
+	return string(v)
 }
 
 // skip reads any value and drops it.
-func (s *scanner) skip() { s.skipDepth(0) }
-
-func (s *scanner) skipDepth(depth int) {
-	if depth > maxDepth {
-		s.fail()
-		return
-	}
-	switch c := s.peek(); {
-	case c == '"':
-		s.i++
-		for s.i < len(s.b) {
-			switch s.b[s.i] {
-			case '"':
-				s.i++
-				return
-			case '\\':
-				s.i++
-			}
-			s.i++
-		}
-		s.fail()
-	case c == '{':
-		s.i++
-		n := 0
-		for s.next(&n, '}') {
-			s.key()
-			s.skipDepth(depth + 1)
-		}
-	case c == '[':
-		s.i++
-		n := 0
-		for s.next(&n, ']') {
-			s.skipDepth(depth + 1)
-		}
-	case c == 't':
-		s.literal("true")
-	case c == 'f':
-		s.literal("false")
-	case c == 'n':
-		s.literal("null")
-	case c == '-' || (c >= '0' && c <= '9'):
-		s.i++
-		for s.i < len(s.b) && isNumberByte(s.b[s.i]) {
-			s.i++
-		}
-	default:
+func (s *scanner) skip() {
+	if _, err := s.lx.SkipValue("", 0); err != nil {
 		s.fail()
 	}
-}
-
-func isNumberByte(c byte) bool {
-	return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'
 }
 
 // decodeDecision reads the reply of /v1/request (or a batch item that is a
 // decision) into r, which it overwrites whole.
 func decodeDecision(b []byte, r *Reply) error {
-	s := scanner{b: b}
+	s := newScanner(b)
 	s.decision(r)
 	return s.end()
 }
 
+// decision reads a decision reply, whose fields replies.Decision lists,
+// into r: a limit the reply leaves out is NoLimit.
 func (s *scanner) decision(r *Reply) {
-	*r = Reply{HardLimit: NoLimit, GlobalLimit: NoLimit} // absent from the reply: none
-	if !s.expect('{') {
-		return
-	}
-	n := 0
+	d := replies.Decision{HardLimit: NoLimit, GlobalLimit: NoLimit}
 	seen := false
-	for s.next(&n, '}') {
-		switch string(s.key()) {
-		case "granted":
-			r.Granted, seen = int(s.int()), true
-		case "remaining":
-			r.Remaining = int(s.int())
-		case "retry_after_ms":
-			r.RetryAfterMs = s.int()
-		case "reset_after_ms":
-			r.ResetAfterMs = s.int()
-		case "tier":
-			r.Tier = int(s.int())
-		case "tier_limit":
-			r.TierLimit = int(s.int())
-		case "tier_hits":
-			r.TierHits = int(s.int())
-		case "burst":
-			r.Burst = s.bool()
-		case "hard_limit":
-			r.HardLimit = int(s.int())
-		case "global_limit":
-			r.GlobalLimit = int(s.int())
-		case "domain_hits_last_second":
-			r.DomainHitsLastSecond = int(s.int())
-		case "global_hits_last_second":
-			r.GlobalHitsLastSecond = int(s.int())
-		case "limited_by_hard":
-			r.LimitedByHard = s.bool()
-		case "limited_by_global":
-			r.LimitedByGlobal = s.bool()
-		case "shadow":
-			r.Shadow = s.bool()
-		case "lenient":
-			r.Lenient = s.bool()
+	for k := range s.members() {
+		switch i, b := d.Field(k); {
+		case i != nil:
+			*i = s.int()
+			seen = seen || i == &d.Granted
+		case b != nil:
+			*b = s.bool()
 		default:
 			s.skip()
 		}
@@ -451,24 +226,27 @@ func (s *scanner) decision(r *Reply) {
 	if !seen {
 		s.fail() // not a decision
 	}
+	*r = Reply{
+		Granted: int(d.Granted), Remaining: int(d.Remaining), RetryAfterMs: d.RetryAfterMs, ResetAfterMs: d.ResetAfterMs,
+		Tier: int(d.Tier), TierLimit: int(d.TierLimit), TierHits: int(d.TierHits), Burst: d.Burst,
+		HardLimit: int(d.HardLimit), GlobalLimit: int(d.GlobalLimit),
+		DomainHitsLastSecond: int(d.DomainHitsLastSecond), GlobalHitsLastSecond: int(d.GlobalHitsLastSecond),
+		LimitedByHard: d.LimitedByHard, LimitedByGlobal: d.LimitedByGlobal, Shadow: d.Shadow, Lenient: d.Lenient,
+	}
 }
 
 // decodeError reads an error reply {"error": {"code", "message"}}; ok is
 // false when b is not one.
 func decodeError(b []byte) (code, msg string, ok bool) {
-	s := scanner{b: b}
+	s := newScanner(b)
 	code, msg, ok = s.errorObject()
 	return code, msg, ok && s.end() == nil
 }
 
 // errorObject reads {"error": {...}}.
 func (s *scanner) errorObject() (code, msg string, ok bool) {
-	if !s.expect('{') {
-		return "", "", false
-	}
-	n := 0
-	for s.next(&n, '}') {
-		if string(s.key()) != "error" {
+	for k := range s.members() {
+		if string(k) != "error" {
 			s.skip()
 			continue
 		}
@@ -479,12 +257,8 @@ func (s *scanner) errorObject() (code, msg string, ok bool) {
 
 // errorBody reads the object {"code", "message"}.
 func (s *scanner) errorBody() (code, msg string, ok bool) {
-	if !s.expect('{') {
-		return "", "", false
-	}
-	n := 0
-	for s.next(&n, '}') {
-		switch string(s.key()) {
+	for k := range s.members() {
+		switch string(k) {
 		case "code":
 			code, ok = s.str(), true
 		case "message":
@@ -499,14 +273,10 @@ func (s *scanner) errorBody() (code, msg string, ok bool) {
 // decodeReservation reads the reply of /v1/reserve.
 func decodeReservation(b []byte, r *ReserveReply) error {
 	*r = ReserveReply{DomainLimit: NoLimit, GlobalLimit: NoLimit} // absent from the reply: none
-	s := scanner{b: b}
-	if !s.expect('{') {
-		return errMalformed
-	}
-	n := 0
+	s := newScanner(b)
 	seen := false
-	for s.next(&n, '}') {
-		switch string(s.key()) {
+	for k := range s.members() {
+		switch string(k) {
 		case "granted":
 			r.Granted, seen = int(s.int()), true
 		case "hold":
@@ -536,19 +306,11 @@ func decodeReservation(b []byte, r *ReserveReply) error {
 }
 
 func (s *scanner) groupHolds() []GroupHolds {
-	if !s.expect('[') {
-		return nil
-	}
 	var gs []GroupHolds
-	n := 0
-	for s.next(&n, ']') {
+	for range s.elems() {
 		g := GroupHolds{Limit: NoLimit}
-		if !s.expect('{') {
-			return nil
-		}
-		m := 0
-		for s.next(&m, '}') {
-			switch string(s.key()) {
+		for k := range s.members() {
+			switch string(k) {
 			case "name":
 				g.Name = s.str()
 			case "limit":
@@ -561,17 +323,19 @@ func (s *scanner) groupHolds() []GroupHolds {
 		}
 		gs = append(gs, g)
 	}
+	if s.bad {
+		return nil
+	}
 	return gs
 }
 
 func (s *scanner) strings() []string {
-	if !s.expect('[') {
-		return nil
-	}
 	var out []string
-	n := 0
-	for s.next(&n, ']') {
+	for range s.elems() {
 		out = append(out, s.str())
+	}
+	if s.bad {
+		return nil
 	}
 	return out
 }
@@ -585,13 +349,9 @@ type seized struct {
 
 func decodeSeized(b []byte) (seized, error) {
 	var r seized
-	s := scanner{b: b}
-	if !s.expect('{') {
-		return r, errMalformed
-	}
-	n := 0
-	for s.next(&n, '}') {
-		switch string(s.key()) {
+	s := newScanner(b)
+	for k := range s.members() {
+		switch string(k) {
 		case "hold":
 			r.hold = s.str()
 		case "resource":
@@ -615,14 +375,10 @@ func decodeSeized(b []byte) (seized, error) {
 // decodeInts reads a flat reply of integer fields: the value of name1 into
 // v1 and of name2 into v2 (name2 may be ""); name1 is required.
 func decodeInts(b []byte, name1 string, v1 *int64, name2 string, v2 *int64) error {
-	s := scanner{b: b}
-	if !s.expect('{') {
-		return errMalformed
-	}
-	n := 0
+	s := newScanner(b)
 	seen := false
-	for s.next(&n, '}') {
-		switch k := s.key(); {
+	for k := range s.members() {
+		switch {
 		case string(k) == name1:
 			*v1, seen = s.int(), true
 		case name2 != "" && string(k) == name2:
@@ -640,14 +396,10 @@ func decodeInts(b []byte, name1 string, v1 *int64, name2 string, v2 *int64) erro
 // decodeStringField reads a flat reply's string field name, which is
 // required and non-empty.
 func decodeStringField(b []byte, name string) (string, error) {
-	s := scanner{b: b}
-	if !s.expect('{') {
-		return "", errMalformed
-	}
+	s := newScanner(b)
 	var v string
-	n := 0
-	for s.next(&n, '}') {
-		if string(s.key()) == name {
+	for k := range s.members() {
+		if string(k) == name {
 			v = s.str()
 		} else {
 			s.skip()
@@ -663,23 +415,15 @@ func decodeStringField(b []byte, name string) (string, error) {
 // (len(out) items are expected). An item that is an error becomes an
 // *APIError.
 func decodeBatch(b []byte, out []BatchResult) error {
-	s := scanner{b: b}
-	if !s.expect('{') {
-		return errMalformed
-	}
+	s := newScanner(b)
 	got := -1
-	n := 0
-	for s.next(&n, '}') {
-		if string(s.key()) != "responses" {
+	for k := range s.members() {
+		if string(k) != "responses" {
 			s.skip()
 			continue
 		}
-		if !s.expect('[') {
-			return errMalformed
-		}
 		got = 0
-		m := 0
-		for s.next(&m, ']') {
+		for range s.elems() {
 			if got >= len(out) {
 				return errMalformed
 			}
@@ -687,7 +431,7 @@ func decodeBatch(b []byte, out []BatchResult) error {
 			got++
 		}
 	}
-	if got != len(out) {
+	if got != len(out) || s.bad {
 		return errMalformed
 	}
 	return s.end()
@@ -695,14 +439,14 @@ func decodeBatch(b []byte, out []BatchResult) error {
 
 // batchItem reads one response of a batch: a decision or {"error": {...}}.
 func (s *scanner) batchItem(r *BatchResult) {
-	start := s.i
 	if s.peek() != '{' {
 		s.fail()
 		return
 	}
 	// Look at the first key: "error" means an error item.
-	probe := scanner{b: s.b, i: s.i + 1}
-	if probe.peek() == '"' && string(probe.key()) == "error" {
+	start := s.lx.I
+	if k, ok := s.firstKey(); ok && string(k) == "error" {
+		s.lx.I = start
 		code, msg, ok := s.errorObject()
 		if !ok {
 			s.fail()
@@ -711,8 +455,18 @@ func (s *scanner) batchItem(r *BatchResult) {
 		r.Err = &APIError{Status: codeStatus(code), Code: code, Message: msg}
 		return
 	}
-	s.i = start
-	s.decision(&r.Decision.Reply)
+	if !s.bad {
+		s.lx.I = start
+		s.decision(&r.Decision.Reply)
+	}
+}
+
+// firstKey reads the '{' of an object and its first key.
+func (s *scanner) firstKey() ([]byte, bool) {
+	if !s.object() {
+		return nil, false
+	}
+	return s.key()
 }
 
 // codeStatus returns the HTTP status the contract gives an error code, for
