@@ -1,10 +1,8 @@
 package api
 
 import (
-	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,7 +10,6 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/local"
@@ -59,27 +56,7 @@ func newCheckHarness(t testing.TB, opts Options) *harness {
 	opts.Now = h.clock.now
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	h.srv = New(local.New(cfg), opts)
-	h.srv.SetReady(true)
-	ln := fasthttputil.NewInmemoryListener()
-	hs := h.srv.httpServer()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = hs.Serve(ln)
-	}()
-	h.dial = ln.Dial
-	h.http = &http.Client{
-		Transport: &http.Transport{
-			DialContext: func(context.Context, string, string) (net.Conn, error) { return ln.Dial() },
-		},
-		Timeout: 10 * time.Second,
-	}
-	t.Cleanup(func() {
-		_ = ln.Close()
-		h.http.CloseIdleConnections()
-		<-done
-	})
-	return h
+	return h.serve()
 }
 
 // spend is a /v1/request made at an instant, ms after t0.

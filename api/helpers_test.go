@@ -106,6 +106,12 @@ func newHarness(t testing.TB) *harness {
 		Logger:   slog.New(slog.NewJSONHandler(h.logs, nil)),
 		NodeName: "node-a",
 	})
+	return h.serve()
+}
+
+// serve serves h.srv on an in-memory listener until the test ends, with a
+// client for it, and returns h.
+func (h *harness) serve() *harness {
 	h.srv.SetReady(true)
 	ln := fasthttputil.NewInmemoryListener()
 	hs := h.srv.httpServer()
@@ -121,7 +127,7 @@ func newHarness(t testing.TB) *harness {
 		},
 		Timeout: 10 * time.Second,
 	}
-	t.Cleanup(func() {
+	h.t.Cleanup(func() {
 		// Closing the listener stops Serve at once (hs.Shutdown would poll
 		// every 100 ms); the client closes its connections.
 		_ = ln.Close()
