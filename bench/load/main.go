@@ -1,3 +1,7 @@
+// This file has one job: the program's entry, its flags and the run of its
+// phases (the default table, a single phase, a soak) with their report and
+// exit code; the load, the floor and the measures live in their own files.
+
 package main
 
 import (

@@ -1,3 +1,7 @@
+// This file has one job: the helpers every proxy example's test calls
+// (building and starting the agent, the proxy and the counting upstream,
+// waiting for them, and the requests and checks the tests share).
+
 package proxytest
 
 import (
