@@ -24,13 +24,12 @@ const maxTicket = maxName + 64
 // "window"} or {"admitted": false, "window"}; "shadow": true or "lenient":
 // true are added to an admission made by shadow mode or without a window.
 func (s *Server) admit(ctx *fasthttp.RequestCtx, _ params) {
-	c := getCall()
-	defer putCall(c)
-	if !s.decodeBody(ctx, c, admitFields, admitFields) {
+	c, g, ok := s.open(ctx, admitFields, admitFields)
+	if !ok {
 		return
 	}
+	defer putCall(c)
 	b := &c.body
-	g := s.gen.Load()
 	resource := g.name(b.resource)
 	client := ""
 	if g.engine.BoundsClients(resource) {
@@ -49,13 +48,12 @@ func (s *Server) admit(ctx *fasthttp.RequestCtx, _ params) {
 // {"window"}. A ticket that is unknown, completed already or expired is 404
 // unknown_ticket.
 func (s *Server) complete(ctx *fasthttp.RequestCtx, _ params) {
-	c := getCall()
-	defer putCall(c)
-	if !s.decodeBody(ctx, c, completeFields, completeFields) {
+	c, g, ok := s.open(ctx, completeFields, completeFields)
+	if !ok {
 		return
 	}
+	defer putCall(c)
 	b := &c.body
-	g := s.gen.Load()
 	w, err := g.engine.Complete(s.now(), string(b.ticket), b.outcome)
 	if err == nil || errors.Is(err, local.ErrUnknownTicket) {
 		g.countComplete(b.ticket, b.outcome, err)

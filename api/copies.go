@@ -12,25 +12,27 @@ import (
 // sessionPath reads the request of a session's path: a body empty or {},
 // and the session id, {id}. It writes the error reply and returns ok false
 // when either is bad.
-func (s *Server) sessionPath(ctx *fasthttp.RequestCtx, c *call, p params) (id string, ok bool) {
-	if !s.decodeBody(ctx, c, 0, 0) {
-		return "", false
+// On ok, the caller defers putCall(c).
+func (s *Server) sessionPath(ctx *fasthttp.RequestCtx, p params) (c *call, id string, ok bool) {
+	if c, _, ok = s.open(ctx, 0, 0); !ok {
+		return nil, "", false
 	}
 	if err := checkName("session", p.id); err != nil {
+		putCall(c)
 		s.fail(ctx, err)
-		return "", false
+		return nil, "", false
 	}
-	return string(p.id), true
+	return c, string(p.id), true
 }
 
 // POST /v1/sessions {"ttl_ms"} → {"session", "ttl_ms"}. ttl_ms is optional
 // (default 30000); an empty body is {}.
 func (s *Server) openSession(ctx *fasthttp.RequestCtx, _ params) {
-	c := getCall()
-	defer putCall(c)
-	if !s.decodeBody(ctx, c, sessionFields, 0) {
+	c, _, ok := s.open(ctx, sessionFields, 0)
+	if !ok {
 		return
 	}
+	defer putCall(c)
 	ttl := c.body.ttl()
 	id, err := s.Engine().OpenSession(s.now(), time.Duration(ttl)*time.Millisecond)
 	if err != nil {
@@ -43,12 +45,11 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx, _ params) {
 // POST /v1/sessions/{id}/keepalive → {"session", "ttl_ms"}. The body must be
 // empty or {}.
 func (s *Server) keepAlive(ctx *fasthttp.RequestCtx, p params) {
-	c := getCall()
-	defer putCall(c)
-	sid, ok := s.sessionPath(ctx, c, p)
+	c, sid, ok := s.sessionPath(ctx, p)
 	if !ok {
 		return
 	}
+	defer putCall(c)
 	ttl, err := s.Engine().KeepAlive(s.now(), sid)
 	if err != nil {
 		s.fail(ctx, err)
@@ -59,12 +60,11 @@ func (s *Server) keepAlive(ctx *fasthttp.RequestCtx, p params) {
 
 // DELETE /v1/sessions/{id} → {"released": N}, the copies its holds freed.
 func (s *Server) endSession(ctx *fasthttp.RequestCtx, p params) {
-	c := getCall()
-	defer putCall(c)
-	sid, ok := s.sessionPath(ctx, c, p)
+	c, sid, ok := s.sessionPath(ctx, p)
 	if !ok {
 		return
 	}
+	defer putCall(c)
 	n, err := s.Engine().EndSession(s.now(), sid)
 	if err != nil {
 		s.fail(ctx, err)
@@ -76,13 +76,12 @@ func (s *Server) endSession(ctx *fasthttp.RequestCtx, p params) {
 // POST /v1/reserve {"resource", "domain", "copies", "min_copies", "session"}
 // → the reservation; a rejection is {"granted": 0, ...} with no "hold".
 func (s *Server) reserve(ctx *fasthttp.RequestCtx, _ params) {
-	c := getCall()
-	defer putCall(c)
-	if !s.decodeBody(ctx, c, reserveFields, fResource|fDomain|fSession) {
+	c, g, ok := s.open(ctx, reserveFields, fResource|fDomain|fSession)
+	if !ok {
 		return
 	}
+	defer putCall(c)
 	copies, minCopies := c.body.counts()
-	g := s.gen.Load()
 	now, resource := s.now(), g.name(c.body.resource)
 	r, err := g.engine.Reserve(now, resource, string(c.body.domain),
 		copies, minCopies, string(c.body.session))
@@ -97,13 +96,12 @@ func (s *Server) reserve(ctx *fasthttp.RequestCtx, _ params) {
 // POST /v1/release {"hold", "copies"} → {"released": N, "held": M}. copies
 // defaults to 1.
 func (s *Server) release(ctx *fasthttp.RequestCtx, _ params) {
-	c := getCall()
-	defer putCall(c)
-	if !s.decodeBody(ctx, c, releaseFields, fHold) {
+	c, g, ok := s.open(ctx, releaseFields, fHold)
+	if !ok {
 		return
 	}
+	defer putCall(c)
 	copies, _ := c.body.counts()
-	g := s.gen.Load()
 	hold := string(c.body.hold)
 	resource, _ := g.engine.HoldResource(hold) // for the metrics: a hold's resource never changes
 	released, held, err := g.engine.Release(s.now(), hold, copies)
@@ -118,13 +116,12 @@ func (s *Server) release(ctx *fasthttp.RequestCtx, _ params) {
 // POST /v1/transfer {"hold", "copies", "ttl_ms"} → {"transfer": id}. copies
 // defaults to 1, ttl_ms to 30000.
 func (s *Server) transfer(ctx *fasthttp.RequestCtx, _ params) {
-	c := getCall()
-	defer putCall(c)
-	if !s.decodeBody(ctx, c, transferFields, fHold) {
+	c, g, ok := s.open(ctx, transferFields, fHold)
+	if !ok {
 		return
 	}
+	defer putCall(c)
 	copies, _ := c.body.counts()
-	g := s.gen.Load()
 	hold := string(c.body.hold)
 	resource, _ := g.engine.HoldResource(hold)
 	id, err := g.engine.Transfer(s.now(), hold, copies,
@@ -140,12 +137,11 @@ func (s *Server) transfer(ctx *fasthttp.RequestCtx, _ params) {
 // POST /v1/seize {"transfer", "session"} → {"hold", "resource", "domain",
 // "groups", "copies"}.
 func (s *Server) seize(ctx *fasthttp.RequestCtx, _ params) {
-	c := getCall()
-	defer putCall(c)
-	if !s.decodeBody(ctx, c, seizeFields, fTransfer|fSession) {
+	c, g, ok := s.open(ctx, seizeFields, fTransfer|fSession)
+	if !ok {
 		return
 	}
-	g := s.gen.Load()
+	defer putCall(c)
 	r, err := g.engine.Seize(s.now(), string(c.body.transfer), string(c.body.session))
 	if err != nil {
 		s.fail(ctx, err)

@@ -205,6 +205,19 @@ func (s *Server) decodeBody(ctx *fasthttp.RequestCtx, c *call, allowed, required
 	return true
 }
 
+// open begins a handler of a request with a body: a pooled call holding
+// the body decoded as decodeBody does, and the generation it is read
+// against. When the body is refused, ok is false: the error reply is
+// written and the call is back in its pool. The caller defers putCall(c).
+func (s *Server) open(ctx *fasthttp.RequestCtx, allowed, required fieldSet) (c *call, g *generation, ok bool) {
+	c = getCall()
+	if !s.decodeBody(ctx, c, allowed, required) {
+		putCall(c)
+		return nil, nil, false
+	}
+	return c, s.gen.Load(), true
+}
+
 // writeReply writes a 200 reply, out, in format f; out is copied.
 func writeReply(ctx *fasthttp.RequestCtx, f format, out []byte) {
 	ctx.SetStatusCode(fasthttp.StatusOK)

@@ -20,13 +20,12 @@ const maxHeaderValue = 8 << 10
 // call (rounded up to the millisecond), which the pacer counts as made
 // then; "lenient": true when the resource is paced without a pacer.
 func (s *Server) pace(ctx *fasthttp.RequestCtx, _ params) {
-	c := getCall()
-	defer putCall(c)
-	if !s.decodeBody(ctx, c, paceFields, paceFields) {
+	c, g, ok := s.open(ctx, paceFields, paceFields)
+	if !ok {
 		return
 	}
+	defer putCall(c)
 	b := &c.body
-	g := s.gen.Load()
 	p, err := g.engine.Pace(s.now(), g.name(b.resource))
 	if err != nil {
 		s.fail(ctx, err)
@@ -40,13 +39,12 @@ func (s *Server) pace(ctx *fasthttp.RequestCtx, _ params) {
 // remaining) → {"wait_ms", "remaining", "rate_per_s"}: what the pacer
 // knows after the reply.
 func (s *Server) observe(ctx *fasthttp.RequestCtx, _ params) {
-	c := getCall()
-	defer putCall(c)
-	if !s.decodeBody(ctx, c, observeFields, observeRequired) {
+	c, g, ok := s.open(ctx, observeFields, observeRequired)
+	if !ok {
 		return
 	}
+	defer putCall(c)
 	b := &c.body
-	g := s.gen.Load()
 	p, err := g.engine.Observe(s.now(), g.name(b.resource), int(b.status), int(b.count))
 	if err != nil {
 		s.fail(ctx, err)

@@ -14,13 +14,12 @@ import (
 // appended into a pooled buffer.
 func (s *Server) request(ctx *fasthttp.RequestCtx, _ params) {
 	start := time.Now()
-	c := getCall()
-	defer putCall(c)
-	if !s.decodeBody(ctx, c, requestFields, fResource|fDomain) {
+	c, g, ok := s.open(ctx, requestFields, fResource|fDomain)
+	if !ok {
 		return
 	}
+	defer putCall(c)
 	copies, minCopies := c.body.counts()
-	g := s.gen.Load()
 	var d local.Decision
 	resource := g.name(c.body.resource)
 	if err := g.engine.Decide(&d, s.decisionTime(start), resource, string(c.body.domain), copies, minCopies); err != nil {
@@ -33,13 +32,12 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, _ params) {
 
 // POST /v1/refund {"resource", "domain", "copies"} → {"remaining": N} (gcra).
 func (s *Server) refund(ctx *fasthttp.RequestCtx, _ params) {
-	c := getCall()
-	defer putCall(c)
-	if !s.decodeBody(ctx, c, refundFields, fResource|fDomain) {
+	c, g, ok := s.open(ctx, refundFields, fResource|fDomain)
+	if !ok {
 		return
 	}
+	defer putCall(c)
 	copies, _ := c.body.counts()
-	g := s.gen.Load()
 	remaining, err := g.engine.Refund(s.now(), g.name(c.body.resource), string(c.body.domain), copies)
 	if err != nil {
 		s.fail(ctx, err)
