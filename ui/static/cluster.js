@@ -42,7 +42,7 @@
     const l = lag(st);
     const rate = (name, match) => (st.prev && st.dt ? (metrics.sum(st.latest, name, match) - metrics.sum(st.prev, name, match)) / st.dt : 0);
     const stats = [
-      ["live nodes", fmt(metrics.sum(st.latest, "obol_cluster_live_nodes"))],
+      ["live nodes", st.latest.some((x) => x.name === "obol_cluster_live_nodes") ? fmt(metrics.sum(st.latest, "obol_cluster_live_nodes")) : "1 (no gossip: alone)"],
       ["merge lag (mean)", l.v === null ? "no packet merged yet" : obol.ms(l.v * 1000) + (l.recent ? "" : " since start")],
       ["packets merged", fmt(rate("obol_cluster_packets_merged_total"), "/s")],
       ["drift flushes", fmt(rate("obol_cluster_drift_flushes_total"), "/s")],

@@ -125,17 +125,29 @@
   const sim = { lastRequest: null, lastReply: null };
   window.obolSim = sim;
 
+  let runs = 0; // the latest run's number: an earlier run's reply is dropped
+
   async function run() {
+    const n = ++runs;
     toURL();
     $("sim-yaml").hidden = true;
     let body;
     try { body = { resource: resource(), requests: requests() }; }
     catch (e) { $("sim-summary").replaceChildren(el("p", { class: "error", text: e.message })); return; }
     sim.lastRequest = body;
+    sim.lastReply = null;
     $("sim-summary").replaceChildren(el("p", { class: "hint", text: `simulating ${fmt(body.requests.length)} requests…` }));
     let reply;
-    try { reply = await api("/v1/simulate?trace=true", body); }
-    catch (e) { $("sim-summary").replaceChildren(el("p", { class: "error", text: `${e.code}: ${e.message}` })); $("sim-plots").replaceChildren(); return; }
+    for (let attempt = 0; ; attempt++) {
+      try { reply = await api("/v1/simulate?trace=true", body); break; }
+      catch (e) {
+        // One simulation runs at a time per agent: wait for the one running.
+        if (e.status === 429 && attempt < 5 && n === runs) { await new Promise((r) => setTimeout(r, 1000)); continue; }
+        if (n === runs) { $("sim-summary").replaceChildren(el("p", { class: "error", text: `${e.code}: ${e.message}` })); $("sim-plots").replaceChildren(); }
+        return;
+      }
+    }
+    if (n !== runs) return;
     sim.lastReply = reply;
     plot(body, reply);
   }
@@ -158,6 +170,7 @@
       bars: { width: bin, stacks: [{ name: "granted", color: charts.color("granted"), values: granted }, { name: "rejected", color: charts.color("rejected"), values: rejected }],
         attrs: (i) => ({ "data-bin": i, "data-granted": granted[i], "data-rejected": rejected[i] }) } });
     reqChart.id = "plot-requests";
+    reqChart.setAttribute("data-bin-s", bin);
     plots.push(el("div", { class: "plot" }, el("h3", { text: "Requests granted and rejected" }),
       charts.legend([{ name: "granted", color: charts.color("granted") }, { name: "rejected", color: charts.color("rejected") }]), reqChart));
     // The plotted domain: the first one's.
@@ -196,7 +209,10 @@
     return lines.join("\n") + "\n";
   }
 
-  document.addEventListener("DOMContentLoaded", () => {
+  // The scripts run at the end of the body, before app.js's
+  // DOMContentLoaded shows a view: the form is ready, and the URL's state
+  // is read before the first run.
+  {
     for (const [k, id] of Object.entries(FIELDS)) DEFAULTS[k] = $(id).value;
     for (const b of document.querySelectorAll("[data-preset]")) b.addEventListener("click", () => { applyPreset(PRESETS[b.dataset.preset]); run(); });
     $("sim-kind").addEventListener("change", syncKind);
@@ -213,7 +229,7 @@
     const shared = fromURL();
     syncKind(); syncMode(); tableFromTiers();
     sim.restored = shared;
-  });
+  }
 
   let ran = false;
   obol.view("sim", { show() { if (!ran) { ran = true; run(); } } });

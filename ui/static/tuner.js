@@ -64,7 +64,7 @@
       el("div", { class: "scroll" }, t));
   }
 
-  document.addEventListener("DOMContentLoaded", () => $("tuner-form").addEventListener("submit", (e) => { e.preventDefault(); run(); }));
+  $("tuner-form").addEventListener("submit", (e) => { e.preventDefault(); run(); });
   let ran = false;
   obol.view("tuner", { show() { if (!ran) { ran = true; run(); } } });
 })();
