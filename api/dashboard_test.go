@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/valyala/fasthttp"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -138,4 +139,23 @@ func TestSimulateTraceMsgpack(t *testing.T) {
 	if len(m.Decisions) != 1 || len(m.Trace) != 1 || m.Trace[0].TATMs != 1000 {
 		t.Errorf("reply %+v, want one decision and a trace of tat_ms 1000", m)
 	}
+}
+
+// FuzzTraceParam: any query is read without a panic, and only
+// trace=true alone asks for the trace.
+func FuzzTraceParam(f *testing.F) {
+	for _, q := range []string{"", "trace=true", "trace=false", "trace=yes", "x=1", "trace=true&trace=true", "trace", "%zz"} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.SetRequestURI("/v1/simulate?" + q)
+		trace, err := traceParam(&ctx)
+		if trace && err != nil {
+			t.Fatalf("%q: trace and an error %v", q, err)
+		}
+		if trace && ctx.QueryArgs().Len() != 1 {
+			t.Fatalf("%q: trace with %d parameters", q, ctx.QueryArgs().Len())
+		}
+	})
 }

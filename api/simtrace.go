@@ -41,7 +41,10 @@ func traceParam(ctx *fasthttp.RequestCtx) (bool, error) {
 		}
 		seen = true
 	})
-	return trace, err
+	if err != nil {
+		return false, err
+	}
+	return trace, nil
 }
 
 func quoteSnippet(b []byte) string { return `"` + wire.Snippet(b) + `"` }
