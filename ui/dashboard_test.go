@@ -23,7 +23,7 @@ func TestDashboard(t *testing.T) {
 	a := startAgent(t)
 
 	t.Run("live shows a decision made through the socket within 2 s", func(t *testing.T) {
-		b.run(t, "open the live view", chromedp.Navigate(a.base+"/#live"),
+		b.run(t, "open the live view", chromedp.Navigate("about:blank"), chromedp.Navigate(a.base+"/#live"),
 			chromedp.WaitVisible(`#live-table tr[data-resource="demo/search"] .total`))
 		var before string
 		b.run(t, "read the count", chromedp.Text(`tr[data-resource="demo/search"] .total`, &before))
@@ -70,7 +70,7 @@ func TestDashboard(t *testing.T) {
 	})
 
 	t.Run("cluster loads", func(t *testing.T) {
-		b.run(t, "open the cluster view", chromedp.Navigate(a.base+"/#cluster"),
+		b.run(t, "open the cluster view", chromedp.Navigate("about:blank"), chromedp.Navigate(a.base+"/#cluster"),
 			chromedp.WaitVisible(`#peer-table tr[data-peer="node-a"]`),
 			chromedp.WaitVisible(`#overshoot-table tr[data-resource="demo/search"]`))
 		var drift string
@@ -87,7 +87,7 @@ func TestDashboard(t *testing.T) {
 
 	var sharedURL, plotted string
 	t.Run("the Penalties preset plots the rejections where /v1/simulate says", func(t *testing.T) {
-		b.run(t, "run the preset", chromedp.Navigate(a.base+"/#sim"), chromedp.WaitVisible(`#plot-requests`),
+		b.run(t, "run the preset", chromedp.Navigate("about:blank"), chromedp.Navigate(a.base+"/#sim"), chromedp.WaitVisible(`#plot-requests`),
 			chromedp.Click(`[data-preset="penalties"]`),
 			chromedp.Poll(`document.getElementById("sim-tiers").value === "10,1,1,0,40,10,10,50" && window.obolSim.lastReply && window.obolSim.lastRequest.resource.tiers === "10,1,1,0,40,10,10,50" && !!document.querySelector("#plot-requests")`, nil, chromedp.WithPollingTimeout(10*time.Second)))
 		var reqJSON string
@@ -162,7 +162,7 @@ func TestDashboard(t *testing.T) {
 		b.screenshot(t, "simulator-phone-plot")
 		b.run(t, "dark", emulation.SetDeviceMetricsOverride(1280, 800, 1, false),
 			emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}),
-			chromedp.Navigate(sharedURL), chromedp.WaitVisible(`#plot-requests`), scrollTo("#sim-summary"))
+			chromedp.Navigate("about:blank"), chromedp.Navigate(sharedURL), chromedp.WaitVisible(`#plot-requests`), scrollTo("#sim-summary"))
 		b.screenshot(t, "simulator-dark")
 		b.run(t, "light", emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "light"}}))
 		if errs := b.consoleErrors(""); len(errs) > 0 {
@@ -171,7 +171,7 @@ func TestDashboard(t *testing.T) {
 	})
 
 	t.Run("the drift tuner shows the figure the endpoint returns", func(t *testing.T) {
-		b.run(t, "open the tuner", chromedp.Navigate(a.base+"/#tuner"),
+		b.run(t, "open the tuner", chromedp.Navigate("about:blank"), chromedp.Navigate(a.base+"/#tuner"),
 			chromedp.Poll(`!!(window.obolTuner.lastReply || window.obolTuner.lastError)`, nil, chromedp.WithPollingTimeout(20*time.Second)))
 		var status int
 		b.run(t, "read the outcome", chromedp.Evaluate(`window.obolTuner.lastError ? window.obolTuner.lastError.status : 200`, &status))
