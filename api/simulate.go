@@ -288,7 +288,12 @@ func (s *Server) runSimulation(ctx *fasthttp.RequestCtx) {
 			Msg: fmt.Sprintf(`"refund" applies to gcra resources only, this one is %s`, res.Kind)})
 		return
 	}
-	if w := simWork(res, len(sb.requests)); w > maxSimWork {
+	trace, err := traceParam(ctx)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	if w := simWork(res, len(sb.requests)) * traceCost(trace); w > maxSimWork {
 		s.fail(ctx, tooLarge("requests × (tiers + 1) = %d is over the simulation budget of %d; send fewer requests or fewer tiers", w, maxSimWork))
 		return
 	}
@@ -301,7 +306,13 @@ func (s *Server) runSimulation(ctx *fasthttp.RequestCtx) {
 
 	f := replyFormat(ctx)
 	w := replies.NewWriter(f)
-	out := w.Object(make([]byte, 0, 64+len(normalized)+len(sb.requests)*320), 2)
+	fields := 2
+	var tr []byte // the trace, when asked: one item per request
+	if trace {
+		fields = 3
+		tr = w.Array(make([]byte, 0, len(sb.requests)*(16+24*len(res.Tiers))), len(sb.requests))
+	}
+	out := w.Object(make([]byte, 0, 64+len(normalized)+len(sb.requests)*320), fields)
 	if out, err = w.JSON(w.First(out, `,"config":`), normalized); err != nil {
 		s.fail(ctx, err)
 		return
@@ -343,8 +354,18 @@ func (s *Server) runSimulation(ctx *fasthttp.RequestCtx) {
 		default:
 			out = writeDecision(w, out, &d)
 		}
+		if trace {
+			if tr, err = writeTrace(w, tr, i, eng, t, it.domain); err != nil {
+				s.fail(ctx, itemFailure(err, i))
+				return
+			}
+		}
 	}
-	out = w.End(w.EndArray(out))
+	out = w.EndArray(out)
+	if trace {
+		out = append(w.Key(out, `,"trace":`), w.EndArray(tr)...)
+	}
+	out = w.End(out)
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType(contentTypes[f])
 	ctx.Response.SetBodyRaw(out)

@@ -1,0 +1,206 @@
+package ui_test
+
+// browser_test.go drives the dashboard in headless Chromium (chromedp)
+// against a real agent started in-process on a Unix socket and a loopback
+// port. It needs a Chromium binary: it looks for chromium,
+// chromium-browser and google-chrome on PATH, or takes OBOL_CHROMIUM, and
+// skips, saying how to get one, when none is found. With
+// OBOL_UPDATE_SCREENSHOTS=1 it also writes the screenshots of
+// docs/dashboard.md (docs/img/dashboard-*.png).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/obol-dev/obol/api"
+	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/local"
+)
+
+// agent is an agent serving the API on a socket and a loopback port.
+type agent struct {
+	base   string       // http://127.0.0.1:PORT
+	socket *http.Client // through the Unix socket
+}
+
+func startAgent(t *testing.T) *agent {
+	t.Helper()
+	srv := api.New(local.New(config.Default()), api.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeName: "node-a"})
+	sock := filepath.Join(t.TempDir(), "obol.sock")
+	ls, err := api.Listen(api.ListenConfig{Socket: sock, HTTP: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ls) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return &agent{
+		base: "http://" + ls.HTTPAddr(),
+		socket: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+			}}},
+	}
+}
+
+// post sends body to path through the socket and decodes the reply into v;
+// it returns the status.
+func (a *agent) post(t *testing.T, path string, body, v any) int {
+	t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := a.socket.Post("http://obol"+path, "application/json", strings.NewReader(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == 200 && v != nil {
+		if err := json.Unmarshal(data, v); err != nil {
+			t.Fatalf("POST %s: %v: %s", path, err, data)
+		}
+	}
+	return resp.StatusCode
+}
+
+// chromium returns the browser's path, or skips the test.
+func chromium(t *testing.T) string {
+	if p := os.Getenv("OBOL_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no Chromium found: install it (Debian: apt-get install -y chromium; or run .ci/chromium) or set OBOL_CHROMIUM to its path, then go test ./ui")
+	return ""
+}
+
+// browser is one headless Chromium tab with its console errors collected.
+type browser struct {
+	ctx    context.Context
+	mu     sync.Mutex
+	errors []string
+}
+
+func newBrowser(t *testing.T) *browser {
+	path := chromium(t)
+	profile, err := os.MkdirTemp("", "obol-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(profile), chromedp.WindowSize(1280, 800),
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelC := chromedp.NewContext(actx)
+	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() {
+		cancelT()
+		cancelC()
+		cancelA()
+		// Chromium may still be writing its profile as it exits.
+		for i := 0; i < 20 && os.RemoveAll(profile) != nil; i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	b := &browser{ctx: ctx}
+	chromedp.ListenTarget(ctx, func(ev any) {
+		var msg string
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			msg = "exception: " + e.ExceptionDetails.Text
+			if e.ExceptionDetails.Exception != nil {
+				msg += " " + e.ExceptionDetails.Exception.Description
+			}
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.APITypeError {
+				var parts []string
+				for _, a := range e.Args {
+					parts = append(parts, string(a.Value)+a.Description)
+				}
+				msg = "console.error: " + strings.Join(parts, " ")
+			}
+		case *log.EventEntryAdded:
+			if e.Entry.Level == log.LevelError {
+				msg = fmt.Sprintf("log (%s): %s %s", e.Entry.Source, e.Entry.Text, e.Entry.URL)
+			}
+		}
+		if msg != "" {
+			b.mu.Lock()
+			b.errors = append(b.errors, msg)
+			b.mu.Unlock()
+		}
+	})
+	if err := chromedp.Run(ctx, log.Enable(), emulation.SetDeviceMetricsOverride(1280, 800, 1, false)); err != nil {
+		t.Fatalf("starting %s: %v", path, err)
+	}
+	return b
+}
+
+// consoleErrors returns the errors collected since the last call, but
+// those about a URL containing allowed (an endpoint the test knows absent).
+func (b *browser) consoleErrors(allowed string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, e := range b.errors {
+		if allowed == "" || !strings.Contains(e, allowed) {
+			out = append(out, e)
+		}
+	}
+	b.errors = nil
+	return out
+}
+
+func (b *browser) run(t *testing.T, what string, actions ...chromedp.Action) {
+	t.Helper()
+	if err := chromedp.Run(b.ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// screenshot writes docs/img/dashboard-NAME.png when OBOL_UPDATE_SCREENSHOTS=1.
+func (b *browser) screenshot(t *testing.T, name string) {
+	t.Helper()
+	if !screenshots() {
+		return
+	}
+	var png []byte
+	b.run(t, "screenshot "+name, chromedp.Sleep(300*time.Millisecond), chromedp.CaptureScreenshot(&png))
+	if err := os.WriteFile(filepath.Join("..", "docs", "img", "dashboard-"+name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// screenshots reports whether the screenshots are to be written.
+func screenshots() bool { return os.Getenv("OBOL_UPDATE_SCREENSHOTS") == "1" }
