@@ -333,18 +333,18 @@ func TestParseRateLimit(t *testing.T) {
 		want int
 		ok   bool
 	}{
-		{`"default";r=4;t=1`, 4, true},
-		{` "default" ; r=4 ; t=1 `, 4, true},
-		{`"day";r=100;t=3600, "second";r=2;t=1`, 2, true},
-		{`"a;r=1,b";r=8;t=1`, 8, true},
-		{`"p";r=-1;t=1, "q";r=3`, 3, true},
-		{`limit=10, remaining=6, reset=2`, 6, true},
-		{`"default";r=0;t=30`, 0, true},
-		{`"default";q=100;w=60`, 0, false}, // a policy, not a RateLimit value
-		{`r=6`, 0, false},
-		{`"p";r=abc`, 0, false},
-		{``, 0, false},
-		{`"p";r=1234567890123456789`, 0, false},
+		{v: `"default";r=4;t=1`, want: 4, ok: true},
+		{v: ` "default" ; r=4 ; t=1 `, want: 4, ok: true},
+		{v: `"day";r=100;t=3600, "second";r=2;t=1`, want: 2, ok: true},
+		{v: `"a;r=1,b";r=8;t=1`, want: 8, ok: true},
+		{v: `"p";r=-1;t=1, "q";r=3`, want: 3, ok: true},
+		{v: `limit=10, remaining=6, reset=2`, want: 6, ok: true},
+		{v: `"default";r=0;t=30`, want: 0, ok: true},
+		{v: `"default";q=100;w=60`, want: 0, ok: false}, // a policy, not a RateLimit value
+		{v: `r=6`, want: 0, ok: false},
+		{v: `"p";r=abc`, want: 0, ok: false},
+		{v: ``, want: 0, ok: false},
+		{v: `"p";r=1234567890123456789`, want: 0, ok: false},
 	}
 	for _, tc := range cases {
 		if got, ok := ParseRateLimit(tc.v); got != tc.want || ok != tc.ok {
@@ -359,18 +359,18 @@ func TestParseRateLimitRemaining(t *testing.T) {
 		want int
 		ok   bool
 	}{
-		{`42`, 42, true},
-		{` 42 `, 42, true},
-		{`9, 3`, 3, true},
-		{`0`, 0, true},
-		{`x, 12`, 12, true},
-		{`-1`, 0, false},
-		{`4.5`, 0, false},
-		{`1e3`, 0, false},
-		{``, 0, false},
-		{`"p";r=4`, 0, false},
-		{`999999999999999999`, 999999999999999999, true},
-		{`1234567890123456789`, 0, false},
+		{v: `42`, want: 42, ok: true},
+		{v: ` 42 `, want: 42, ok: true},
+		{v: `9, 3`, want: 3, ok: true},
+		{v: `0`, want: 0, ok: true},
+		{v: `x, 12`, want: 12, ok: true},
+		{v: `-1`, want: 0, ok: false},
+		{v: `4.5`, want: 0, ok: false},
+		{v: `1e3`, want: 0, ok: false},
+		{v: ``, want: 0, ok: false},
+		{v: `"p";r=4`, want: 0, ok: false},
+		{v: `999999999999999999`, want: 999999999999999999, ok: true},
+		{v: `1234567890123456789`, want: 0, ok: false},
 	}
 	for _, tc := range cases {
 		if got, ok := ParseRateLimitRemaining(tc.v); got != tc.want || ok != tc.ok {

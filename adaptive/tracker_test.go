@@ -138,17 +138,17 @@ func TestTrackerExpired(t *testing.T) {
 		do   func()
 		want uint64
 	}{
-		{"three admitted at 0 ms", func() {
+		{name: "three admitted at 0 ms", do: func() {
 			for range 3 {
 				tr.Admit(ms(0))
 			}
-		}, 0},
-		{"one admitted at 500 ms", func() { tr.Admit(ms(500)) }, 0},
-		{"an admit at 1000 ms sweeps the three of 0 ms", func() { tr.Admit(ms(1000)) }, 3},
-		{"a complete of an unknown ticket at 1500 ms sweeps the one of 500 ms", func() { _, _ = tr.Complete(999, Success, ms(1500)) }, 4},
-		{"a sweep at 1999 ms finds none", func() { tr.Sweep(ms(1999)) }, 4},
-		{"a sweep at 2000 ms finds the one of 1000 ms", func() { tr.Sweep(ms(2000)) }, 5},
-		{"sweeping again counts nothing twice", func() { tr.Sweep(ms(5000)) }, 5},
+		}, want: 0},
+		{name: "one admitted at 500 ms", do: func() { tr.Admit(ms(500)) }, want: 0},
+		{name: "an admit at 1000 ms sweeps the three of 0 ms", do: func() { tr.Admit(ms(1000)) }, want: 3},
+		{name: "a complete of an unknown ticket at 1500 ms sweeps the one of 500 ms", do: func() { _, _ = tr.Complete(999, Success, ms(1500)) }, want: 4},
+		{name: "a sweep at 1999 ms finds none", do: func() { tr.Sweep(ms(1999)) }, want: 4},
+		{name: "a sweep at 2000 ms finds the one of 1000 ms", do: func() { tr.Sweep(ms(2000)) }, want: 5},
+		{name: "sweeping again counts nothing twice", do: func() { tr.Sweep(ms(5000)) }, want: 5},
 	}
 	for _, s := range steps {
 		s.do()

@@ -285,18 +285,18 @@ func TestBatchMalformedEnvelope(t *testing.T) {
 		name, body string
 		names      []string
 	}{
-		{"empty body", ``, []string{"requests", "missing"}},
-		{"no requests", `{}`, []string{"requests", "missing"}},
-		{"requests not an array", `{"requests":{}}`, []string{"requests", "array"}},
-		{"requests null", `{"requests":null}`, []string{"requests", "array", "null"}},
-		{"requests twice", `{"requests":[],"requests":[]}`, []string{"requests", "twice"}},
-		{"unknown field", `{"requests":[],"atomic":true}`, []string{"atomic", "unknown field"}},
-		{"not an object", `[]`, []string{"body", "object"}},
-		{"truncated after items", `{"requests":[{"resource":"t/gcra","domain":"d"},`, []string{"requests"}},
-		{"syntax error in an item", `{"requests":[{"resource":"t/gcra","domain":"d"},{"resource":"t/gcra","domain":}]}`, []string{"requests", "invalid JSON"}},
-		{"syntax error after an item error", `{"requests":[{"resource":"t/gcra","domain":"d","copies":-1 x}]}`, []string{"requests", "invalid JSON"}},
-		{"trailing data", `{"requests":[]} []`, []string{"body", "after"}},
-		{"trailing comma", `{"requests":[{"resource":"t/gcra","domain":"d"},]}`, []string{"requests", "element"}},
+		{name: "empty body", body: ``, names: []string{"requests", "missing"}},
+		{name: "no requests", body: `{}`, names: []string{"requests", "missing"}},
+		{name: "requests not an array", body: `{"requests":{}}`, names: []string{"requests", "array"}},
+		{name: "requests null", body: `{"requests":null}`, names: []string{"requests", "array", "null"}},
+		{name: "requests twice", body: `{"requests":[],"requests":[]}`, names: []string{"requests", "twice"}},
+		{name: "unknown field", body: `{"requests":[],"atomic":true}`, names: []string{"atomic", "unknown field"}},
+		{name: "not an object", body: `[]`, names: []string{"body", "object"}},
+		{name: "truncated after items", body: `{"requests":[{"resource":"t/gcra","domain":"d"},`, names: []string{"requests"}},
+		{name: "syntax error in an item", body: `{"requests":[{"resource":"t/gcra","domain":"d"},{"resource":"t/gcra","domain":}]}`, names: []string{"requests", "invalid JSON"}},
+		{name: "syntax error after an item error", body: `{"requests":[{"resource":"t/gcra","domain":"d","copies":-1 x}]}`, names: []string{"requests", "invalid JSON"}},
+		{name: "trailing data", body: `{"requests":[]} []`, names: []string{"body", "after"}},
+		{name: "trailing comma", body: `{"requests":[{"resource":"t/gcra","domain":"d"},]}`, names: []string{"requests", "element"}},
 	} {
 		r := h.post("/v1/batch", tc.body)
 		code, msg := errorReply(t, r.body)

@@ -19,13 +19,13 @@ func TestDashboardFiles(t *testing.T) {
 		status   int
 		contains string
 	}{
-		{"/", "text/html; charset=utf-8", 200, "<title>obol dashboard</title>"},
-		{"/ui/app.js", "text/javascript; charset=utf-8", 200, "obol.view"},
-		{"/ui/style.css", "text/css; charset=utf-8", 200, "prefers-color-scheme"},
-		{"/ui/favicon.svg", "image/svg+xml", 200, "<svg"},
-		{"/ui/nope.js", "application/json", 404, `no dashboard file \"nope.js\"`},
-		{"/ui/..%2fassets.go", "application/json", 404, "no endpoint GET /assets.go"}, // the path is cleaned first
-		{"/ui/", "application/json", 404, "no endpoint"},
+		{path: "/", ct: "text/html; charset=utf-8", status: 200, contains: "<title>obol dashboard</title>"},
+		{path: "/ui/app.js", ct: "text/javascript; charset=utf-8", status: 200, contains: "obol.view"},
+		{path: "/ui/style.css", ct: "text/css; charset=utf-8", status: 200, contains: "prefers-color-scheme"},
+		{path: "/ui/favicon.svg", ct: "image/svg+xml", status: 200, contains: "<svg"},
+		{path: "/ui/nope.js", ct: "application/json", status: 404, contains: `no dashboard file \"nope.js\"`},
+		{path: "/ui/..%2fassets.go", ct: "application/json", status: 404, contains: "no endpoint GET /assets.go"}, // the path is cleaned first
+		{path: "/ui/", ct: "application/json", status: 404, contains: "no endpoint"},
 	} {
 		r := h.do("GET", tc.path, "")
 		if r.status != tc.status || r.header.Get("Content-Type") != tc.ct || !strings.Contains(string(r.body), tc.contains) {

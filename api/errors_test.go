@@ -17,14 +17,14 @@ func TestClassify(t *testing.T) {
 		status int
 		code   string
 	}{
-		{local.ErrBadRequest, 400, "bad_request"},
-		{local.ErrCostOverBurst, 400, "cost_over_burst"},
-		{local.ErrUnknownResource, 404, "unknown_resource"},
-		{local.ErrUnknownHold, 404, "unknown_hold"},
-		{local.ErrUnknownSession, 404, "unknown_session"},
-		{local.ErrUnknownTransfer, 404, "unknown_transfer"},
-		{local.ErrWrongKind, 409, "wrong_kind"},
-		{local.ErrOverRelease, 409, "over_release"},
+		{err: local.ErrBadRequest, status: 400, code: "bad_request"},
+		{err: local.ErrCostOverBurst, status: 400, code: "cost_over_burst"},
+		{err: local.ErrUnknownResource, status: 404, code: "unknown_resource"},
+		{err: local.ErrUnknownHold, status: 404, code: "unknown_hold"},
+		{err: local.ErrUnknownSession, status: 404, code: "unknown_session"},
+		{err: local.ErrUnknownTransfer, status: 404, code: "unknown_transfer"},
+		{err: local.ErrWrongKind, status: 409, code: "wrong_kind"},
+		{err: local.ErrOverRelease, status: 409, code: "over_release"},
 	}
 	for _, tc := range cases {
 		err := fmt.Errorf("%w: the value %q", tc.err, "v")

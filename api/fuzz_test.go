@@ -50,7 +50,7 @@ func checkBody(t *testing.T, data []byte, b *wireBody, required fieldSet) {
 		bit    fieldSet
 		v      int64
 		lo, hi int64
-	}{{fCopies, b.copies, 0, maxCopies}, {fMinCopies, b.minCopies, 0, maxCopies}, {fTTL, b.ttlMs, 1, maxTTLms}, {fAtMs, b.atMs, 0, maxAtMs}} {
+	}{{bit: fCopies, v: b.copies, lo: 0, hi: maxCopies}, {bit: fMinCopies, v: b.minCopies, lo: 0, hi: maxCopies}, {bit: fTTL, v: b.ttlMs, lo: 1, hi: maxTTLms}, {bit: fAtMs, v: b.atMs, lo: 0, hi: maxAtMs}} {
 		if !b.has(f.bit) {
 			continue
 		}

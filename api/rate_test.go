@@ -57,8 +57,8 @@ func TestRequestGCRABoulder(t *testing.T) {
 		at                                 time.Duration
 		granted, remaining, retry, resetMs int64
 	}{
-		{0, 1, 19, 0, 50},
-		{5 * time.Millisecond, 1, 18, 0, 95},
+		{at: 0, granted: 1, remaining: 19, retry: 0, resetMs: 50},
+		{at: 5 * time.Millisecond, granted: 1, remaining: 18, retry: 0, resetMs: 95},
 	}
 	for i, s := range steps {
 		h.clock.set(t0.Add(s.at))

@@ -128,20 +128,20 @@ func TestTopErrors(t *testing.T) {
 		code   string
 		msg    string // a part of the message
 	}{
-		{"", 400, codeBadRequest, "resource: required query parameter is missing"},
-		{"by=granted", 400, codeBadRequest, "resource: required"},
-		{"resource=o/gcra&by=allowed", 400, codeBadRequest, `by: must be "rejected" or "granted", got "allowed"`},
-		{"resource=o/gcra&n=0", 400, codeBadRequest, `n: must be an integer in [1, 100], got "0"`},
-		{"resource=o/gcra&n=101", 400, codeBadRequest, `n: must be an integer in [1, 100], got "101"`},
-		{"resource=o/gcra&n=ten", 400, codeBadRequest, `got "ten"`},
-		{"resource=o/gcra&n=", 400, codeBadRequest, `got ""`},
-		{"resource=o/gcra&domain=a", 400, codeBadRequest, `domain: unknown query parameter; expected one of resource, by, n`},
-		{"resource=o/gcra&resource=o/tiers", 400, codeBadRequest, "resource: given twice"},
-		{"resource=o/gcra&by=granted&by=rejected", 400, codeBadRequest, "by: given twice"},
-		{"resource=", 400, codeBadRequest, "resource"},
-		{"resource=nope/x", 404, codeUnknownResource, `"nope/x" has no config`},
-		{"resource=open/x", 404, codeUnknownResource, `"open/x" has no config (/v1/top counts configured resources only)`},
-		{"resource=o/login", 409, codeWrongKind, `"o/login" is an adaptive resource`},
+		{query: "", status: 400, code: codeBadRequest, msg: "resource: required query parameter is missing"},
+		{query: "by=granted", status: 400, code: codeBadRequest, msg: "resource: required"},
+		{query: "resource=o/gcra&by=allowed", status: 400, code: codeBadRequest, msg: `by: must be "rejected" or "granted", got "allowed"`},
+		{query: "resource=o/gcra&n=0", status: 400, code: codeBadRequest, msg: `n: must be an integer in [1, 100], got "0"`},
+		{query: "resource=o/gcra&n=101", status: 400, code: codeBadRequest, msg: `n: must be an integer in [1, 100], got "101"`},
+		{query: "resource=o/gcra&n=ten", status: 400, code: codeBadRequest, msg: `got "ten"`},
+		{query: "resource=o/gcra&n=", status: 400, code: codeBadRequest, msg: `got ""`},
+		{query: "resource=o/gcra&domain=a", status: 400, code: codeBadRequest, msg: `domain: unknown query parameter; expected one of resource, by, n`},
+		{query: "resource=o/gcra&resource=o/tiers", status: 400, code: codeBadRequest, msg: "resource: given twice"},
+		{query: "resource=o/gcra&by=granted&by=rejected", status: 400, code: codeBadRequest, msg: "by: given twice"},
+		{query: "resource=", status: 400, code: codeBadRequest, msg: "resource"},
+		{query: "resource=nope/x", status: 404, code: codeUnknownResource, msg: `"nope/x" has no config`},
+		{query: "resource=open/x", status: 404, code: codeUnknownResource, msg: `"open/x" has no config (/v1/top counts configured resources only)`},
+		{query: "resource=o/login", status: 409, code: codeWrongKind, msg: `"o/login" is an adaptive resource`},
 	} {
 		r := h.do("GET", "/v1/top?"+tc.query, "")
 		code, msg := errorReply(t, r.body)

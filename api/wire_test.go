@@ -17,14 +17,14 @@ func TestDurations(t *testing.T) {
 		d             time.Duration
 		ms, sec, retr int64
 	}{
-		{0, 0, 0, 0},
-		{time.Nanosecond, 1, 1, 1},
-		{time.Millisecond, 1, 1, 1},
-		{time.Millisecond + 1, 2, 1, 2},
-		{time.Second, 1000, 1, 1000},
-		{time.Second + 1, 1001, 2, 1001},
-		{-5 * time.Second, 0, 0, 0},
-		{local.Never, 0, 0, -1},
+		{d: 0, ms: 0, sec: 0, retr: 0},
+		{d: time.Nanosecond, ms: 1, sec: 1, retr: 1},
+		{d: time.Millisecond, ms: 1, sec: 1, retr: 1},
+		{d: time.Millisecond + 1, ms: 2, sec: 1, retr: 2},
+		{d: time.Second, ms: 1000, sec: 1, retr: 1000},
+		{d: time.Second + 1, ms: 1001, sec: 2, retr: 1001},
+		{d: -5 * time.Second, ms: 0, sec: 0, retr: 0},
+		{d: local.Never, ms: 0, sec: 0, retr: -1},
 	}
 	for _, tc := range cases {
 		if got := ceilMs(tc.d); got != tc.ms {

@@ -15,17 +15,17 @@ func TestErrorCodesFromStub(t *testing.T) {
 		code   string
 		want   error
 	}{
-		{400, "bad_request", ErrBadRequest},
-		{400, "cost_over_burst", ErrCostOverBurst},
-		{404, "unknown_resource", ErrUnknownResource},
-		{404, "unknown_hold", ErrUnknownHold},
-		{404, "unknown_session", ErrUnknownSession},
-		{404, "unknown_transfer", ErrUnknownTransfer},
-		{409, "wrong_kind", ErrWrongKind},
-		{409, "over_release", ErrOverRelease},
-		{413, "too_large", ErrTooLarge},
-		{404, "not_found", ErrNotFound},
-		{418, "teapot", nil}, // a code the client does not know: an APIError all the same
+		{status: 400, code: "bad_request", want: ErrBadRequest},
+		{status: 400, code: "cost_over_burst", want: ErrCostOverBurst},
+		{status: 404, code: "unknown_resource", want: ErrUnknownResource},
+		{status: 404, code: "unknown_hold", want: ErrUnknownHold},
+		{status: 404, code: "unknown_session", want: ErrUnknownSession},
+		{status: 404, code: "unknown_transfer", want: ErrUnknownTransfer},
+		{status: 409, code: "wrong_kind", want: ErrWrongKind},
+		{status: 409, code: "over_release", want: ErrOverRelease},
+		{status: 413, code: "too_large", want: ErrTooLarge},
+		{status: 404, code: "not_found", want: ErrNotFound},
+		{status: 418, code: "teapot", want: nil}, // a code the client does not know: an APIError all the same
 	} {
 		t.Run(tc.code, func(t *testing.T) {
 			sock := startStub(t, func(ctx *fasthttp.RequestCtx) {

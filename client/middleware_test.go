@@ -113,7 +113,7 @@ func TestRetryAfterSeconds(t *testing.T) {
 		d    int64 // ms
 		want int64
 		ok   bool
-	}{{0, 1, true}, {1, 1, true}, {1000, 1, true}, {1001, 2, true}, {-1, 0, false}} {
+	}{{d: 0, want: 1, ok: true}, {d: 1, want: 1, ok: true}, {d: 1000, want: 1, ok: true}, {d: 1001, want: 2, ok: true}, {d: -1, want: 0, ok: false}} {
 		d := Never
 		if tc.d >= 0 {
 			d = time.Duration(tc.d) * time.Millisecond

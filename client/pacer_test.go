@@ -104,11 +104,11 @@ func TestPaceErrors(t *testing.T) {
 		want error
 		says string
 	}{
-		{"pace on gcra", errOf(c.Pace(ctx, "t/gcra")), ErrWrongKind, "pace is for pacer resources"},
-		{"pace unknown", errOf(c.Pace(ctx, "zz/x")), ErrUnknownResource, "zz/x"},
-		{"pace no resource", errOf(c.Pace(ctx, "")), ErrBadRequest, "resource: required"},
-		{"observe on tiers", c.Observe(ctx, "t/tiers", 200, nil), ErrWrongKind, "observe is for pacer resources"},
-		{"observe status", c.Observe(ctx, "t/pacer", 42, nil), ErrBadRequest, "status: must be an HTTP status code in [100, 599], got 42"},
+		{name: "pace on gcra", err: errOf(c.Pace(ctx, "t/gcra")), want: ErrWrongKind, says: "pace is for pacer resources"},
+		{name: "pace unknown", err: errOf(c.Pace(ctx, "zz/x")), want: ErrUnknownResource, says: "zz/x"},
+		{name: "pace no resource", err: errOf(c.Pace(ctx, "")), want: ErrBadRequest, says: "resource: required"},
+		{name: "observe on tiers", err: c.Observe(ctx, "t/tiers", 200, nil), want: ErrWrongKind, says: "observe is for pacer resources"},
+		{name: "observe status", err: c.Observe(ctx, "t/pacer", 42, nil), want: ErrBadRequest, says: "status: must be an HTTP status code in [100, 599], got 42"},
 	} {
 		if !errors.Is(tc.err, tc.want) || !strings.Contains(tc.err.Error(), tc.says) {
 			t.Errorf("%s: %v, want %v saying %q", tc.name, tc.err, tc.want, tc.says)

@@ -366,32 +366,32 @@ func TestSFParam(t *testing.T) {
 		want int64
 		ok   bool
 	}{
-		{`"t1";r=4;t=1`, 'r', 4, true},
-		{`"t1";r=4;t=1`, 't', 1, true},
-		{`"t0";r=0`, 't', 0, false},
-		{`"a;r=9";r=4;t=12`, 'r', 4, true},
-		{`"a\";r=9";r=4;t=12`, 'r', 4, true},
-		{`"a\\";r=4`, 'r', 4, true},
-		{`  "gcra"; r=20; t=1`, 't', 1, true},
-		{`"t1";r=4;t=1, "t2";r=0;t=9`, 't', 1, true}, // the first member
-		{`hard;r=0;t=3`, 't', 3, true},               // a token item
-		{`"x";pk=:abc=:;r=1`, 'r', 0, false},         // a byte sequence: not read
-		{`"x";n="a;r=2";r=1`, 'r', 1, true},
-		{`"x";r=-1`, 'r', -1, true},
-		{`"x";r=1;r=2`, 'r', 2, true},
-		{`"x"`, 'r', 0, false},
-		{``, 'r', 0, false},
-		{`"x";r=abc`, 'r', 0, false},
-		{`"x";r="4"`, 'r', 0, false},
-		{`"x";r=4.5`, 'r', 0, false},
-		{`"x";r=1234567890123456`, 'r', 0, false},
-		{`"x";R=4`, 'r', 0, false},
-		{`"x" ;r=4`, 'r', 0, false},
-		{`"x`, 'r', 0, false},
-		{`"x\q";r=4`, 'r', 0, false},
-		{`"x";r=4x`, 'r', 0, false},
-		{`4;r=4`, 'r', 0, false},
-		{`"x";r`, 'r', 0, false},
+		{v: `"t1";r=4;t=1`, name: 'r', want: 4, ok: true},
+		{v: `"t1";r=4;t=1`, name: 't', want: 1, ok: true},
+		{v: `"t0";r=0`, name: 't', want: 0, ok: false},
+		{v: `"a;r=9";r=4;t=12`, name: 'r', want: 4, ok: true},
+		{v: `"a\";r=9";r=4;t=12`, name: 'r', want: 4, ok: true},
+		{v: `"a\\";r=4`, name: 'r', want: 4, ok: true},
+		{v: `  "gcra"; r=20; t=1`, name: 't', want: 1, ok: true},
+		{v: `"t1";r=4;t=1, "t2";r=0;t=9`, name: 't', want: 1, ok: true}, // the first member
+		{v: `hard;r=0;t=3`, name: 't', want: 3, ok: true},               // a token item
+		{v: `"x";pk=:abc=:;r=1`, name: 'r', want: 0, ok: false},         // a byte sequence: not read
+		{v: `"x";n="a;r=2";r=1`, name: 'r', want: 1, ok: true},
+		{v: `"x";r=-1`, name: 'r', want: -1, ok: true},
+		{v: `"x";r=1;r=2`, name: 'r', want: 2, ok: true},
+		{v: `"x"`, name: 'r', want: 0, ok: false},
+		{v: ``, name: 'r', want: 0, ok: false},
+		{v: `"x";r=abc`, name: 'r', want: 0, ok: false},
+		{v: `"x";r="4"`, name: 'r', want: 0, ok: false},
+		{v: `"x";r=4.5`, name: 'r', want: 0, ok: false},
+		{v: `"x";r=1234567890123456`, name: 'r', want: 0, ok: false},
+		{v: `"x";R=4`, name: 'r', want: 0, ok: false},
+		{v: `"x" ;r=4`, name: 'r', want: 0, ok: false},
+		{v: `"x`, name: 'r', want: 0, ok: false},
+		{v: `"x\q";r=4`, name: 'r', want: 0, ok: false},
+		{v: `"x";r=4x`, name: 'r', want: 0, ok: false},
+		{v: `4;r=4`, name: 'r', want: 0, ok: false},
+		{v: `"x";r`, name: 'r', want: 0, ok: false},
 	} {
 		if got, ok := sfParam(tc.v, tc.name); got != tc.want || ok != tc.ok {
 			t.Errorf("sfParam(%q, %c) = %d, %v; want %d, %v", tc.v, tc.name, got, ok, tc.want, tc.ok)

@@ -115,11 +115,11 @@ func TestSplitName(t *testing.T) {
 		in, ns, name string
 		ok           bool
 	}{
-		{"api/search", "api", "search", true},
-		{"api/v2/search", "api", "v2/search", true},
-		{"search", "", "", false},
-		{"/search", "", "", false},
-		{"api/", "", "", false},
+		{in: "api/search", ns: "api", name: "search", ok: true},
+		{in: "api/v2/search", ns: "api", name: "v2/search", ok: true},
+		{in: "search", ns: "", name: "", ok: false},
+		{in: "/search", ns: "", name: "", ok: false},
+		{in: "api/", ns: "", name: "", ok: false},
 	} {
 		ns, name, ok := SplitName(tt.in)
 		if ns != tt.ns || name != tt.name || ok != tt.ok {

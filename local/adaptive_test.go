@@ -122,16 +122,16 @@ func TestAdaptiveWrongKindAndUnknown(t *testing.T) {
 		want error
 		says string
 	}{
-		{"admit on gcra", func() error { _, err := e.Admit(at(0), "a/gcra"); return err }, ErrWrongKind, `"a/gcra" is a gcra resource; admit is for adaptive resources`},
-		{"admit on copies", func() error { _, err := e.Admit(at(0), "a/jobs"); return err }, ErrWrongKind, "admit is for adaptive resources"},
-		{"request on adaptive", func() error { _, err := e.Request(at(0), "a/login", "d", 1, 1); return err }, ErrWrongKind, `"a/login" is an adaptive resource; request is for tiers and gcra resources`},
-		{"refund on adaptive", func() error { _, err := e.Refund(at(0), "a/login", "d", 1); return err }, ErrWrongKind, "is an adaptive resource; refund"},
-		{"reserve on adaptive", func() error {
+		{name: "admit on gcra", call: func() error { _, err := e.Admit(at(0), "a/gcra"); return err }, want: ErrWrongKind, says: `"a/gcra" is a gcra resource; admit is for adaptive resources`},
+		{name: "admit on copies", call: func() error { _, err := e.Admit(at(0), "a/jobs"); return err }, want: ErrWrongKind, says: "admit is for adaptive resources"},
+		{name: "request on adaptive", call: func() error { _, err := e.Request(at(0), "a/login", "d", 1, 1); return err }, want: ErrWrongKind, says: `"a/login" is an adaptive resource; request is for tiers and gcra resources`},
+		{name: "refund on adaptive", call: func() error { _, err := e.Refund(at(0), "a/login", "d", 1); return err }, want: ErrWrongKind, says: "is an adaptive resource; refund"},
+		{name: "reserve on adaptive", call: func() error {
 			sid, _ := e.OpenSession(at(0), time.Minute)
 			_, err := e.Reserve(at(0), "a/login", "d", 1, 1, sid)
 			return err
-		}, ErrWrongKind, "reserve is for copies resources"},
-		{"admit unknown", func() error { _, err := e.Admit(at(0), "nope/x"); return err }, ErrUnknownResource, `"nope/x"`},
+		}, want: ErrWrongKind, says: "reserve is for copies resources"},
+		{name: "admit unknown", call: func() error { _, err := e.Admit(at(0), "nope/x"); return err }, want: ErrUnknownResource, says: `"nope/x"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

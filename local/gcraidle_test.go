@@ -18,19 +18,19 @@ func TestIdleLogTake(t *testing.T) {
 		want      int64
 		wantAfter []idleGap
 	}{
-		{"none", nil, 0, 50, 0, nil},
-		{"gap before at", []idleGap{e(0, 10)}, 10, 50, 0, []idleGap{e(0, 10)}},
-		{"whole gap", []idleGap{e(10, 20)}, 0, 50, 10, nil},
-		{"head", []idleGap{e(10, 20)}, 5, 4, 4, []idleGap{e(14, 20)}},
-		{"tail from at", []idleGap{e(10, 20)}, 15, 50, 5, []idleGap{e(10, 15)}},
-		{"middle splits", []idleGap{e(10, 20)}, 12, 3, 3, []idleGap{e(10, 12), e(15, 20)}},
-		{"earliest first", []idleGap{e(10, 20), e(30, 40)}, 0, 15, 15, []idleGap{e(35, 40)}},
-		{"across gaps", []idleGap{e(10, 20), e(30, 40), e(50, 60)}, 35, 100, 15, []idleGap{e(10, 20), e(30, 35)}},
-		{"middle when full: merged", []idleGap{e(10, 20), e(30, 40), e(50, 60), e(70, 80)}, 12, 3, 3,
-			[]idleGap{{10, 20, 7}, e(30, 40), e(50, 60), e(70, 80)}},
-		{"merged, at before its span", []idleGap{{10, 40, 12}}, 0, 5, 5, []idleGap{{10, 40, 7}}},
-		{"merged, at inside: idle taken as early as it can lie", []idleGap{{10, 40, 12}}, 15, 50, 7, []idleGap{{10, 40, 5}}},
-		{"merged, at past its idle", []idleGap{{10, 40, 12}}, 30, 50, 0, []idleGap{{10, 40, 12}}},
+		{name: "none", gaps: nil, at: 0, need: 50, want: 0, wantAfter: nil},
+		{name: "gap before at", gaps: []idleGap{e(0, 10)}, at: 10, need: 50, want: 0, wantAfter: []idleGap{e(0, 10)}},
+		{name: "whole gap", gaps: []idleGap{e(10, 20)}, at: 0, need: 50, want: 10, wantAfter: nil},
+		{name: "head", gaps: []idleGap{e(10, 20)}, at: 5, need: 4, want: 4, wantAfter: []idleGap{e(14, 20)}},
+		{name: "tail from at", gaps: []idleGap{e(10, 20)}, at: 15, need: 50, want: 5, wantAfter: []idleGap{e(10, 15)}},
+		{name: "middle splits", gaps: []idleGap{e(10, 20)}, at: 12, need: 3, want: 3, wantAfter: []idleGap{e(10, 12), e(15, 20)}},
+		{name: "earliest first", gaps: []idleGap{e(10, 20), e(30, 40)}, at: 0, need: 15, want: 15, wantAfter: []idleGap{e(35, 40)}},
+		{name: "across gaps", gaps: []idleGap{e(10, 20), e(30, 40), e(50, 60)}, at: 35, need: 100, want: 15, wantAfter: []idleGap{e(10, 20), e(30, 35)}},
+		{name: "middle when full: merged", gaps: []idleGap{e(10, 20), e(30, 40), e(50, 60), e(70, 80)}, at: 12, need: 3, want: 3,
+			wantAfter: []idleGap{{10, 20, 7}, e(30, 40), e(50, 60), e(70, 80)}},
+		{name: "merged, at before its span", gaps: []idleGap{{10, 40, 12}}, at: 0, need: 5, want: 5, wantAfter: []idleGap{{10, 40, 7}}},
+		{name: "merged, at inside: idle taken as early as it can lie", gaps: []idleGap{{10, 40, 12}}, at: 15, need: 50, want: 7, wantAfter: []idleGap{{10, 40, 5}}},
+		{name: "merged, at past its idle", gaps: []idleGap{{10, 40, 12}}, at: 30, need: 50, want: 0, wantAfter: []idleGap{{10, 40, 12}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -104,15 +104,15 @@ func TestPacerErrors(t *testing.T) {
 		want error
 		says string
 	}{
-		{"status 99", errOf(e.Observe(at(0), "p/keep", 99, 1)), ErrBadRequest, "status: must be an HTTP status code in [100, 599], got 99"},
-		{"status 600", errOf(e.Observe(at(0), "p/keep", 600, 1)), ErrBadRequest, "got 600"},
-		{"remaining too large", errOf(e.Observe(at(0), "p/keep", 200, MaxRemaining+1)), ErrBadRequest, "remaining: must be at most 999999999999999999"},
-		{"pace on gcra", errOf(e.Pace(at(0), "p/gcra")), ErrWrongKind, `"p/gcra" is a gcra resource; pace is for pacer resources`},
-		{"observe on gcra", errOf(e.Observe(at(0), "p/gcra", 200, 1)), ErrWrongKind, "observe is for pacer resources"},
-		{"request on a pacer", errOf(e.Request(at(0), "p/keep", "d", 1, 1)), ErrWrongKind, `"p/keep" is a pacer resource; request is for tiers and gcra resources`},
-		{"admit on a pacer", errOf(e.Admit(at(0), "p/keep")), ErrWrongKind, "admit is for adaptive resources"},
-		{"refund on a pacer", errOf(e.Refund(at(0), "p/keep", "d", 1)), ErrWrongKind, "refund is for gcra resources"},
-		{"unknown", errOf(e.Pace(at(0), "zz/x")), ErrUnknownResource, `"zz/x" has no config`},
+		{name: "status 99", err: errOf(e.Observe(at(0), "p/keep", 99, 1)), want: ErrBadRequest, says: "status: must be an HTTP status code in [100, 599], got 99"},
+		{name: "status 600", err: errOf(e.Observe(at(0), "p/keep", 600, 1)), want: ErrBadRequest, says: "got 600"},
+		{name: "remaining too large", err: errOf(e.Observe(at(0), "p/keep", 200, MaxRemaining+1)), want: ErrBadRequest, says: "remaining: must be at most 999999999999999999"},
+		{name: "pace on gcra", err: errOf(e.Pace(at(0), "p/gcra")), want: ErrWrongKind, says: `"p/gcra" is a gcra resource; pace is for pacer resources`},
+		{name: "observe on gcra", err: errOf(e.Observe(at(0), "p/gcra", 200, 1)), want: ErrWrongKind, says: "observe is for pacer resources"},
+		{name: "request on a pacer", err: errOf(e.Request(at(0), "p/keep", "d", 1, 1)), want: ErrWrongKind, says: `"p/keep" is a pacer resource; request is for tiers and gcra resources`},
+		{name: "admit on a pacer", err: errOf(e.Admit(at(0), "p/keep")), want: ErrWrongKind, says: "admit is for adaptive resources"},
+		{name: "refund on a pacer", err: errOf(e.Refund(at(0), "p/keep", "d", 1)), want: ErrWrongKind, says: "refund is for gcra resources"},
+		{name: "unknown", err: errOf(e.Pace(at(0), "zz/x")), want: ErrUnknownResource, says: `"zz/x" has no config`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !errors.Is(tc.err, tc.want) || !strings.Contains(tc.err.Error(), tc.says) {

@@ -11,17 +11,17 @@ func TestLookup(t *testing.T) {
 		name, ct string
 		ok       bool
 	}{
-		{"app.js", "text/javascript; charset=utf-8", true},
-		{"style.css", "text/css; charset=utf-8", true},
-		{"index.html", "text/html; charset=utf-8", true},
-		{"favicon.svg", "image/svg+xml", true},
-		{"", "", false},
-		{"nope.js", "", false},
-		{"../assets.go", "", false},
-		{"static/app.js", "", false},
-		{`..\app.js`, "", false},
-		{".hidden.js", "", false},
-		{"assets.go", "", false},
+		{name: "app.js", ct: "text/javascript; charset=utf-8", ok: true},
+		{name: "style.css", ct: "text/css; charset=utf-8", ok: true},
+		{name: "index.html", ct: "text/html; charset=utf-8", ok: true},
+		{name: "favicon.svg", ct: "image/svg+xml", ok: true},
+		{name: "", ct: "", ok: false},
+		{name: "nope.js", ct: "", ok: false},
+		{name: "../assets.go", ct: "", ok: false},
+		{name: "static/app.js", ct: "", ok: false},
+		{name: `..\app.js`, ct: "", ok: false},
+		{name: ".hidden.js", ct: "", ok: false},
+		{name: "assets.go", ct: "", ok: false},
 	} {
 		body, ct, ok := Lookup(tc.name)
 		if ok != tc.ok || ct != tc.ct || ok == (len(body) == 0) {

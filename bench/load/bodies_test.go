@@ -155,15 +155,15 @@ func TestCheckReply(t *testing.T) {
 		dec, gr       int
 		wantErrSubstr string
 	}{
-		{requestJSON, map[string]any{"granted": 1, "remaining": 4}, 1, 1, ""},
-		{requestJSON, map[string]any{"granted": 0, "retry_after_ms": 200}, 1, 0, ""},
-		{requestJSON, map[string]any{"remaining": 4}, 0, 0, "without granted"},
-		{requestJSON, map[string]any{"error": map[string]any{"code": "bad_request", "message": "x"}}, 0, 0, "bad_request"},
-		{requestMsgpack, map[string]any{"granted": 2}, 1, 1, ""},
-		{scenario{enc: encJSON, batch: 2}, map[string]any{"responses": []any{map[string]any{"granted": 1}, map[string]any{"granted": 0}}}, 2, 1, ""},
-		{scenario{enc: encMsgpack, batch: 2}, map[string]any{"responses": []any{map[string]any{"granted": 1}, map[string]any{"granted": 1}}}, 2, 2, ""},
-		{scenario{enc: encJSON, batch: 3}, map[string]any{"responses": []any{map[string]any{"granted": 1}}}, 0, 0, "1 responses, want 3"},
-		{scenario{enc: encJSON, batch: 2}, map[string]any{"responses": []any{map[string]any{"granted": 1}, map[string]any{"error": map[string]any{"code": "unknown_resource"}}}}, 0, 0, "batch item 1: error unknown_resource"},
+		{sc: requestJSON, body: map[string]any{"granted": 1, "remaining": 4}, dec: 1, gr: 1, wantErrSubstr: ""},
+		{sc: requestJSON, body: map[string]any{"granted": 0, "retry_after_ms": 200}, dec: 1, gr: 0, wantErrSubstr: ""},
+		{sc: requestJSON, body: map[string]any{"remaining": 4}, dec: 0, gr: 0, wantErrSubstr: "without granted"},
+		{sc: requestJSON, body: map[string]any{"error": map[string]any{"code": "bad_request", "message": "x"}}, dec: 0, gr: 0, wantErrSubstr: "bad_request"},
+		{sc: requestMsgpack, body: map[string]any{"granted": 2}, dec: 1, gr: 1, wantErrSubstr: ""},
+		{sc: scenario{enc: encJSON, batch: 2}, body: map[string]any{"responses": []any{map[string]any{"granted": 1}, map[string]any{"granted": 0}}}, dec: 2, gr: 1, wantErrSubstr: ""},
+		{sc: scenario{enc: encMsgpack, batch: 2}, body: map[string]any{"responses": []any{map[string]any{"granted": 1}, map[string]any{"granted": 1}}}, dec: 2, gr: 2, wantErrSubstr: ""},
+		{sc: scenario{enc: encJSON, batch: 3}, body: map[string]any{"responses": []any{map[string]any{"granted": 1}}}, dec: 0, gr: 0, wantErrSubstr: "1 responses, want 3"},
+		{sc: scenario{enc: encJSON, batch: 2}, body: map[string]any{"responses": []any{map[string]any{"granted": 1}, map[string]any{"error": map[string]any{"code": "unknown_resource"}}}}, dec: 0, gr: 0, wantErrSubstr: "batch item 1: error unknown_resource"},
 	} {
 		body, err := tc.sc.enc.marshal(tc.body)
 		if err != nil {
@@ -204,14 +204,14 @@ func TestClassifyProbe(t *testing.T) {
 		unavailable string // a substring, "" for none
 		err         bool
 	}{
-		{"served", requestMsgpack, 200, "application/msgpack", ok, "", false},
-		{"no batch endpoint (JSON error)", batchJSON, 404, "application/json", jsonErr("not_found", "no endpoint POST /v1/batch"), "not served", false},
-		{"no batch endpoint (MessagePack error)", batchMsgpack, 404, "application/msgpack", msgpackErr("not_found", "no endpoint POST /v1/batch"), "not served", false},
-		{"MessagePack refused", requestMsgpack, 400, "application/json", jsonErr("bad_request", "Content-Type: application/msgpack is not supported yet; send JSON"), "does not accept MessagePack", false},
-		{"JSON reply to Accept msgpack", requestMsgpack, 200, "application/json", []byte(`{"granted":1}`), "not implemented", false},
-		{"unknown resource", requestJSON, 404, "application/json", jsonErr("unknown_resource", "no resource bench/x"), "", true},
-		{"a bug", requestJSON, 500, "application/json", jsonErr("internal", "boom"), "", true},
-		{"malformed 200", batchJSON, 200, "application/json", []byte(`{"responses":[]}`), "", true},
+		{name: "served", sc: requestMsgpack, status: 200, ctype: "application/msgpack", body: ok, unavailable: "", err: false},
+		{name: "no batch endpoint (JSON error)", sc: batchJSON, status: 404, ctype: "application/json", body: jsonErr("not_found", "no endpoint POST /v1/batch"), unavailable: "not served", err: false},
+		{name: "no batch endpoint (MessagePack error)", sc: batchMsgpack, status: 404, ctype: "application/msgpack", body: msgpackErr("not_found", "no endpoint POST /v1/batch"), unavailable: "not served", err: false},
+		{name: "MessagePack refused", sc: requestMsgpack, status: 400, ctype: "application/json", body: jsonErr("bad_request", "Content-Type: application/msgpack is not supported yet; send JSON"), unavailable: "does not accept MessagePack", err: false},
+		{name: "JSON reply to Accept msgpack", sc: requestMsgpack, status: 200, ctype: "application/json", body: []byte(`{"granted":1}`), unavailable: "not implemented", err: false},
+		{name: "unknown resource", sc: requestJSON, status: 404, ctype: "application/json", body: jsonErr("unknown_resource", "no resource bench/x"), unavailable: "", err: true},
+		{name: "a bug", sc: requestJSON, status: 500, ctype: "application/json", body: jsonErr("internal", "boom"), unavailable: "", err: true},
+		{name: "malformed 200", sc: batchJSON, status: 200, ctype: "application/json", body: []byte(`{"responses":[]}`), unavailable: "", err: true},
 	} {
 		u, err := classifyProbe(tc.sc, tc.status, []byte(tc.ctype), tc.body)
 		if (tc.unavailable == "") != (u == "") || !strings.Contains(u, tc.unavailable) {

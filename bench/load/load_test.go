@@ -206,12 +206,12 @@ func TestMalformedReplies(t *testing.T) {
 		name, reply, wantErr string
 		sampled              bool // only the fully decoded replies (1 in 64) can fail
 	}{
-		{"not HTTP", "SSH-2.0-x\r\n\r\n", "malformed reply: status line", false},
-		{"chunked", "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "Transfer-Encoding", false},
-		{"wrong type", "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok", `reply Content-Type "text/plain"`, false},
-		{"no decision", "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", "decision without granted", true},
-		{"error status", "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nContent-Length: 43\r\n\r\n" +
-			`{"error":{"code":"busy","message":"later"}}`, "status 429 busy: later", false},
+		{name: "not HTTP", reply: "SSH-2.0-x\r\n\r\n", wantErr: "malformed reply: status line", sampled: false},
+		{name: "chunked", reply: "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", wantErr: "Transfer-Encoding", sampled: false},
+		{name: "wrong type", reply: "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok", wantErr: `reply Content-Type "text/plain"`, sampled: false},
+		{name: "no decision", reply: "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", wantErr: "decision without granted", sampled: true},
+		{name: "error status", reply: "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nContent-Length: 43\r\n\r\n" +
+			`{"error":{"code":"busy","message":"later"}}`, wantErr: "status 429 busy: later", sampled: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -17,13 +17,13 @@ func TestSchedule(t *testing.T) {
 		wantDue     []int64 // the first requests' due instants
 		wantSpacing int64   // between consecutive requests, for many of them
 	}{
-		{"one connection", 0, 1000, 1, 0, []int64{0, ms, 2 * ms, 3 * ms}, ms},
-		{"connection 0 of 4", 5 * ms, 1000, 4, 0, []int64{5 * ms, 9 * ms, 13 * ms}, 4 * ms},
-		{"connection 3 of 4, staggered", 5 * ms, 1000, 4, 3, []int64{8 * ms, 12 * ms, 16 * ms}, 4 * ms},
+		{name: "one connection", start: 0, rate: 1000, conns: 1, g: 0, wantDue: []int64{0, ms, 2 * ms, 3 * ms}, wantSpacing: ms},
+		{name: "connection 0 of 4", start: 5 * ms, rate: 1000, conns: 4, g: 0, wantDue: []int64{5 * ms, 9 * ms, 13 * ms}, wantSpacing: 4 * ms},
+		{name: "connection 3 of 4, staggered", start: 5 * ms, rate: 1000, conns: 4, g: 3, wantDue: []int64{8 * ms, 12 * ms, 16 * ms}, wantSpacing: 4 * ms},
 		// 64 connections at 25,000/s: every 2.56 ms each, 40 µs apart.
-		{"connection 1 of 64", 0, 25000, 64, 1, []int64{40_000, 2_600_000, 5_160_000}, 2_560_000},
+		{name: "connection 1 of 64", start: 0, rate: 25000, conns: 64, g: 1, wantDue: []int64{40_000, 2_600_000, 5_160_000}, wantSpacing: 2_560_000},
 		// A rate above 1/ns still moves forward.
-		{"absurd rate", 0, 1e12, 1, 0, []int64{0, 1, 2}, 1},
+		{name: "absurd rate", start: 0, rate: 1e12, conns: 1, g: 0, wantDue: []int64{0, 1, 2}, wantSpacing: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSchedule(tc.start, tc.rate, tc.conns, tc.g)
@@ -72,17 +72,17 @@ func TestSendRule(t *testing.T) {
 		send       bool
 		wantOrigin int64 // when sent at now
 	}{
-		{"on time", 1000 * us, 1000 * us, true, 1000 * us},
+		{name: "on time", due: 1000 * us, now: 1000 * us, send: true, wantOrigin: 1000 * us},
 		// Late: it leaves at once, and its latency counts from when it was
 		// due (the coordinated-omission correction).
-		{"late", 1000 * us, 1300 * us, true, 1000 * us},
-		{"very late", 0, 10_000 * us, true, 0},
+		{name: "late", due: 1000 * us, now: 1300 * us, send: true, wantOrigin: 1000 * us},
+		{name: "very late", due: 0, now: 10_000 * us, send: true, wantOrigin: 0},
 		// Early by less than the slack: it leaves now, and its latency
 		// counts from now, not from the later due instant.
-		{"early within slack", 1000 * us, 960 * us, true, 960 * us},
-		{"early by the slack", 1000 * us, 950 * us, true, 950 * us},
-		{"early beyond slack", 1000 * us, 949 * us, false, 0},
-		{"far ahead", 1000 * us, 0, false, 0},
+		{name: "early within slack", due: 1000 * us, now: 960 * us, send: true, wantOrigin: 960 * us},
+		{name: "early by the slack", due: 1000 * us, now: 950 * us, send: true, wantOrigin: 950 * us},
+		{name: "early beyond slack", due: 1000 * us, now: 949 * us, send: false, wantOrigin: 0},
+		{name: "far ahead", due: 1000 * us, now: 0, send: false, wantOrigin: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := sendNow(tc.due, tc.now); got != tc.send {

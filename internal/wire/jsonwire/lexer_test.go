@@ -13,12 +13,12 @@ func TestExactInt(t *testing.T) {
 		want int64
 		ok   bool
 	}{
-		{"0", 0, true}, {"-0", 0, true}, {"7", 7, true}, {"-3", -3, true},
-		{"1e3", 1000, true}, {"2.0", 2, true}, {"2.50e1", 25, true}, {"0.05e2", 5, true},
-		{"1000000000", 1e9, true}, {"1e18", 1e18, true}, {"0e999999", 0, true},
-		{"1.5", 0, false}, {"1e-1", 0, false}, {"1e19", 0, false}, {"1e30", 0, false},
-		{"12345678901234567890", 0, false}, {"1e999999999999", 0, false}, {"5e-999999999", 0, false},
-		{"1.0000000000000000000000", 1, true},
+		{tok: "0", want: 0, ok: true}, {tok: "-0", want: 0, ok: true}, {tok: "7", want: 7, ok: true}, {tok: "-3", want: -3, ok: true},
+		{tok: "1e3", want: 1000, ok: true}, {tok: "2.0", want: 2, ok: true}, {tok: "2.50e1", want: 25, ok: true}, {tok: "0.05e2", want: 5, ok: true},
+		{tok: "1000000000", want: 1e9, ok: true}, {tok: "1e18", want: 1e18, ok: true}, {tok: "0e999999", want: 0, ok: true},
+		{tok: "1.5", want: 0, ok: false}, {tok: "1e-1", want: 0, ok: false}, {tok: "1e19", want: 0, ok: false}, {tok: "1e30", want: 0, ok: false},
+		{tok: "12345678901234567890", want: 0, ok: false}, {tok: "1e999999999999", want: 0, ok: false}, {tok: "5e-999999999", want: 0, ok: false},
+		{tok: "1.0000000000000000000000", want: 1, ok: true},
 	}
 	for _, tc := range cases {
 		got, ok := ExactInt([]byte(tc.tok))
@@ -120,9 +120,9 @@ func TestSmallInt(t *testing.T) {
 		ok   bool
 		rest string
 	}{
-		{"0,", 0, true, ","}, {"7}", 7, true, "}"}, {"123 ", 123, true, " "}, {"999999999999999999]", 999999999999999999, true, "]"},
-		{"01,", 0, false, ""}, {"1e3,", 0, false, ""}, {"1.0,", 0, false, ""}, {"-1,", 0, false, ""},
-		{"12", 0, false, ""}, {"1000000000000000000,", 0, false, ""}, {"12x", 0, false, ""}, {",", 0, false, ""},
+		{in: "0,", v: 0, ok: true, rest: ","}, {in: "7}", v: 7, ok: true, rest: "}"}, {in: "123 ", v: 123, ok: true, rest: " "}, {in: "999999999999999999]", v: 999999999999999999, ok: true, rest: "]"},
+		{in: "01,", v: 0, ok: false, rest: ""}, {in: "1e3,", v: 0, ok: false, rest: ""}, {in: "1.0,", v: 0, ok: false, rest: ""}, {in: "-1,", v: 0, ok: false, rest: ""},
+		{in: "12", v: 0, ok: false, rest: ""}, {in: "1000000000000000000,", v: 0, ok: false, rest: ""}, {in: "12x", v: 0, ok: false, rest: ""}, {in: ",", v: 0, ok: false, rest: ""},
 	} {
 		v, end, ok := SmallInt([]byte(tc.in), 0)
 		if ok != tc.ok || (ok && (v != tc.v || tc.in[end:] != tc.rest)) {
