@@ -113,8 +113,16 @@ func mpKey(b []byte, k Key) []byte {
 	return append(append(b, 0xa0|byte(len(k)-4)), k[2:len(k)-2]...)
 }
 
-// Int appends v.
+// Int appends v. A JSON digit (most fields of most replies: granted 1, a
+// tier, a zero) is appended inline; anything else by a call.
 func (w Writer) Int(b []byte, v int64) []byte {
+	if w.f == JSON && uint64(v) < 10 {
+		return append(b, '0'+byte(v))
+	}
+	return w.int(b, v)
+}
+
+func (w Writer) int(b []byte, v int64) []byte {
 	if w.f == Msgpack {
 		return mpwire.AppendInt(b, v)
 	}
