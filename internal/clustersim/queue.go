@@ -9,13 +9,13 @@ import "github.com/obol-dev/obol/gossip/packet"
 type eventKind uint8
 
 const (
-	evRequest eventKind = iota // the node's next request
-	evTick                     // the node's sync tick
-	evHousekeep                // the engine's Step, every second
-	evDeliver                  // a datagram reaches the nodes in to
-	evDeath                    // the node dies
-	evDetect                   // survivors learn of the node's death
-	evProbe                    // a probe hit (Scenario.ProbeEvery)
+	evRequest   eventKind = iota // the node's next request
+	evTick                       // the node's sync tick
+	evHousekeep                  // the engine's Step, every second
+	evDeliver                    // a datagram reaches the nodes in to
+	evDeath                      // the node dies
+	evDetect                     // survivors learn of the node's death
+	evProbe                      // a probe hit (Scenario.ProbeEvery)
 )
 
 type event struct {

@@ -35,7 +35,7 @@ type Result struct {
 	// Requests, Grants and Denials over the whole run.
 	Requests, Grants, Denials int
 	// Convergence of the sampled hits (see the package doc).
-	ConvergenceP50, ConvergenceP99, ConvergenceMax time.Duration
+	ConvergenceP50, ConvergenceP99, ConvergenceMax  time.Duration
 	ConvergenceSamples, Unconverged, SamplesDropped int
 	// Bytes and datagrams sent per node per second, and the busiest node's.
 	BytesPerNodeS, MaxBytesPerNodeS, PayloadBytesPerNodeS, DatagramsPerNodeS float64

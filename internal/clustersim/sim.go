@@ -39,7 +39,7 @@ type node struct {
 	k       int64 // requests issued
 	next    int64 // ns: the next request
 	cnt     nodeCounts
-	lastSmp int64            // ns: when it last started a sample (−1: never)
+	lastSmp int64           // ns: when it last started a sample (−1: never)
 	own     map[int32]int64 // key → the bucket (ms) its last grant fell in
 }
 
