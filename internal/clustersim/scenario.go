@@ -123,7 +123,15 @@ type Scenario struct {
 	ProbeEvery time.Duration
 	// MaxEvents bounds the work (0 = DefaultMaxEvents).
 	MaxEvents int64
+	// Yield, when set, is called every YieldEvery events with the events
+	// so far: a caller's hook to rest (a duty cycle) or to stop the run by
+	// returning an error, which Run returns.
+	Yield func(events int64) error
 }
+
+// YieldEvery is how many events run between two calls of Scenario.Yield
+// (and two looks at Run's context).
+const YieldEvery = 4096
 
 // NoDelay as Scenario.Delay is a network without delay.
 const NoDelay = time.Duration(-1)

@@ -59,6 +59,7 @@ type sim struct {
 	budget    int
 	overhead  int
 	events    int64
+	nextYield int64
 	maxEvents int64
 	loadRand  *rand.Rand
 	netRand   *rand.Rand
@@ -282,9 +283,15 @@ func (sm *sim) loop(ctx context.Context) error {
 		}
 		sm.now = e.at
 		sm.clk.Set(sm.at(e.at))
-		if sm.events&4095 == 0 {
+		if sm.events >= sm.nextYield {
+			sm.nextYield = sm.events + YieldEvery
 			if err := ctx.Err(); err != nil {
 				return err
+			}
+			if sm.sc.Yield != nil {
+				if err := sm.sc.Yield(sm.events); err != nil {
+					return err
+				}
 			}
 		}
 		if sm.events > sm.maxEvents {
