@@ -121,6 +121,11 @@ type Scenario struct {
 	// (and outside the oracle): bench/cluster's convergence probes, whose
 	// bytes count in what it measures.
 	ProbeEvery time.Duration
+	// Names: the resource's (ResourceName, "" = "sim/resource"), node i's
+	// (NamePrefix + i, "" = "node-"), key k's (KeyPrefix + k, "" = "k"),
+	// probe k's ("probe-0-" + k). They travel in packets, so their lengths
+	// count in the bytes.
+	ResourceName, NamePrefix, KeyPrefix string
 	// MaxEvents bounds the work (0 = DefaultMaxEvents).
 	MaxEvents int64
 	// Yield, when set, is called every YieldEvery events with the events
@@ -171,6 +176,10 @@ func (s *Scenario) Validate() error {
 		return bad("jitter", "must be ≥ 0, got %s", s.Jitter)
 	case !(s.Loss >= 0 && s.Loss < 1):
 		return bad("loss", "must be in [0, 1), got %g", s.Loss)
+	case s.ResourceName != "" && !validName(s.ResourceName):
+		return bad("resource_name", "must be NAMESPACE/NAME, got %q", s.ResourceName)
+	case len(s.NamePrefix) > 200 || len(s.KeyPrefix) > 200:
+		return bad("name_prefix", "node and key prefixes are at most 200 bytes")
 	case len(s.Label) > 255:
 		return bad("label", "at most 255 bytes, got %d", len(s.Label))
 	case !(s.Rate >= 0) || math.IsInf(s.Rate, 0):
@@ -270,4 +279,10 @@ func (s *Scenario) duration() time.Duration {
 		return DefaultDuration
 	}
 	return s.Duration
+}
+
+// validName reports whether name is NAMESPACE/NAME, as the config wants.
+func validName(name string) bool {
+	cfg := &config.Config{Resources: map[string]*config.Resource{name: {Kind: config.KindGCRA, Burst: 1, Count: 1, Period: time.Second}}}
+	return cfg.Validate() == nil
 }

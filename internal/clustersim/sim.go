@@ -19,8 +19,12 @@ import (
 
 // sim.go sets a run up (nodes, load, network) and runs its event loop.
 
-// resourceName is the simulated resource's name in every engine.
-const resourceName = "sim/resource"
+// Default names (Scenario.ResourceName, NamePrefix, KeyPrefix).
+const (
+	defaultResource = "sim/resource"
+	defaultNode     = "node-"
+	defaultKey      = "k"
+)
 
 // base is the virtual instant a run starts at: fixed, so that a run
 // depends on its Scenario alone.
@@ -45,6 +49,7 @@ type node struct {
 
 type sim struct {
 	sc        Scenario
+	resName   string
 	res       Result
 	rc        *config.Resource
 	nodes     []*node
@@ -114,6 +119,8 @@ func setup(s Scenario) (*sim, error) {
 		rc.Drift = &d
 	}
 	sm.rc = &rc
+	sm.resName = or(s.ResourceName, defaultResource)
+	keyPrefix, nodePrefix := or(s.KeyPrefix, defaultKey), or(s.NamePrefix, defaultNode)
 	sm.sync = int64(s.SyncInterval)
 	if sm.sync == 0 {
 		sm.sync = int64(DefaultSyncInterval)
@@ -152,7 +159,7 @@ func setup(s Scenario) (*sim, error) {
 	sm.domains = make([]string, keys)
 	sm.keyIdx = make(map[string]int32, keys)
 	for i := range sm.domains {
-		d := "k" + strconv.Itoa(i)
+		d := keyPrefix + strconv.Itoa(i)
 		sm.domains[i] = d
 		sm.keyIdx[d] = int32(i)
 	}
@@ -174,14 +181,16 @@ func setup(s Scenario) (*sim, error) {
 		sm.gap = sm.end * int64(s.Nodes) / DefaultSamples
 	}
 	sm.clk = clock.NewFake(base)
-	cfg := &config.Config{Resources: map[string]*config.Resource{resourceName: &rc}}
+	cfg := &config.Config{Resources: map[string]*config.Resource{sm.resName: &rc}}
 	rates := spread(s, limitPerS(&rc))
 	sm.live = s.Nodes
 	for i := range s.Nodes {
-		nd := &node{idx: i, name: "node-" + strconv.Itoa(i), rate: rates[i], lastSmp: -1, own: map[int32]int64{}}
+		nd := &node{idx: i, name: nodePrefix + strconv.Itoa(i), rate: rates[i], lastSmp: -1, own: map[int32]int64{}}
 		nd.jit = rand.New(rand.NewPCG(s.Seed, uint64(i)+1))
 		nd.rec = reconcile.New(reconcile.Options{
-			Name: nd.name, Incarnation: uint64(i) + 1, SyncInterval: time.Duration(sm.sync),
+			// An incarnation is a start time in ns, as the agent's: its
+			// size on the wire is real.
+			Name: nd.name, Incarnation: uint64(base.UnixNano()) + uint64(i), SyncInterval: time.Duration(sm.sync),
 			TickOnly: s.TickOnly, Clock: sm.clk, Rand: rand.New(rand.NewPCG(s.Seed, uint64(i)+1<<32)),
 		})
 		nd.eng = local.New(cfg)
@@ -192,6 +201,13 @@ func setup(s Scenario) (*sim, error) {
 		sm.nodes = append(sm.nodes, nd)
 	}
 	return sm, nil
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // spread returns each node's offered rate.
@@ -266,7 +282,9 @@ func (sm *sim) loop(ctx context.Context) error {
 	// Every node has been running: a first Step counts the live nodes.
 	for _, nd := range sm.nodes {
 		nd.rec.Step(sm.at(0))
-		sm.q.push(event{at: sm.tickAfter(nd), kind: evTick, node: int32(nd.idx)})
+		// Agents start at independent instants: the first tick at a uniform
+		// phase of the interval.
+		sm.q.push(event{at: int64(nd.jit.Float64() * float64(sm.sync)), kind: evTick, node: int32(nd.idx)})
 		sm.q.push(event{at: int64(time.Second) * int64(nd.idx+1) / int64(len(sm.nodes)), kind: evHousekeep, node: int32(nd.idx)})
 		sm.scheduleRequest(nd)
 	}
@@ -297,7 +315,10 @@ func (sm *sim) loop(ctx context.Context) error {
 		if sm.events > sm.maxEvents {
 			return fmt.Errorf("%w: more than %d events (requests, ticks and merges) at %s of virtual time", ErrTooMuchWork, sm.maxEvents, time.Duration(sm.now))
 		}
-		nd := sm.nodes[e.node]
+		var nd *node
+		if e.kind != evProbe && e.kind != evDeliver {
+			nd = sm.nodes[e.node]
+		}
 		switch e.kind {
 		case evRequest:
 			if nd.dead {
@@ -361,7 +382,7 @@ func (sm *sim) key() int {
 func (sm *sim) request(nd *node) {
 	k := sm.key()
 	t := sm.at(sm.now)
-	if err := nd.eng.Decide(&sm.dec, t, resourceName, sm.domains[k], 1, 1); err != nil {
+	if err := nd.eng.Decide(&sm.dec, t, sm.resName, sm.domains[k], 1, 1); err != nil {
 		sm.err = fmt.Errorf("clustersim: node %d deciding %s: %w", nd.idx, sm.domains[k], err)
 		return
 	}
@@ -398,7 +419,7 @@ func (sm *sim) probe(k int) {
 		return
 	}
 	t := sm.at(sm.now)
-	if err := nd.eng.Decide(&sm.dec, t, resourceName, "probe-"+strconv.Itoa(k), 1, 1); err != nil {
+	if err := nd.eng.Decide(&sm.dec, t, sm.resName, "probe-0-"+strconv.Itoa(k), 1, 1); err != nil {
 		sm.err = fmt.Errorf("clustersim: node %d probe %d: %w", nd.idx, k, err)
 		return
 	}

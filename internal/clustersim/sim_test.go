@@ -215,3 +215,15 @@ func TestWorkBudget(t *testing.T) {
 		t.Errorf("cancelled context: got %v", err)
 	}
 }
+
+// Probes (bench/cluster's) add a fresh key every ProbeEvery: more bytes,
+// no change to the load's requests.
+func TestProbes(t *testing.T) {
+	s := Scenario{Resource: resource(t, gcraJS), Nodes: 3, Seed: 1, Duration: 3 * time.Second}
+	plain := run(t, s)
+	s.ProbeEvery = 100 * time.Millisecond
+	probed := run(t, s)
+	if probed.Requests != plain.Requests || probed.PayloadBytes <= plain.PayloadBytes {
+		t.Errorf("with probes: %d requests, %d bytes; without: %d, %d", probed.Requests, probed.PayloadBytes, plain.Requests, plain.PayloadBytes)
+	}
+}
