@@ -70,8 +70,8 @@ func run(args []string, out, log io.Writer) error {
 	var o options
 	fs.Float64Var(&o.rate, "rate", 10_000, "offered hits per second per node (capped by -budget)")
 	fs.Float64Var(&o.budget, "budget", 3_000_000, "most hit deliveries (hits × peers) one run offers: the rate per node is min(-rate, budget/(N·(N−1)·d))")
-	fs.DurationVar(&o.d, "d", 2*time.Second, "simulated time per run")
-	fs.DurationVar(&o.warm, "warmup", 500*time.Millisecond, "simulated time before the measured span")
+	fs.DurationVar(&o.d, "d", 1750*time.Millisecond, "simulated time per run (at least one 1 s window after the warm-up)")
+	fs.DurationVar(&o.warm, "warmup", 750*time.Millisecond, "simulated time before the measured span")
 	fs.DurationVar(&o.sync, "sync", 250*time.Millisecond, "sync interval")
 	fs.Float64Var(&o.drift, "drift", 0.05, "drift tolerance")
 	fs.DurationVar(&o.delay, "delay", time.Millisecond, "one-way network delay")
@@ -79,7 +79,7 @@ func run(args []string, out, log io.Writer) error {
 	fs.BoolVar(&o.encrypt, "encrypt", true, "count AES-GCM's 29 bytes per datagram")
 	fs.BoolVar(&o.tickOnly, "tick-only", false, "ship on the tick only")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed")
-	quick := fs.Bool("quick", false, "N 10,50,100, K 1,1000, 1 s runs")
+	quick := fs.Bool("quick", false, "N 10,50,100, K 1,1000, 1.25 s runs")
 	prof := fs.String("cpuprofile", "", "write a CPU profile here")
 	val := fs.Bool("validate", false, "run bench/cluster's scenarios (N from -n, default 3,10) instead of the table")
 	if err := fs.Parse(args); err != nil {
@@ -96,7 +96,7 @@ func run(args []string, out, log io.Writer) error {
 		return fmt.Errorf("-k: %w", err)
 	}
 	if *quick {
-		o.ns, o.ks, o.d, o.warm = []int{10, 50, 100}, []int{1, 1000}, time.Second, 250*time.Millisecond
+		o.ns, o.ks, o.d, o.warm = []int{10, 50, 100}, []int{1, 1000}, 1250*time.Millisecond, 250*time.Millisecond
 	}
 	if o.rate <= 0 || o.budget <= 0 || o.d <= o.warm {
 		return errors.New("-rate and -budget must be > 0 and -d longer than -warmup")
@@ -133,10 +133,11 @@ type row struct {
 	wall  time.Duration
 }
 
-// limitFor is the key's limit per second: half of what each key is offered
-// (so that a hot key is really limited), and at least 10.
+// limitFor is the key's limit per second: a quarter of what each key is
+// offered (so that a hot key is really limited, and its burst is spent
+// within the warm-up: it drains at 3·L per second), and at least 10.
 func limitFor(n, k int, rate float64) int {
-	return max(10, int(math.Ceil(rate*float64(n)/float64(k)/2)))
+	return max(10, int(math.Ceil(rate*float64(n)/float64(k)/4)))
 }
 
 func table(o options, out, log io.Writer) error {
