@@ -55,6 +55,7 @@ var routes = []route{
 
 	// Simulation (simulate.go).
 	{"POST", "/v1/simulate", (*Server).simulate},
+	{"POST", "/v1/simulate/cluster", (*Server).simulateCluster}, // simcluster.go: N agents on a virtual clock
 
 	// Operations (ops.go).
 	{"GET", "/v1/state", (*Server).state},

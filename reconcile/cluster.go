@@ -203,6 +203,19 @@ func (c *Cluster) wake(r *Res, global bool) {
 	}
 }
 
+// Kicked reports whether a key reached its drift threshold since the last
+// call (or since Run's flusher last looked), and clears it. A caller that
+// drives Step and Flush itself on a virtual clock, in place of Run, calls
+// Flush(now) when it reports true, as Run's flusher would at once.
+func (c *Cluster) Kicked() bool {
+	select {
+	case <-c.kick:
+		return true
+	default:
+		return false
+	}
+}
+
 // Run ships on every jittered tick and whenever a key reaches its drift
 // threshold, until ctx is done. It is the loop around Step and Flush.
 func (c *Cluster) Run(ctx context.Context) {

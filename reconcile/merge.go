@@ -106,11 +106,16 @@ func (t *table) expireSilent(now, silence int64, out []op) ([]op, []string) {
 type table struct {
 	origins map[string]*origin
 	names   map[uint64]keyName
+	// waiting lists, per hash whose name is not known yet, the origins
+	// that told values of it (an origin may be listed twice, or be one
+	// since replaced: resolving checks each origin's key), so that a name
+	// arriving resolves its key without a look at every origin.
+	waiting map[uint64][]*origin
 	self    string
 }
 
 func newTable(self string) *table {
-	return &table{origins: make(map[string]*origin), names: make(map[uint64]keyName), self: self}
+	return &table{origins: make(map[string]*origin), names: make(map[uint64]keyName), waiting: make(map[uint64][]*origin), self: self}
 }
 
 func (o *origin) key(h uint64, t *table) *remoteKey {
@@ -119,6 +124,9 @@ func (o *origin) key(h uint64, t *table) *remoteKey {
 		_, named := t.names[h]
 		k = &remoteKey{resolved: named}
 		o.keys[h] = k
+		if !named {
+			t.waiting[h] = append(t.waiting[h], o)
+		}
 	}
 	return k
 }
@@ -155,12 +163,13 @@ func (t *table) merge(p *packet.Packet, now int64, out []op) ([]op, bool) {
 			continue
 		}
 		t.names[n.Hash] = keyName{n.Resource, n.Domain}
-		for _, ob := range t.origins { // apply what was waiting for the name
+		for _, ob := range t.waiting[n.Hash] { // apply what was waiting for the name
 			if k, ok := ob.keys[n.Hash]; ok && !k.resolved {
 				k.resolved = true
 				out = t.applyAll(n.Hash, k, out)
 			}
 		}
+		delete(t.waiting, n.Hash)
 	}
 	for _, m := range p.Marks {
 		k := o.key(m.Hash, t)
@@ -338,6 +347,11 @@ func (t *table) sweep(now, grace int64, life func(resource string, slot uint32, 
 	for h := range t.names {
 		if !used[h] {
 			delete(t.names, h)
+		}
+	}
+	for h := range t.waiting {
+		if !used[h] {
+			delete(t.waiting, h)
 		}
 	}
 }

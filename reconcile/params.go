@@ -92,6 +92,14 @@ func paramsOf(rc *config.Resource) *params {
 	return p
 }
 
+// BucketWidths returns the bucket size, ms, of each slot of a resource
+// configured as rc (normalized): a hit made at t counts in the bucket
+// starting at t − t mod width. Simulators use it to tell which shipped
+// bucket holds a given hit.
+func BucketWidths(rc *config.Resource) []int64 {
+	return append([]int64(nil), paramsOf(rc).bucket...)
+}
+
 // threshold is the unshipped hits of a key at which it is shipped at once:
 // max(1, drift·limit/n) for a slot whose limit is limit; limit 0 means no
 // limit, and so no hurry.

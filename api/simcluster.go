@@ -1,0 +1,285 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/clustersim"
+	"github.com/obol-dev/obol/internal/wire/mpwire"
+)
+
+// simcluster.go is POST /v1/simulate/cluster: a virtual-time simulation of
+// N agents sharing one resource (internal/clustersim), run twice, with
+// drift shipping and tick-only, under /v1/simulate's bounds.
+
+const (
+	// maxClusterNodes bounds a cluster simulation's size.
+	maxClusterNodes = 200
+	// maxClusterDuration bounds its simulated time.
+	maxClusterDuration = 60_000 // ms
+	// maxClusterKeys bounds its keys.
+	maxClusterKeys = 100_000
+	// maxClusterEvents is each of the two runs' work budget (requests,
+	// ticks and merges): about a second of CPU here.
+	maxClusterEvents = 1_000_000
+)
+
+// clusterBody is a /v1/simulate/cluster body (JSON). Pointers tell an
+// absent field from a zero.
+type clusterBody struct {
+	Resource       json.RawMessage `json:"resource"`
+	Nodes          *int            `json:"nodes"`
+	SyncIntervalMs *int64          `json:"sync_interval_ms"`
+	Drift          *float64        `json:"drift"`
+	DelayMs        *float64        `json:"delay_ms"`
+	Loss           *float64        `json:"loss"`
+	OfferedPerS    *float64        `json:"offered_per_s"`
+	Skew           *string         `json:"skew"`
+	Keys           *int            `json:"keys"`
+	DurationMs     *int64          `json:"duration_ms"`
+	Seed           *uint64         `json:"seed"`
+}
+
+// clusterFields are the body's fields, for the unknown-field error.
+const clusterFields = "resource, nodes, sync_interval_ms, drift, delay_ms, loss, offered_per_s, skew, keys, duration_ms, seed"
+
+// decodeCluster reads a cluster simulation body into a scenario (its
+// Resource parsed and normalized). Every error names the field.
+func decodeCluster(data []byte) (clustersim.Scenario, error) {
+	var sc clustersim.Scenario
+	var b clusterBody
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&b); err != nil {
+		return sc, clusterJSONError(err)
+	}
+	if d.More() {
+		return sc, &fieldError{Field: "body", Msg: "must be one JSON object, got more after it"}
+	}
+	if len(b.Resource) == 0 || string(b.Resource) == "null" {
+		return sc, &fieldError{Field: "resource", Msg: "required field is missing"}
+	}
+	if len(b.Resource) > maxSimResource {
+		return sc, tooLarge("resource: %d bytes of config is over the limit of %d", len(b.Resource), maxSimResource)
+	}
+	if b.Nodes == nil {
+		return sc, &fieldError{Field: "nodes", Msg: "required field is missing"}
+	}
+	if *b.Nodes < 1 || *b.Nodes > maxClusterNodes {
+		return sc, &fieldError{Field: "nodes", Msg: fmt.Sprintf("must be 1 to %d, got %d", maxClusterNodes, *b.Nodes)}
+	}
+	sc.Nodes = *b.Nodes
+	if v := b.SyncIntervalMs; v != nil {
+		if *v < 1 || *v > 60_000 {
+			return sc, &fieldError{Field: "sync_interval_ms", Msg: fmt.Sprintf("must be 1 to 60000, got %d", *v)}
+		}
+		sc.SyncInterval = time.Duration(*v) * time.Millisecond
+	}
+	if v := b.Drift; v != nil {
+		if !(*v >= 0 && *v <= 1) {
+			return sc, &fieldError{Field: "drift", Msg: fmt.Sprintf("must be in [0, 1], got %g", *v)}
+		}
+		sc.Drift = v
+	}
+	sc.Delay = clustersim.DefaultDelay
+	if v := b.DelayMs; v != nil {
+		if !(*v >= 0 && *v <= 10_000) {
+			return sc, &fieldError{Field: "delay_ms", Msg: fmt.Sprintf("must be 0 to 10000, got %g", *v)}
+		}
+		sc.Delay = time.Duration(*v * float64(time.Millisecond))
+		if sc.Delay == 0 {
+			sc.Delay = clustersim.NoDelay
+		}
+	}
+	if v := b.Loss; v != nil {
+		if !(*v >= 0 && *v < 1) {
+			return sc, &fieldError{Field: "loss", Msg: fmt.Sprintf("must be in [0, 1), got %g", *v)}
+		}
+		sc.Loss = *v
+	}
+	if v := b.OfferedPerS; v != nil {
+		if !(*v > 0 && *v <= 1e6) {
+			return sc, &fieldError{Field: "offered_per_s", Msg: fmt.Sprintf("must be > 0 and at most 1000000 (requests per second per node), got %g", *v)}
+		}
+		sc.Rate = *v
+	}
+	if v := b.Skew; v != nil {
+		switch *v {
+		case clustersim.SkewEven, clustersim.SkewHot, clustersim.SkewZipf:
+			sc.Skew = *v
+		default:
+			return sc, &fieldError{Field: "skew", Msg: fmt.Sprintf("must be %q, %q or %q, got %q", clustersim.SkewEven, clustersim.SkewHot, clustersim.SkewZipf, *v)}
+		}
+	}
+	if v := b.Keys; v != nil {
+		if *v < 1 || *v > maxClusterKeys {
+			return sc, &fieldError{Field: "keys", Msg: fmt.Sprintf("must be 1 to %d, got %d", maxClusterKeys, *v)}
+		}
+		sc.Keys = *v
+	}
+	if v := b.DurationMs; v != nil {
+		if *v < 100 || *v > maxClusterDuration {
+			return sc, &fieldError{Field: "duration_ms", Msg: fmt.Sprintf("must be 100 to %d, got %d", maxClusterDuration, *v)}
+		}
+		sc.Duration = time.Duration(*v) * time.Millisecond
+	}
+	if b.Seed != nil {
+		sc.Seed = *b.Seed
+	}
+	res, err := config.ParseResource(b.Resource)
+	if err != nil {
+		return sc, resourceProblems(err)
+	}
+	sc.Resource = res
+	if err := sc.Validate(); err != nil {
+		return sc, &fieldError{Field: "", Msg: strings.TrimPrefix(err.Error(), clustersim.ErrScenario.Error()+": ")}
+	}
+	return sc, nil
+}
+
+// clusterJSONError words encoding/json's errors as field errors.
+func clusterJSONError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		return &fieldError{Field: te.Field, Msg: fmt.Sprintf("must be a JSON %s, got %s", te.Type, te.Value)}
+	case errors.As(err, &se):
+		return &fieldError{Field: "body", Msg: fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, err)}
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return &fieldError{Field: f, Msg: "unknown field; expected one of " + clusterFields}
+	}
+	return &fieldError{Field: "body", Msg: err.Error()}
+}
+
+// clusterFigures is one run's reply.
+type clusterFigures struct {
+	WorstWindowRatio   float64 `json:"worst_window_ratio"`
+	MeanWindowRatio    float64 `json:"mean_window_ratio"`
+	FalseDenials       int     `json:"false_denials"`
+	ConvergenceP50Ms   float64 `json:"convergence_p50_ms"`
+	ConvergenceP99Ms   float64 `json:"convergence_p99_ms"`
+	Unconverged        int     `json:"unconverged"`
+	BytesPerNodeS      float64 `json:"bytes_per_node_s"`
+	DatagramsPerNodeS  float64 `json:"datagrams_per_node_s"`
+	BytesPerHitPerPeer float64 `json:"bytes_per_hit_per_peer"`
+	MergesPerNodeS     float64 `json:"merges_per_node_s"`
+	Requests           int     `json:"requests"`
+	Grants             int     `json:"grants"`
+}
+
+func figures(r clustersim.Result) clusterFigures {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return clusterFigures{
+		WorstWindowRatio: r.WorstWindowRatio, MeanWindowRatio: r.MeanWindowRatio, FalseDenials: r.FalseDenials,
+		ConvergenceP50Ms: ms(r.ConvergenceP50), ConvergenceP99Ms: ms(r.ConvergenceP99), Unconverged: r.Unconverged,
+		BytesPerNodeS: r.BytesPerNodeS, DatagramsPerNodeS: r.DatagramsPerNodeS, BytesPerHitPerPeer: r.BytesPerHitPerPeer,
+		MergesPerNodeS: r.MergesPerNodeS, Requests: r.Requests, Grants: r.Grants,
+	}
+}
+
+// POST /v1/simulate/cluster {"resource": <config>, "nodes": N, ...} (JSON, or
+// MessagePack read as JSON)
+// → the figures of drift shipping, with "tick_only": the same for
+// tick-only shipping. Bounds as /v1/simulate: one simulation at a time per
+// agent (429 too_many, shared with /v1/simulate), each run's work estimated
+// before it starts (413 too_large over maxClusterEvents), the time limit
+// over both runs (413 too_large), a low-priority thread and the same duty
+// cycle.
+func (s *Server) simulateCluster(ctx *fasthttp.RequestCtx, _ params) {
+	if !s.sim.busy.CompareAndSwap(false, true) {
+		ctx.Response.Header.Set("Retry-After", "1")
+		s.fail(ctx, &apiError{status: fasthttp.StatusTooManyRequests, code: codeTooMany,
+			msg: "a simulation is already running on this agent (one at a time); retry when it ends"})
+		return
+	}
+	defer s.sim.busy.Store(false)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lowPriorityThread()
+		s.runClusterSimulation(ctx)
+	}()
+	<-done
+}
+
+var errSimTime = errors.New("time limit")
+
+func (s *Server) runClusterSimulation(ctx *fasthttp.RequestCtx) {
+	deadline := time.Now().Add(s.sim.limit) // wall clock: a bound on real work, not a decision instant
+	body, f, err := readBody(ctx)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	if f == formatMsgpack {
+		var rd mpwire.Reader
+		rd.Reset(body)
+		if body, err = rd.AppendJSON(nil, "body", 0); err == nil {
+			err = rd.End()
+		}
+		if err != nil {
+			s.fail(ctx, err)
+			return
+		}
+	}
+	sc, err := decodeCluster(body)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	sc.MaxEvents = maxClusterEvents
+	sc.Label = "obol" // the agent's default label: its bytes count in every datagram
+	slice := time.Now()
+	sc.Yield = func(int64) error {
+		now := time.Now()
+		if now.After(deadline) {
+			return errSimTime
+		}
+		if now.Sub(slice) >= simSlice {
+			time.Sleep(simRest * now.Sub(slice)) // the duty cycle, as /v1/simulate's
+			slice = time.Now()
+		}
+		return nil
+	}
+	var out struct {
+		clusterFigures
+		TickOnly clusterFigures `json:"tick_only"`
+	}
+	for i, tick := range []bool{false, true} {
+		sc.TickOnly = tick
+		r, err := clustersim.Run(ctx, sc)
+		switch {
+		case errors.Is(err, clustersim.ErrTooMuchWork):
+			s.fail(ctx, tooLarge("%s; the endpoint's budget is %d events per run", strings.TrimPrefix(err.Error(), clustersim.ErrTooMuchWork.Error()+": "), maxClusterEvents))
+			return
+		case errors.Is(err, errSimTime):
+			s.fail(ctx, tooLarge("the cluster simulation took more than its time limit of %s and was stopped; simulate fewer nodes, a lower rate or a shorter duration", s.sim.limit))
+			return
+		case err != nil:
+			s.fail(ctx, fmt.Errorf("cluster simulation: %w", err))
+			return
+		}
+		if i == 0 {
+			out.clusterFigures = figures(r)
+		} else {
+			out.TickOnly = figures(r)
+		}
+	}
+	js, err := json.Marshal(out)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentType(contentTypes[formatJSON])
+	ctx.Response.SetBodyRaw(js)
+}

@@ -1,0 +1,158 @@
+package clustersim
+
+import (
+	"fmt"
+
+	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/local"
+	"github.com/obol-dev/obol/reconcile"
+)
+
+// net.go is the simulated network: each node's reconcile.Sender, which
+// encodes and splits a packet as gossip.Node does and schedules its
+// datagrams, their delivery, and the engine tap that sees what a merge
+// applied.
+
+// sender is node from's reconcile.Sender.
+type sender struct {
+	s    *sim
+	from int
+}
+
+var _ reconcile.Sender = (*sender)(nil)
+
+// Live is what memberlist counts live: every node whose death the others
+// have not yet detected.
+func (sd *sender) Live() int { return sd.s.live }
+
+// Send splits p into datagrams at the budget, decodes each once, and
+// schedules it for every peer it is not lost or cut to. Bytes are counted
+// for every peer memberlist would send to, the dead but undetected too.
+func (sd *sender) Send(p *packet.Packet) error {
+	s := sd.s
+	msgs, err := packet.Split(p, s.budget)
+	if err != nil {
+		s.err = fmt.Errorf("clustersim: node %d: split: %w", sd.from, err)
+		return err
+	}
+	measured := s.now >= s.warm
+	nd := s.nodes[sd.from]
+	for _, b := range msgs {
+		pkt, err := packet.Decode(b)
+		if err != nil {
+			s.err = fmt.Errorf("clustersim: node %d: its own datagram does not decode: %w", sd.from, err)
+			return err
+		}
+		dg := &datagram{from: int32(sd.from), size: len(b), pkt: pkt}
+		var to []int32
+		for j, peer := range s.nodes {
+			if j == sd.from {
+				continue
+			}
+			if peer.dead && s.detected(j) {
+				continue // memberlist no longer lists it
+			}
+			if measured {
+				nd.cnt.bytes += int64(len(b) + s.overhead)
+				nd.cnt.payload += int64(len(b))
+				nd.cnt.datagrams++
+				s.res.Bytes += int64(len(b) + s.overhead)
+				s.res.PayloadBytes += int64(len(b))
+				s.res.Datagrams++
+			}
+			if peer.dead || s.cut(sd.from, j) {
+				if measured {
+					s.res.Cut++
+				}
+				continue
+			}
+			if s.sc.Loss > 0 && s.netRand.Float64() < s.sc.Loss {
+				if measured {
+					s.res.Lost++
+				}
+				continue
+			}
+			if s.jitter > 0 {
+				at := s.now + s.delay + s.netRand.Int64N(s.jitter)
+				s.q.push(event{at: at, kind: evDeliver, dg: dg, to: []int32{int32(j)}})
+				continue
+			}
+			to = append(to, int32(j))
+		}
+		if len(to) > 0 {
+			s.q.push(event{at: s.now + s.delay, kind: evDeliver, dg: dg, to: to})
+		}
+	}
+	return nil
+}
+
+// detected reports whether node j's death is known to the others.
+func (s *sim) detected(j int) bool {
+	for _, d := range s.sc.Deaths {
+		if d.Node == j {
+			return s.now >= int64(d.At)+s.detect
+		}
+	}
+	return false
+}
+
+// cut reports whether a partition separates a and b now.
+func (s *sim) cut(a, b int) bool {
+	for _, p := range s.sc.Partitions {
+		if s.now < int64(p.Start) || s.now >= int64(p.End) {
+			continue
+		}
+		var ina, inb bool
+		for _, n := range p.Nodes {
+			ina = ina || n == a
+			inb = inb || n == b
+		}
+		if ina != inb {
+			return true
+		}
+	}
+	return false
+}
+
+// deliver merges a datagram at each of its receivers still alive.
+func (s *sim) deliver(e event) {
+	measured := s.now >= s.warm
+	s.curFrom = e.dg.from
+	for _, r := range e.to {
+		nd := s.nodes[r]
+		if nd.dead {
+			continue
+		}
+		s.events++
+		if measured {
+			nd.cnt.merges++
+			nd.cnt.decodeBytes += int64(e.dg.size)
+			s.res.Delivered++
+		}
+		nd.rec.HandlePacket(e.dg.pkt)
+	}
+	s.curFrom = -1
+}
+
+// tap is a node's engine as its cluster's Applier: it forwards every
+// change, and tells convergence when a count of the main slot lands.
+type tap struct {
+	*local.Engine
+	s *sim
+	r int
+}
+
+var _ reconcile.Applier = (*tap)(nil)
+
+func (tp *tap) ApplyCount(resource, domain string, slot int, at, width, n, now int64) {
+	tp.Engine.ApplyCount(resource, domain, slot, at, width, n, now)
+	s := tp.s
+	if slot != s.mainSlot || s.curFrom < 0 || len(s.conv.pending) == 0 {
+		return
+	}
+	k, ok := s.keyIdx[domain]
+	if !ok {
+		return
+	}
+	s.conv.applied(tp.r, bucketKey{origin: s.curFrom, key: k, bucket: at}, s.now)
+}

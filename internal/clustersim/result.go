@@ -1,0 +1,114 @@
+package clustersim
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// result.go is what a run reports: the Result and how its figures are
+// derived from the run's counters.
+
+// NodeStats are one node's figures over the measured span (after the
+// warm-up), per second of virtual time.
+type NodeStats struct {
+	BytesPerS        float64 // wire bytes sent (payload + memberlist overhead), all peers
+	PayloadBytesPerS float64 // sync messages as encoded (gossip.Node's BytesOut)
+	DatagramsPerS    float64 // datagrams sent, all peers
+	MergesPerS       float64 // datagrams merged (HandlePacket calls)
+	DecodeBytesPerS  float64 // bytes of the datagrams merged
+	GrantsPerS       float64
+}
+
+// Result is what a run measured. Rates are per second of virtual time over
+// the measured span (Duration − Warmup); "per node" figures are means over
+// the nodes.
+type Result struct {
+	// Measured is the measured span (virtual time).
+	Measured time.Duration
+	// The oracle: grants per key per aligned window ÷ limit, the worst and
+	// the mean over windows with requests; Windows is how many.
+	WorstWindowRatio, MeanWindowRatio float64
+	Windows                           int
+	// FalseDenials: denials while the exact limiter had room (whole run).
+	FalseDenials int
+	// Requests, Grants and Denials over the whole run.
+	Requests, Grants, Denials int
+	// Convergence of the sampled hits (see the package doc).
+	ConvergenceP50, ConvergenceP99, ConvergenceMax  time.Duration
+	ConvergenceSamples, Unconverged, SamplesDropped int
+	// Bytes and datagrams sent per node per second, and the busiest node's.
+	BytesPerNodeS, MaxBytesPerNodeS, PayloadBytesPerNodeS, DatagramsPerNodeS float64
+	// BytesPerHitPerPeer is the wire bytes sent per granted hit and per
+	// peer: BytesPerNodeS ÷ (grants per node per second × (N − 1)).
+	BytesPerHitPerPeer float64
+	// Receive work per node per second.
+	MergesPerNodeS, DecodeBytesPerNodeS float64
+	// Totals over the measured span: wire and payload bytes sent,
+	// datagrams sent, delivered (merged), lost (Loss), cut (partitions and
+	// dead receivers); over the whole run: ticks, drift flushes, events.
+	Bytes, PayloadBytes, Datagrams, Delivered, Lost, Cut int64
+	Ticks, Flushes, Events                               int64
+	// DatagramOverhead is the bytes added to each datagram's payload.
+	DatagramOverhead int
+	// Nodes are the per-node figures.
+	Nodes []NodeStats
+}
+
+// nodeCounts are one node's counters over the measured span.
+type nodeCounts struct {
+	bytes, payload, datagrams, merges, decodeBytes, grants int64
+}
+
+// quantile returns the q-quantile of sorted xs by nearest rank (0 when
+// empty).
+func quantile(xs []int64, q float64) int64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(xs)))) - 1
+	return xs[min(max(i, 0), len(xs)-1)]
+}
+
+// finish fills r's rates from the counters.
+func (s *sim) finish() Result {
+	r := &s.res
+	span := float64(s.end-s.warm) / 1e9
+	r.Measured = time.Duration(s.end - s.warm)
+	n := float64(len(s.nodes))
+	var grants float64
+	r.Nodes = make([]NodeStats, len(s.nodes))
+	for i, nd := range s.nodes {
+		c := nd.cnt
+		ns := NodeStats{
+			BytesPerS: float64(c.bytes) / span, PayloadBytesPerS: float64(c.payload) / span,
+			DatagramsPerS: float64(c.datagrams) / span, MergesPerS: float64(c.merges) / span,
+			DecodeBytesPerS: float64(c.decodeBytes) / span, GrantsPerS: float64(c.grants) / span,
+		}
+		r.Nodes[i] = ns
+		r.BytesPerNodeS += ns.BytesPerS / n
+		r.MaxBytesPerNodeS = max(r.MaxBytesPerNodeS, ns.BytesPerS)
+		r.PayloadBytesPerNodeS += ns.PayloadBytesPerS / n
+		r.DatagramsPerNodeS += ns.DatagramsPerS / n
+		r.MergesPerNodeS += ns.MergesPerS / n
+		r.DecodeBytesPerNodeS += ns.DecodeBytesPerS / n
+		grants += ns.GrantsPerS / n
+	}
+	if grants > 0 && len(s.nodes) > 1 {
+		r.BytesPerHitPerPeer = r.BytesPerNodeS / (grants * (n - 1))
+	}
+	s.orc.close(r)
+	lags := s.conv.lags
+	slices.Sort(lags)
+	r.ConvergenceSamples = len(lags)
+	r.Unconverged = s.conv.pendingCount()
+	r.SamplesDropped = s.conv.dropped
+	r.ConvergenceP50 = time.Duration(quantile(lags, 0.50))
+	r.ConvergenceP99 = time.Duration(quantile(lags, 0.99))
+	if len(lags) > 0 {
+		r.ConvergenceMax = time.Duration(lags[len(lags)-1])
+	}
+	r.Events = s.events
+	r.DatagramOverhead = s.overhead
+	return *r
+}

@@ -1,0 +1,432 @@
+package clustersim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/gossip"
+	"github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/local"
+	"github.com/obol-dev/obol/reconcile"
+)
+
+// sim.go sets a run up (nodes, load, network) and runs its event loop.
+
+// Default names (Scenario.ResourceName, NamePrefix, KeyPrefix).
+const (
+	defaultResource = "sim/resource"
+	defaultNode     = "node-"
+	defaultKey      = "k"
+)
+
+// base is the virtual instant a run starts at: fixed, so that a run
+// depends on its Scenario alone.
+var base = time.Unix(1_700_000_000, 0)
+
+// node is one simulated agent.
+type node struct {
+	idx     int
+	name    string
+	eng     *local.Engine
+	rec     *reconcile.Cluster
+	jit     *rand.Rand // the tick's jitter
+	dead    bool
+	rate    float64 // requests per second
+	phase   float64
+	k       int64 // requests issued
+	next    int64 // ns: the next request
+	cnt     nodeCounts
+	lastSmp int64           // ns: when it last started a sample (−1: never)
+	own     map[int32]int64 // key → the bucket (ms) its last grant fell in
+}
+
+type sim struct {
+	sc        Scenario
+	resName   string
+	res       Result
+	rc        *config.Resource
+	nodes     []*node
+	q         queue
+	clk       *clock.Fake
+	now       int64
+	warm, end int64
+	sync      int64
+	delay     int64
+	jitter    int64
+	detect    int64
+	budget    int
+	overhead  int
+	events    int64
+	nextYield int64
+	maxEvents int64
+	loadRand  *rand.Rand
+	netRand   *rand.Rand
+	zipf      *rand.Zipf
+	domains   []string
+	keyIdx    map[string]int32
+	orc       *oracle
+	conv      *converge
+	width     int64 // ms: the main slot's bucket
+	mainSlot  int
+	gap       int64 // ns between two samples of one node
+	live      int   // nodes not known dead
+	curFrom   int32 // the origin of the packet being merged (−1: none)
+	err       error
+	dec       local.Decision
+}
+
+// Run simulates s and returns what it measured. It fails for a scenario
+// Validate refuses, one whose estimated work is over its MaxEvents
+// (ErrTooMuchWork, before anything runs) or that reaches it, and when ctx
+// is done.
+func Run(ctx context.Context, s Scenario) (Result, error) {
+	if err := s.Validate(); err != nil {
+		return Result{}, err
+	}
+	sm, err := setup(s)
+	if err != nil {
+		return Result{}, err
+	}
+	if est := sm.estimate(); est > sm.maxEvents {
+		return Result{}, fmt.Errorf("%w: about %d events (requests, ticks and merges) estimated, budget %d; simulate fewer nodes, a lower rate or a shorter duration", ErrTooMuchWork, est, sm.maxEvents)
+	}
+	if err := sm.loop(ctx); err != nil {
+		return Result{}, err
+	}
+	return sm.finish(), nil
+}
+
+// limitPerS is the key's limit per second.
+func limitPerS(rc *config.Resource) float64 {
+	if rc.Kind == config.KindGCRA {
+		return float64(rc.Count) / rc.Period.Seconds()
+	}
+	return float64(rc.Tiers[0].Limit) / rc.Tiers[0].Window.Seconds()
+}
+
+func setup(s Scenario) (*sim, error) {
+	sm := &sim{sc: s, curFrom: -1}
+	rc := *s.Resource
+	if s.Drift != nil {
+		d := *s.Drift
+		rc.Drift = &d
+	}
+	sm.rc = &rc
+	sm.resName = or(s.ResourceName, defaultResource)
+	keyPrefix, nodePrefix := or(s.KeyPrefix, defaultKey), or(s.NamePrefix, defaultNode)
+	sm.sync = int64(s.SyncInterval)
+	if sm.sync == 0 {
+		sm.sync = int64(DefaultSyncInterval)
+	}
+	switch s.Delay {
+	case 0:
+		sm.delay = int64(DefaultDelay)
+	case NoDelay:
+	default:
+		sm.delay = int64(s.Delay)
+	}
+	sm.jitter = int64(s.Jitter)
+	sm.detect = int64(s.DetectAfter)
+	if sm.detect == 0 {
+		sm.detect = int64(DefaultDetectAfter)
+	}
+	sm.end = int64(s.duration())
+	sm.warm = int64(s.Warmup)
+	if sm.warm == 0 {
+		sm.warm = min(2*int64(windowFor(&rc)), sm.end/2)
+	}
+	sm.maxEvents = s.MaxEvents
+	if sm.maxEvents == 0 {
+		sm.maxEvents = DefaultMaxEvents
+	}
+	mc := &memberlist.Config{ProtocolVersion: memberlist.ProtocolVersion2Compatible, Label: s.Label}
+	if s.Encrypt {
+		mc.SecretKey = make([]byte, 32)
+	}
+	sm.budget = gossip.Budget(mc)
+	sm.overhead = gossip.MaxDatagram - sm.budget
+	if sm.budget < 64 {
+		return nil, bad("label", "leaves a datagram budget of %d bytes, under 64", sm.budget)
+	}
+	keys := max(s.Keys, 1)
+	sm.domains = make([]string, keys)
+	sm.keyIdx = make(map[string]int32, keys)
+	for i := range sm.domains {
+		d := keyPrefix + strconv.Itoa(i)
+		sm.domains[i] = d
+		sm.keyIdx[d] = int32(i)
+	}
+	sm.loadRand = rand.New(rand.NewPCG(s.Seed, 0x10ad))
+	sm.netRand = rand.New(rand.NewPCG(s.Seed, 0x4e7))
+	if s.KeySpread == KeysZipf && keys > 1 {
+		sm.zipf = rand.NewZipf(sm.loadRand, 1.1, 1, uint64(keys-1))
+	}
+	sm.orc = newOracle(&rc, keys, sm.warm, sm.end)
+	sm.conv = newConverge(s.Nodes)
+	if rc.Kind == config.KindGCRA {
+		sm.mainSlot = local.SlotSpend
+	} else {
+		sm.mainSlot = local.SlotTotal
+	}
+	sm.width = reconcile.BucketWidths(&rc)[sm.mainSlot]
+	sm.gap = int64(s.SampleGap)
+	if sm.gap == 0 {
+		sm.gap = sm.end * int64(s.Nodes) / DefaultSamples
+	}
+	sm.clk = clock.NewFake(base)
+	cfg := &config.Config{Resources: map[string]*config.Resource{sm.resName: &rc}}
+	rates := spread(s, limitPerS(&rc))
+	sm.live = s.Nodes
+	for i := range s.Nodes {
+		nd := &node{idx: i, name: nodePrefix + strconv.Itoa(i), rate: rates[i], lastSmp: -1, own: map[int32]int64{}}
+		nd.jit = rand.New(rand.NewPCG(s.Seed, uint64(i)+1))
+		nd.rec = reconcile.New(reconcile.Options{
+			// An incarnation is a start time in ns, as the agent's: its
+			// size on the wire is real.
+			Name: nd.name, Incarnation: uint64(base.UnixNano()) + uint64(i), SyncInterval: time.Duration(sm.sync),
+			TickOnly: s.TickOnly, Clock: sm.clk, Rand: rand.New(rand.NewPCG(s.Seed, uint64(i)+1<<32)),
+		})
+		nd.eng = local.New(cfg)
+		nd.eng.Attach(nd.rec)
+		nd.rec.SetApplier(&tap{Engine: nd.eng, s: sm, r: i})
+		nd.rec.SetSender(&sender{s: sm, from: i})
+		nd.phase = float64(i) / float64(s.Nodes)
+		sm.nodes = append(sm.nodes, nd)
+	}
+	return sm, nil
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// spread returns each node's offered rate.
+func spread(s Scenario, limit float64) []float64 {
+	total := s.Rate * float64(s.Nodes)
+	if s.Rate == 0 {
+		total = DefaultLoadFactor * limit
+	}
+	w := make([]float64, s.Nodes)
+	var sum float64
+	for i := range w {
+		switch {
+		case s.Skew == SkewHot && s.Nodes > 1:
+			w[i] = 0.2 / float64(s.Nodes-1)
+			if i == 0 {
+				w[i] = 0.8
+			}
+		case s.Skew == SkewZipf:
+			w[i] = 1 / float64(i+1)
+		default:
+			w[i] = 1
+		}
+		sum += w[i]
+	}
+	for i := range w {
+		w[i] = total * w[i] / sum
+	}
+	return w
+}
+
+// estimate is the run's work before it runs: requests, ticks, and one
+// merge per peer of each tick's packet (every tick while a node has
+// hits to ship, every fourth otherwise).
+func (sm *sim) estimate() int64 {
+	d := float64(sm.end) / 1e9
+	ticksPerNode := float64(sm.end) / (0.9 * float64(sm.sync))
+	var est float64
+	for _, nd := range sm.nodes {
+		perTick := nd.rate * float64(sm.sync) / 1e9
+		est += nd.rate*d + ticksPerNode*(1+min(1, max(0.25, perTick))*float64(len(sm.nodes)-1))
+	}
+	if est > math.MaxInt64/2 {
+		return math.MaxInt64 / 2
+	}
+	return int64(est)
+}
+
+func (sm *sim) at(ns int64) time.Time { return base.Add(time.Duration(ns)) }
+
+// tickAfter is a node's next tick: the interval scaled by U[0.9, 1.1), as
+// reconcile's Run jitters it.
+func (sm *sim) tickAfter(nd *node) int64 {
+	return int64(float64(sm.sync) * (0.9 + 0.2*nd.jit.Float64()))
+}
+
+func (sm *sim) scheduleRequest(nd *node) {
+	if nd.rate <= 0 {
+		return
+	}
+	if sm.sc.Arrivals == ArrivalsPoisson {
+		nd.next += int64(sm.loadRand.ExpFloat64() / nd.rate * 1e9)
+	} else {
+		nd.next = int64((float64(nd.k) + nd.phase) / nd.rate * 1e9)
+	}
+	nd.k++
+	if nd.next < sm.end {
+		sm.q.push(event{at: nd.next, kind: evRequest, node: int32(nd.idx)})
+	}
+}
+
+func (sm *sim) loop(ctx context.Context) error {
+	// Every node has been running: a first Step counts the live nodes.
+	for _, nd := range sm.nodes {
+		nd.rec.Step(sm.at(0))
+		// Agents start at independent instants: the first tick at a uniform
+		// phase of the interval.
+		sm.q.push(event{at: int64(nd.jit.Float64() * float64(sm.sync)), kind: evTick, node: int32(nd.idx)})
+		sm.q.push(event{at: int64(time.Second) * int64(nd.idx+1) / int64(len(sm.nodes)), kind: evHousekeep, node: int32(nd.idx)})
+		sm.scheduleRequest(nd)
+	}
+	if sm.sc.ProbeEvery > 0 {
+		sm.q.push(event{at: int64(sm.sc.ProbeEvery) / 2, kind: evProbe})
+	}
+	for _, d := range sm.sc.Deaths {
+		sm.q.push(event{at: int64(d.At), kind: evDeath, node: int32(d.Node)})
+	}
+	for sm.q.len() > 0 {
+		e := sm.q.pop()
+		if e.at >= sm.end {
+			break
+		}
+		sm.now = e.at
+		sm.clk.Set(sm.at(e.at))
+		if sm.events >= sm.nextYield {
+			sm.nextYield = sm.events + YieldEvery
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if sm.sc.Yield != nil {
+				if err := sm.sc.Yield(sm.events); err != nil {
+					return err
+				}
+			}
+		}
+		if sm.events > sm.maxEvents {
+			return fmt.Errorf("%w: more than %d events (requests, ticks and merges) at %s of virtual time", ErrTooMuchWork, sm.maxEvents, time.Duration(sm.now))
+		}
+		var nd *node
+		if e.kind != evProbe && e.kind != evDeliver {
+			nd = sm.nodes[e.node]
+		}
+		switch e.kind {
+		case evRequest:
+			if nd.dead {
+				continue
+			}
+			sm.events++
+			sm.request(nd)
+			sm.scheduleRequest(nd)
+		case evTick:
+			if nd.dead {
+				continue
+			}
+			sm.events++
+			sm.res.Ticks++
+			nd.rec.Step(sm.at(e.at))
+			sm.q.push(event{at: e.at + sm.tickAfter(nd), kind: evTick, node: e.node})
+		case evHousekeep:
+			if !nd.dead {
+				nd.eng.Step(sm.at(e.at))
+				sm.q.push(event{at: e.at + int64(time.Second), kind: evHousekeep, node: e.node})
+			}
+		case evDeliver:
+			sm.deliver(e)
+		case evProbe:
+			sm.events++
+			sm.probe(int(e.node))
+			sm.q.push(event{at: e.at + int64(sm.sc.ProbeEvery), kind: evProbe, node: e.node + 1})
+		case evDeath:
+			nd.dead = true
+			sm.conv.died(nd.idx, e.at)
+			sm.q.push(event{at: e.at + sm.detect, kind: evDetect, node: e.node})
+		case evDetect:
+			sm.live--
+			for _, o := range sm.nodes {
+				if !o.dead {
+					o.rec.NodeGone(nd.name)
+				}
+			}
+		}
+		if sm.err != nil {
+			return sm.err
+		}
+	}
+	return nil
+}
+
+// key picks the key of the next request.
+func (sm *sim) key() int {
+	switch {
+	case len(sm.domains) == 1:
+		return 0
+	case sm.zipf != nil:
+		return int(sm.zipf.Uint64())
+	default:
+		return sm.loadRand.IntN(len(sm.domains))
+	}
+}
+
+// request decides one request at node nd, feeds the oracle, starts a
+// convergence sample, and flushes when a key reached its drift threshold.
+func (sm *sim) request(nd *node) {
+	k := sm.key()
+	t := sm.at(sm.now)
+	if err := nd.eng.Decide(&sm.dec, t, sm.resName, sm.domains[k], 1, 1); err != nil {
+		sm.err = fmt.Errorf("clustersim: node %d deciding %s: %w", nd.idx, sm.domains[k], err)
+		return
+	}
+	granted := sm.dec.Granted > 0
+	sm.res.Requests++
+	sm.orc.decided(k, sm.now, granted)
+	if !granted {
+		sm.res.Denials++
+	} else {
+		sm.res.Grants++
+		if sm.now >= sm.warm {
+			nd.cnt.grants++
+		}
+		ms := t.UnixMilli()
+		b := ms - ms%sm.width
+		if last, ok := nd.own[int32(k)]; !ok || last != b {
+			nd.own[int32(k)] = b
+			if len(sm.nodes) > 1 && (nd.lastSmp < 0 || sm.now-nd.lastSmp >= sm.gap) {
+				nd.lastSmp = sm.now
+				sm.conv.add(bucketKey{origin: int32(nd.idx), key: int32(k), bucket: b}, sm.now, sm.alive)
+			}
+		}
+	}
+	if nd.rec.Kicked() {
+		sm.res.Flushes++
+		nd.rec.Flush(t)
+	}
+}
+
+// probe makes probe k's hit on the k-th live node, round-robin.
+func (sm *sim) probe(k int) {
+	nd := sm.nodes[k%len(sm.nodes)]
+	if nd.dead {
+		return
+	}
+	t := sm.at(sm.now)
+	if err := nd.eng.Decide(&sm.dec, t, sm.resName, "probe-0-"+strconv.Itoa(k), 1, 1); err != nil {
+		sm.err = fmt.Errorf("clustersim: node %d probe %d: %w", nd.idx, k, err)
+		return
+	}
+	if nd.rec.Kicked() {
+		sm.res.Flushes++
+		nd.rec.Flush(t)
+	}
+}
+
+func (sm *sim) alive(i int) bool { return !sm.nodes[i].dead }

@@ -1,0 +1,229 @@
+package clustersim
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/local"
+)
+
+func resource(t testing.TB, js string) *config.Resource {
+	t.Helper()
+	rc, err := config.ParseResource([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+const (
+	gcraJS  = `{"kind":"gcra","burst":1000,"count":1000,"period":"1s","drift":0.05}`
+	tiersJS = `{"kind":"tiers","tiers":"1000,1,1,0","drift":0.05}`
+)
+
+func run(t *testing.T, s Scenario) Result {
+	t.Helper()
+	r, err := Run(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestDeterministicPerSeed(t *testing.T) {
+	s := Scenario{Resource: resource(t, gcraJS), Nodes: 5, Seed: 7, Jitter: 2 * time.Millisecond,
+		Loss: 0.05, Duration: 3 * time.Second, Arrivals: ArrivalsPoisson, Keys: 50, KeySpread: KeysZipf}
+	a, b := run(t, s), run(t, s)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("same seed, different results:\n%+v\n%+v", a, b)
+	}
+	s.Seed = 8
+	if c := run(t, s); reflect.DeepEqual(a, c) {
+		t.Fatal("seeds 7 and 8 gave the same result")
+	}
+}
+
+// One node is the engine alone: the same grants as a local engine fed the
+// same instants, no false denial, and no gossip.
+func TestOneNodeIsLocal(t *testing.T) {
+	for _, js := range []string{gcraJS, tiersJS} {
+		rc := resource(t, js)
+		s := Scenario{Resource: rc, Nodes: 1, Rate: 3000, Duration: 3 * time.Second}
+		r := run(t, s)
+		e := local.New(&config.Config{Resources: map[string]*config.Resource{"x": rc}})
+		want := 0
+		for k := 0; ; k++ {
+			at := int64(float64(k) / 3000 * 1e9)
+			if at >= int64(s.Duration) {
+				break
+			}
+			d, err := e.Request(base.Add(time.Duration(at)), "x", "k0", 1, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want += d.Granted
+		}
+		if r.Grants != want || r.Requests != 9000 {
+			t.Errorf("%s: %d of %d granted, the engine alone grants %d of 9000", rc.Kind, r.Grants, r.Requests, want)
+		}
+		if r.FalseDenials != 0 || r.Bytes != 0 || r.WorstWindowRatio > 1 {
+			t.Errorf("%s: alone: false denials %d, bytes %d, worst window %.3f", rc.Kind, r.FalseDenials, r.Bytes, r.WorstWindowRatio)
+		}
+	}
+}
+
+// Two nodes, no network delay and drift 0 (every hit shipped at once):
+// each decides knowing every earlier grant, as one node would.
+func TestTwoNodesNoDelayDriftZero(t *testing.T) {
+	zero := 0.0
+	r := run(t, Scenario{Resource: resource(t, tiersJS), Nodes: 2, Delay: NoDelay, Drift: &zero, Seed: 1})
+	if r.WorstWindowRatio > 1 || r.FalseDenials != 0 {
+		t.Errorf("worst window %.4f × L, false denials %d; want ≤ 1 and 0", r.WorstWindowRatio, r.FalseDenials)
+	}
+	if r.ConvergenceP99 != 0 {
+		t.Errorf("convergence p99 %s, want 0 (every hit shipped at once, no delay)", r.ConvergenceP99)
+	}
+}
+
+// Tick-only shipping over-admits more than drift shipping; the oracle sees
+// it.
+func TestTickOnlyOvershootsMore(t *testing.T) {
+	s := Scenario{Resource: resource(t, tiersJS), Nodes: 10, Seed: 3}
+	drift := run(t, s)
+	s.TickOnly = true
+	tick := run(t, s)
+	if !(tick.WorstWindowRatio > drift.WorstWindowRatio+0.1) || tick.Flushes != 0 || drift.Flushes == 0 {
+		t.Errorf("tick-only worst %.3f (flushes %d), drift %.3f (flushes %d)", tick.WorstWindowRatio, tick.Flushes, drift.WorstWindowRatio, drift.Flushes)
+	}
+	if drift.BytesPerNodeS <= tick.BytesPerNodeS {
+		t.Errorf("drift ships %.0f B/s per node, tick-only %.0f: drift should cost more", drift.BytesPerNodeS, tick.BytesPerNodeS)
+	}
+}
+
+func TestLossSlowsConvergence(t *testing.T) {
+	s := Scenario{Resource: resource(t, gcraJS), Nodes: 5, Seed: 2, Keys: 1000, Rate: 200}
+	clean := run(t, s)
+	s.Loss = 0.3
+	lossy := run(t, s)
+	if lossy.Lost == 0 || clean.Lost != 0 {
+		t.Fatalf("lost %d with loss 0.3, %d without", lossy.Lost, clean.Lost)
+	}
+	if lossy.ConvergenceP99 <= clean.ConvergenceP99 {
+		t.Errorf("convergence p99 %s with 30%% loss, %s without: loss should slow it", lossy.ConvergenceP99, clean.ConvergenceP99)
+	}
+	if float64(lossy.Delivered) > 0.8*float64(clean.Delivered) {
+		t.Errorf("delivered %d with 30%% loss, %d without", lossy.Delivered, clean.Delivered)
+	}
+}
+
+func TestPartitionOverAdmits(t *testing.T) {
+	s := Scenario{Resource: resource(t, tiersJS), Nodes: 4, Seed: 4, Duration: 6 * time.Second}
+	whole := run(t, s)
+	s.Partitions = []Partition{{Start: 2 * time.Second, End: 4 * time.Second, Nodes: []int{0, 1}}}
+	split := run(t, s)
+	if split.Cut == 0 {
+		t.Fatal("nothing was cut by the partition")
+	}
+	// Each side grants the whole limit: about twice L per window.
+	if split.WorstWindowRatio < 1.5 || whole.WorstWindowRatio > 1.1 {
+		t.Errorf("worst window %.3f split, %.3f whole", split.WorstWindowRatio, whole.WorstWindowRatio)
+	}
+	if split.ConvergenceMax <= whole.ConvergenceMax {
+		t.Errorf("convergence max %s split, %s whole", split.ConvergenceMax, whole.ConvergenceMax)
+	}
+}
+
+func TestDeath(t *testing.T) {
+	s := Scenario{Resource: resource(t, gcraJS), Nodes: 4, Seed: 5, Duration: 6 * time.Second,
+		Keys: 100, Rate: 300, DetectAfter: time.Second}
+	alive := run(t, s)
+	s.Deaths = []Death{{Node: 3, At: 2 * time.Second}}
+	dead := run(t, s)
+	if dead.Cut == 0 || alive.Cut != 0 {
+		t.Errorf("datagrams to the dead node before detection: %d (none dead: %d)", dead.Cut, alive.Cut)
+	}
+	if dead.Requests >= alive.Requests {
+		t.Errorf("requests %d with a death, %d without", dead.Requests, alive.Requests)
+	}
+	if dead.Nodes[3].BytesPerS >= alive.Nodes[3].BytesPerS/2 {
+		t.Errorf("the dead node sent %.0f B/s, alive %.0f", dead.Nodes[3].BytesPerS, alive.Nodes[3].BytesPerS)
+	}
+	if dead.Unconverged > alive.Unconverged+1 {
+		t.Errorf("%d samples never converged after a death (%d without)", dead.Unconverged, alive.Unconverged)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	rc := resource(t, gcraJS)
+	neg := -0.1
+	cases := []struct {
+		name string
+		s    Scenario
+		want string
+	}{
+		{"no resource", Scenario{Nodes: 1}, "resource: required"},
+		{"nodes 0", Scenario{Resource: rc}, "nodes: must be 1 to 5000, got 0"},
+		{"loss 1", Scenario{Resource: rc, Nodes: 2, Loss: 1}, "loss: must be in [0, 1), got 1"},
+		{"loss neg", Scenario{Resource: rc, Nodes: 2, Loss: -0.5}, "loss: must be in [0, 1)"},
+		{"drift", Scenario{Resource: rc, Nodes: 2, Drift: &neg}, "drift: must be in [0, 1], got -0.1"},
+		{"skew", Scenario{Resource: rc, Nodes: 2, Skew: "lopsided"}, `skew: must be "even", "hot" or "zipf", got "lopsided"`},
+		{"warmup", Scenario{Resource: rc, Nodes: 2, Duration: time.Second, Warmup: time.Second}, "warmup: must be less than the duration 1s"},
+		{"partition node", Scenario{Resource: rc, Nodes: 2, Partitions: []Partition{{End: time.Second, Nodes: []int{2}}}}, "partitions[0].nodes: node 2 is not in 0 to 1"},
+		{"partition span", Scenario{Resource: rc, Nodes: 2, Partitions: []Partition{{Start: time.Second, End: time.Second, Nodes: []int{0}}}}, "partitions[0]: needs 0 ≤ start < end"},
+		{"death twice", Scenario{Resource: rc, Nodes: 2, Deaths: []Death{{Node: 1}, {Node: 1}}}, "deaths[1].node: node 1 dies twice"},
+		{"copies", Scenario{Resource: resource(t, `{"kind":"copies","domain_limit":3}`), Nodes: 2}, `resource.kind: must be gcra or tiers, got "copies"`},
+		{"two tiers", Scenario{Resource: resource(t, `{"kind":"tiers","tiers":"10,1,1,0,20,1,1,0"}`), Nodes: 2}, "resource.tiers: the oracle takes exactly one tier, got 2"},
+		{"rate", Scenario{Resource: rc, Nodes: 2, Rate: -1}, "rate: must be a finite number ≥ 0, got -1"},
+	}
+	for _, c := range cases {
+		err := c.s.Validate()
+		if err == nil || !errors.Is(err, ErrScenario) || !contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an ErrScenario containing %q", c.name, err, c.want)
+		}
+		if _, rerr := Run(context.Background(), c.s); rerr == nil {
+			t.Errorf("%s: Run accepted it", c.name)
+		}
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+func TestWorkBudget(t *testing.T) {
+	s := Scenario{Resource: resource(t, gcraJS), Nodes: 100, Rate: 10000, MaxEvents: 1000}
+	start := time.Now()
+	_, err := Run(context.Background(), s)
+	if !errors.Is(err, ErrTooMuchWork) {
+		t.Fatalf("got %v, want ErrTooMuchWork", err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Errorf("refused after %s: the estimate should refuse before running", el)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, Scenario{Resource: resource(t, gcraJS), Nodes: 3}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled context: got %v", err)
+	}
+}
+
+// Probes (bench/cluster's) add a fresh key every ProbeEvery: more bytes,
+// no change to the load's requests.
+func TestProbes(t *testing.T) {
+	s := Scenario{Resource: resource(t, gcraJS), Nodes: 3, Seed: 1, Duration: 3 * time.Second}
+	plain := run(t, s)
+	s.ProbeEvery = 100 * time.Millisecond
+	probed := run(t, s)
+	if probed.Requests != plain.Requests || probed.PayloadBytes <= plain.PayloadBytes {
+		t.Errorf("with probes: %d requests, %d bytes; without: %d, %d", probed.Requests, probed.PayloadBytes, plain.Requests, plain.PayloadBytes)
+	}
+}
