@@ -22,8 +22,7 @@
       duration_ms: Math.round(+$("t-duration").value * 1000),
       seed: 1,
     };
-    const skew = +$("t-skew").value;
-    if (skew > 0) b.skew = skew;
+    b.skew = $("t-skew").value;
     return b;
   }
 
