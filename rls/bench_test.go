@@ -42,6 +42,9 @@ func BenchmarkHandler(b *testing.B) {
 }
 
 func TestDecideAllocates(t *testing.T) {
+	if raceOn {
+		t.Skip("the race detector drops sync.Pool items: run without -race to count allocations")
+	}
 	s := testService(t, Options{Headers: HeadersDraft11})
 	req := &rlpb.RateLimitRequest{Domain: "web", Descriptors: []*rlv3.RateLimitDescriptor{desc("remote_address", "10.1.2.3"), desc("tenant", "free-1"), desc("user", "bob", "plan", "gold")}}
 	warm := GetReply()

@@ -62,9 +62,9 @@ type Reply struct {
 	limits []*rlpb.RateLimitResponse_RateLimit
 	// overrides holds the limits of descriptors carrying their own.
 	overrides []Limit
-	hdrs   [3]*core.HeaderValue
-	hptr   [3]*core.HeaderValue
-	buf    []byte
+	hdrs      [3]*core.HeaderValue
+	hptr      [3]*core.HeaderValue
+	buf       []byte
 }
 
 var replies = sync.Pool{New: func() any {
