@@ -19,7 +19,8 @@ import (
 // each request goes to every service before the next one leaves, so every
 // service sees each request in the same second window. The trace starts at
 // a whole second early enough in a minute that its last tick ends before the
-// minute does, so no minute window changes within it either. A tick that
+// minute does, so no minute window changes within it either, and never at a
+// minute's first second (see firstSecond). A tick that
 // runs past its second is an error (the machine was too slow), never
 // silently compared.
 
@@ -79,13 +80,23 @@ func replay(ctx context.Context, callers []caller, trace []step) (*replayResult,
 	return res, nil
 }
 
-// firstSecond returns the first whole second after now from which ticks
-// seconds end within the same minute (the next minute's start if they do
-// not fit in this one).
+// firstSecond returns the first whole second after now, other than a
+// minute's first, from which ticks seconds end within the same minute (the
+// next minute's second second if they do not fit in this one).
+//
+// Second 0 is avoided because envoyproxy/ratelimit keys a counter by
+// domain, entries and window start, not by unit: at a whole minute, the
+// per-second window and the per-minute window of the same entries (a
+// per-request override of a configured limit) start at the same instant and
+// are one Redis key, and the one's 1 s expiry can drop the other's count.
+// obol keeps them apart; the trace compares the rest, not that collision.
 func firstSecond(now time.Time, ticks int) time.Time {
 	s := now.Truncate(time.Second).Add(time.Second)
-	if s.Second()+ticks > 59 {
-		s = now.Truncate(time.Minute).Add(time.Minute)
+	if s.Second() == 0 {
+		s = s.Add(time.Second)
+	}
+	if s.Second()+ticks > 60 {
+		s = now.Truncate(time.Minute).Add(time.Minute + time.Second)
 	}
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/obol-dev/obol/rls"
 )
 
 // diffTrace is the differential's trace: 8 seconds of 30 requests each.
@@ -113,4 +116,49 @@ func checkOutcomes(t *testing.T, replies []*rlsv3.RateLimitResponse) {
 	if ok < len(replies)/10 || over < len(replies)/10 || limited < len(replies)/2 {
 		t.Fatalf("the trace is not a useful comparison: %d OK, %d OVER_LIMIT, %d limited statuses of %d requests", ok, over, limited, len(replies))
 	}
+}
+
+// startObolInProcess serves obol's rate limit service (package rls, on the
+// wall clock, envoyproxy/ratelimit's default options) on a Unix socket, in
+// this process, on the config directory cfgDir.
+func startObolInProcess(t *testing.T, cfgDir string) *service {
+	t.Helper()
+	cfg, err := rls.LoadDir(cfgDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rls.NewServer(rls.New(cfg, rls.Options{}), nil)
+	sock := filepath.Join(t.TempDir(), "obol-rls.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.GRPC().Serve(l) }()
+	t.Cleanup(srv.GRPC().Stop)
+	return &service{name: "obol", socket: sock}
+}
+
+// TestDifferential replays the trace against envoyproxy/ratelimit (on
+// Redis) and obol, both on the same config directory, and requires every
+// reply to match: overall_code, and per status code, current_limit,
+// limit_remaining and duration_until_reset (within a second).
+func TestDifferential(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root := t.TempDir()
+	cfgDir, err := writeConfig(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := startPeerOrSkip(t, ctx, root, 1)[0]
+	obol := startObolInProcess(t, cfgDir)
+	trace := makeTrace(diffTrace)
+	start := time.Now()
+	res, err := replay(ctx, []caller{callerFor(t, peer), callerFor(t, obol)}, trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replayed %d requests in %v", len(trace), time.Since(start).Round(time.Millisecond))
+	checkOutcomes(t, res.replies[0])
+	reportMismatches(t, "obol against envoyproxy/ratelimit", trace, compareAll(res, 0, 1))
 }
