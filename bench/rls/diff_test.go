@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,8 +11,6 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-
-	"github.com/obol-dev/obol/rls"
 )
 
 // diffTrace is the differential's trace: 8 seconds of 30 requests each.
@@ -118,28 +115,26 @@ func checkOutcomes(t *testing.T, replies []*rlsv3.RateLimitResponse) {
 	}
 }
 
-// startObolInProcess serves obol's rate limit service (package rls, on the
-// wall clock, envoyproxy/ratelimit's default options) on a Unix socket, in
-// this process, on the config directory cfgDir.
-func startObolInProcess(t *testing.T, cfgDir string) *service {
+// startObolAgent builds obol's agent and starts it alone on the config
+// directory cfgDir (see startObol).
+func startObolAgent(t *testing.T, ctx context.Context, cfgDir string) *service {
 	t.Helper()
-	cfg, err := rls.LoadDir(cfgDir)
+	dir := t.TempDir()
+	bin, err := buildAgent(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := rls.NewServer(rls.New(cfg, rls.Options{}), nil)
-	sock := filepath.Join(t.TempDir(), "obol-rls.sock")
-	l, err := net.Listen("unix", sock)
+	s, err := startObol(ctx, bin, dir, cfgDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = srv.GRPC().Serve(l) }()
-	t.Cleanup(srv.GRPC().Stop)
-	return &service{name: "obol", socket: sock}
+	t.Cleanup(s.stop)
+	return s
 }
 
 // TestDifferential replays the trace against envoyproxy/ratelimit (on
-// Redis) and obol, both on the same config directory, and requires every
+// Redis) and obol's agent (built from ./cmd/agent, alone, default RLS
+// options), both on the same config directory, and requires every
 // reply to match: overall_code, and per status code, current_limit,
 // limit_remaining and duration_until_reset (within a second).
 func TestDifferential(t *testing.T) {
@@ -151,7 +146,7 @@ func TestDifferential(t *testing.T) {
 		t.Fatal(err)
 	}
 	peer := startPeerOrSkip(t, ctx, root, 1)[0]
-	obol := startObolInProcess(t, cfgDir)
+	obol := startObolAgent(t, ctx, cfgDir)
 	trace := makeTrace(diffTrace)
 	start := time.Now()
 	res, err := replay(ctx, []caller{callerFor(t, peer), callerFor(t, obol)}, trace)

@@ -61,10 +61,8 @@ func (r *loadResult) cpuPerCall() float64 {
 }
 
 // loadRequests returns n encoded requests of the bench domain, one
-// descriptor each, over keys client values: with a few hundred keys at
-// several thousand calls a second, each key is asked tens of times a second
-// and the bench domain's 20 per second refuses some, so that decisions are a
-// mix of both outcomes (the mix depends on the rate reached).
+// descriptor each, over keys client values, each counted in its own window
+// (the bench domain's limit is never reached: see configFiles).
 func loadRequests(n, keys int) ([][]byte, error) {
 	out := make([][]byte, n)
 	for i := range out {
