@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,6 +25,9 @@ func startPeerOrSkip(t *testing.T, ctx context.Context, runtimeRoot string, n in
 	t.Helper()
 	if testing.Short() {
 		t.Skip("the differential builds envoyproxy/ratelimit and runs Redis (about a minute): run it without -short")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skipf("redis-server is not on PATH; to run: %s", howToRun)
 	}
 	dir := t.TempDir()
 	bin, err := buildRatelimit(ctx, dir)

@@ -157,7 +157,7 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 // report prints the table, the ratios and the RESULT line, and returns
 // whether every row was measured.
 func report(w io.Writer, rows []measured) bool {
-	fmt.Fprintf(w, "\n%-16s %-5s %10s %8s %8s %8s %9s %7s %7s\n", "service", "via", "req/s", "p50 µs", "p99 µs", "p999 µs", "cpu µs/op", "over%", "errors")
+	fmt.Fprintf(w, "\n%-16s %-5s %10s %8s %8s %8s %9s %9s %7s %7s\n", "service", "via", "req/s", "p50 µs", "p99 µs", "p999 µs", "cpu µs/op", "gen µs/op", "over%", "errors")
 	all := true
 	find := func(name, transport string) *loadResult {
 		for _, r := range rows {
@@ -178,8 +178,8 @@ func report(w io.Writer, rows []measured) bool {
 		if x.calls > 0 {
 			over = 100 * float64(x.overLimit) / float64(x.calls)
 		}
-		fmt.Fprintf(w, "%-16s %-5s %10.0f %8d %8d %8d %9.1f %6.1f%% %7d\n", r.name, r.transport, x.rps(),
-			x.hist.ValueAtQuantile(50), x.hist.ValueAtQuantile(99), x.hist.ValueAtQuantile(99.9), x.cpuPerCall(), over, x.errors)
+		fmt.Fprintf(w, "%-16s %-5s %10.0f %8d %8d %8d %9.1f %9.1f %6.1f%% %7d\n", r.name, r.transport, x.rps(),
+			x.hist.ValueAtQuantile(50), x.hist.ValueAtQuantile(99), x.hist.ValueAtQuantile(99.9), x.cpuPerCall(), x.genCPUPerCall(), over, x.errors)
 		if x.firstErr != nil {
 			fmt.Fprintf(w, "    first error: %v\n", x.firstErr)
 		}
