@@ -5,7 +5,7 @@
 // run, under the identical load:
 //
 //	go run ./bench/rls                 # about a minute and a half
-//	go run ./bench/rls -d 10s -c 64
+//	go run ./bench/rls -d 5s -rounds 5 -c 64
 //
 // It builds obol's agent (go build ./cmd/agent) and envoyproxy/ratelimit
 // (from the Go module proxy, at a pinned version, into a temporary
@@ -14,7 +14,8 @@
 // own redis-server (Debian's, on a temporary Unix socket, no persistence);
 // the floor as this binary with a hidden -serve-floor flag. All three read
 // one config directory in envoyproxy/ratelimit's format. The load is a
-// closed loop of unary calls over a few HTTP/2 connections, the requests
+// closed loop of unary calls over a few HTTP/2 connections, in -rounds
+// rounds that interleave the services, the requests
 // encoded once beforehand and the replies read no further than their
 // overall_code, the generator held to -gen-procs cores (GOMAXPROCS). For
 // each service it measures calls per second, latency quantiles (HDR

@@ -62,6 +62,25 @@ func (r *loadResult) cpuPerCall() float64 {
 	return float64(r.cpu.Microseconds()) / float64(r.calls)
 }
 
+// add returns the sum of r (nil: none yet) and x, as if measured in one
+// span.
+func (r *loadResult) add(x *loadResult) *loadResult {
+	if r == nil {
+		return x
+	}
+	r.calls += x.calls
+	r.overLimit += x.overLimit
+	r.errors += x.errors
+	r.elapsed += x.elapsed
+	r.cpu += x.cpu
+	r.genCPU += x.genCPU
+	r.hist.Merge(x.hist)
+	if r.firstErr == nil {
+		r.firstErr = x.firstErr
+	}
+	return r
+}
+
 // genCPUPerCall is the generator's own CPU time per call, in µs.
 func (r *loadResult) genCPUPerCall() float64 {
 	if r.calls == 0 {

@@ -18,6 +18,7 @@ import (
 type options struct {
 	duration, warmup  time.Duration
 	concurrency       int
+	rounds            int
 	conns             int
 	genProcs          int
 	keys              int
@@ -34,7 +35,8 @@ func main() {
 	}
 	var o options
 	fs := flag.NewFlagSet("rls", flag.ExitOnError)
-	fs.DurationVar(&o.duration, "d", 5*time.Second, "measured time per service and transport")
+	fs.DurationVar(&o.duration, "d", 3*time.Second, "measured time per service, transport and round")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds, each measuring every service and transport once in turn")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "time driven before measuring")
 	fs.IntVar(&o.concurrency, "c", 32, "calls in flight (closed loop)")
 	fs.IntVar(&o.conns, "conns", 4, "HTTP/2 connections the calls share")
@@ -67,6 +69,9 @@ type measured struct {
 func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 	if runtime.GOOS != "linux" {
 		return false, errNoProc
+	}
+	if o.rounds < 1 || o.concurrency < 1 || o.conns < 1 || o.keys < 1 || o.genProcs < 1 {
+		return false, fmt.Errorf("-rounds %d, -c %d, -conns %d, -keys %d, -gen-procs %d: each must be at least 1", o.rounds, o.concurrency, o.conns, o.keys, o.genProcs)
 	}
 	dir, err := os.MkdirTemp("", "obol-bench-rls-")
 	if err != nil {
@@ -110,9 +115,9 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 		services = append(services, peer)
 	}
 
-	runtime.GOMAXPROCS(o.genProcs)
-	fmt.Fprintf(w, "load: closed loop, %d calls in flight over %d HTTP/2 connections, %d keys, %v warmup + %v each; generator GOMAXPROCS=%d of %d cores, servers unrestricted\n",
-		o.concurrency, o.conns, o.keys, o.warmup, o.duration, o.genProcs, runtime.NumCPU())
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.genProcs))
+	fmt.Fprintf(w, "load: closed loop, %d calls in flight over %d HTTP/2 connections, %d keys; %d rounds of %v warmup + %v per service; generator GOMAXPROCS=%d of %d cores, servers unrestricted\n",
+		o.concurrency, o.conns, o.keys, o.rounds, o.warmup, o.duration, o.genProcs, runtime.NumCPU())
 	type job struct {
 		name, transport, target string
 		svc                     *service
@@ -137,19 +142,30 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 		}
 		jobs = append(jobs, j)
 	}
-	var rows []measured
-	for _, j := range jobs {
-		m := measured{name: j.name, transport: j.transport, err: j.err}
-		if j.err == nil {
-			m.res, m.err = runLoad(ctx, loadSpec{
+	// The rounds interleave the services, so that a change in what else
+	// runs on the machine weighs on each alike.
+	rows := make([]measured, len(jobs))
+	for i, j := range jobs {
+		rows[i] = measured{name: j.name, transport: j.transport, err: j.err}
+	}
+	for range o.rounds {
+		for i, j := range jobs {
+			if rows[i].err != nil {
+				continue
+			}
+			res, err := runLoad(ctx, loadSpec{
 				target: j.target, conns: o.conns, concurrency: o.concurrency,
 				warmup: o.warmup, duration: o.duration, requests: requests,
 			}, j.svc.pids)
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			if err != nil {
+				rows[i].err = err
+				continue
+			}
+			rows[i].res = rows[i].res.add(res)
 		}
-		if ctx.Err() != nil {
-			return false, ctx.Err()
-		}
-		rows = append(rows, m)
 	}
 	return report(w, rows), nil
 }
