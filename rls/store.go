@@ -66,7 +66,7 @@ type Store struct {
 	clu   Cluster
 	drift *float64
 	// ext is the extension engine in force (ext.go), nil when none.
-	ext atomic.Pointer[local.Engine]
+	ext   atomic.Pointer[local.Engine]
 	recMu sync.RWMutex
 	recs  map[uint64]local.Recorder
 }
