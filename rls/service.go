@@ -163,17 +163,30 @@ func (s *Service) Decide(now time.Time, req *rlpb.RateLimitRequest, r *Reply) er
 		items = append(items, it)
 	}
 	// replaces: a named limit that another matched limit replaces is
-	// dropped (unlimited ones replace too).
+	// dropped (unlimited ones replace too, and every matched limit
+	// replaces, dropped or not). A dropped unlimited limit still answers
+	// as unlimited, as envoyproxy/ratelimit's does.
+	var dropStack [maxStack]bool
+	drop := dropStack[:0]
+	if len(items) > maxStack {
+		drop = make([]bool, 0, len(items))
+	}
 	for i := range items {
+		drop = append(drop, false)
 		l := items[i].limit
 		if l == nil || l.Name == "" {
 			continue
 		}
 		for j := range items {
 			if lj := items[j].limit; lj != nil && replaces(lj, l.Name) {
-				items[i].limit, items[i].unlimited = nil, false
+				drop[i] = true
 				break
 			}
+		}
+	}
+	for i, d := range drop {
+		if d {
+			items[i].limit = nil
 		}
 	}
 	// Grow the counters.
