@@ -184,9 +184,9 @@ func (c *Cluster) Recorder(name string, rc *config.Resource) local.Recorder {
 func (c *Cluster) SetApplier(a Applier) { c.applier.Store(&applierBox{a}) }
 
 // SetSideApplier makes a the applier of every resource whose name starts
-// with prefix (one no configured resource has: the Envoy rate limit
-// service's counters, "rls:..."), beside the engine's; an engine reload
-// does not replace it.
+// with prefix and has no '/' (so that no configured resource, always
+// NAMESPACE/NAME, is one: the Envoy rate limit service's counters,
+// "rls:..."), beside the engine's; an engine reload does not replace it.
 func (c *Cluster) SetSideApplier(prefix string, a Applier) {
 	c.side.Store(&sideBox{prefix, a})
 }
@@ -523,7 +523,7 @@ func (c *Cluster) apply(ops []op, now int64) {
 	for i := range ops {
 		o := &ops[i]
 		a := b.a
-		if side != nil && strings.HasPrefix(o.resource, side.prefix) {
+		if side != nil && strings.HasPrefix(o.resource, side.prefix) && !strings.Contains(o.resource, "/") {
 			a = side.a
 		}
 		switch o.kind {

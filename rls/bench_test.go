@@ -45,8 +45,21 @@ func TestDecideAllocates(t *testing.T) {
 	if raceOn {
 		t.Skip("the race detector drops sync.Pool items: run without -race to count allocations")
 	}
-	s := testService(t, Options{Headers: HeadersDraft11})
-	req := &rlpb.RateLimitRequest{Domain: "web", Descriptors: []*rlv3.RateLimitDescriptor{desc("remote_address", "10.1.2.3"), desc("tenant", "free-1"), desc("user", "bob", "plan", "gold")}}
+	cfg, err := Parse([]Source{{Name: "web.yaml", Data: []byte(testConfig)}, {Name: "ext.yaml", Data: []byte(extConfig)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(cfg, Options{Headers: HeadersDraft11})
+	for _, req := range []*rlpb.RateLimitRequest{
+		{Domain: "web", Descriptors: []*rlv3.RateLimitDescriptor{desc("remote_address", "10.1.2.3"), desc("tenant", "free-1"), desc("user", "bob", "plan", "gold")}},
+		{Domain: "ext", Descriptors: []*rlv3.RateLimitDescriptor{desc("smooth", "a"), desc("tiered", "b")}},
+	} {
+		decideAllocs(t, s, req)
+	}
+}
+
+func decideAllocs(t *testing.T, s *Service, req *rlpb.RateLimitRequest) {
+	t.Helper()
 	warm := GetReply()
 	_ = s.Decide(t0, req, warm)
 	warm.Release()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/obol-dev/obol/config"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
@@ -61,6 +64,11 @@ type Limit struct {
 	Name      string
 	Replaces  []string
 	Detailed  bool
+	// Ext is the obol extension's resource (kind gcra or tiers), decided
+	// by obol's engine instead of a fixed window; nil for a fixed window.
+	Ext *config.Resource
+	// extName is Ext's resource name in the engine and the cluster.
+	extName string
 	// Path is the descriptor's place in the config, "domain.key_value.key"
 	// (the metric key of envoyproxy/ratelimit).
 	Path string
@@ -98,7 +106,7 @@ func (c *Config) Files() []string { return c.files }
 type Problems []string
 
 func (p Problems) Error() string {
-	return fmt.Sprintf("rls config: %d problem(s):\n  %s", len(p), strings.Join(p, "\n  "))
+	return fmt.Sprintf("%d problem(s):\n  %s", len(p), strings.Join(p, "\n  "))
 }
 
 // ErrConfig is wrapped by every error of a config that cannot be used.
@@ -191,7 +199,7 @@ func (p *parser) add(n *yaml.Node, format string, args ...any) {
 func (p *parser) file1(data []byte, domainFile map[string]string) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
 		p.probs = append(p.probs, fmt.Sprintf("%s: not YAML: %v", p.file, err))
 		return
 	}
@@ -310,7 +318,7 @@ var descriptorKeys = map[string]bool{
 }
 
 var rateLimitKeys = map[string]bool{
-	"unit": true, "requests_per_unit": true, "unlimited": true, "name": true, "replaces": true,
+	"unit": true, "requests_per_unit": true, "unlimited": true, "name": true, "replaces": true, "obol": true,
 }
 
 func (p *parser) descriptors(parent *node, prefix string, list *yaml.Node) {
@@ -341,12 +349,13 @@ func (p *parser) descriptors(parent *node, prefix string, list *yaml.Node) {
 			continue
 		}
 		n := &node{children: map[string]*node{}}
+		shadow := p.boolean(f["shadow_mode"], "shadow_mode")
+		quota := p.boolean(f["quota_mode"], "quota_mode")
+		detailed := p.boolean(f["detailed_metric"], "detailed_metric")
 		if f["rate_limit"] != nil {
 			n.limit = p.rateLimit(f["rate_limit"], path)
 			if n.limit != nil {
-				n.limit.Shadow = p.boolean(f["shadow_mode"], "shadow_mode")
-				n.limit.Quota = p.boolean(f["quota_mode"], "quota_mode")
-				n.limit.Detailed = p.boolean(f["detailed_metric"], "detailed_metric")
+				n.limit.Shadow, n.limit.Quota, n.limit.Detailed = shadow, quota, detailed
 			}
 		}
 		p.boolean(f["value_to_metric"], "value_to_metric")
@@ -407,7 +416,82 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Limit {
 			}
 		}
 	}
+	if o := f["obol"]; o != nil {
+		p.extension(o, l)
+	}
 	l.PB = &rlpb.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: l.Requests, Unit: l.Unit}
 	p.c.limits = append(p.c.limits, l)
 	return l
+}
+
+// extension reads the obol extension of a rate_limit: an obol resource
+// (kind gcra or tiers, in obol's config syntax) that decides the
+// descriptor instead of a fixed window. A gcra one takes, when it leaves
+// them out, count = requests_per_unit, period = the unit and burst =
+// requests_per_unit.
+func (p *parser) extension(n *yaml.Node, l *Limit) {
+	if n.Kind != yaml.MappingNode {
+		p.add(n, "obol: want a mapping (an obol resource of kind gcra or tiers), got %s", kindName(n))
+		return
+	}
+	if l.Unlimited {
+		p.add(n, "obol: an unlimited rate_limit takes no obol extension")
+		return
+	}
+	has := map[string]bool{}
+	kind := ""
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		has[n.Content[i].Value] = true
+		if n.Content[i].Value == "kind" {
+			kind = n.Content[i+1].Value
+		}
+	}
+	if kind != string(config.KindGCRA) && kind != string(config.KindTiers) {
+		p.add(n, "obol.kind: want gcra or tiers, got %q", kind)
+		return
+	}
+	node := *n
+	node.Content = append([]*yaml.Node(nil), n.Content...)
+	if kind == string(config.KindGCRA) {
+		for _, kv := range [][2]string{
+			{"count", strconv.FormatUint(uint64(l.Requests), 10)},
+			{"period", strconv.FormatInt(l.Seconds, 10) + "s"},
+			{"burst", strconv.FormatUint(uint64(l.Requests), 10)},
+		} {
+			if !has[kv[0]] {
+				node.Content = append(node.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: kv[0]}, &yaml.Node{Kind: yaml.ScalarNode, Value: kv[1]})
+			}
+		}
+	}
+	data, err := yaml.Marshal(&node)
+	if err != nil {
+		p.add(n, "obol: %v", err)
+		return
+	}
+	rc, err := config.ParseResource(data)
+	if err != nil {
+		var ps *config.Problems
+		if errors.As(err, &ps) {
+			for _, pr := range *ps {
+				p.add(n, "%s: %s", strings.Replace(pr.Path, "resource", "obol", 1), pr.Message)
+			}
+			return
+		}
+		p.add(n, "obol: %v", err)
+		return
+	}
+	l.Ext = rc
+	l.extName = extPrefix + escapeName(l.Path)
+}
+
+// extPrefix starts the engine and cluster names of extension limits.
+const extPrefix = ResourcePrefix + "x:"
+
+// escapeName writes '%' as "%25" and '/' as "%2F", so that the name has no
+// '/' (no configured obol resource name lacks one).
+func escapeName(s string) string {
+	if !strings.ContainsAny(s, "%/") {
+		return s
+	}
+	return strings.NewReplacer("%", "%25", "/", "%2F").Replace(s)
 }

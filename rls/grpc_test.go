@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // serve starts srv on a Unix socket and a loopback TCP port and returns
@@ -150,4 +151,27 @@ func TestHTTPJSONAndHealth(t *testing.T) {
 	if get() != 500 {
 		t.Fatal("healthcheck OK after SetHealthy(false)")
 	}
+}
+
+// FuzzDecide decodes a request as /json does and decides it: no input
+// crashes the service, and every decided request gets one status per
+// descriptor.
+func FuzzDecide(f *testing.F) {
+	f.Add([]byte(`{"domain":"web","descriptors":[{"entries":[{"key":"remote_address","value":"x"}]}]}`))
+	f.Add([]byte(`{"domain":"web","hitsAddend":3,"descriptors":[{"entries":[{"key":"tenant","value":"free-1"}],"hitsAddend":"0"},{"entries":[{"key":"user","value":"u"},{"key":"plan","value":"gold"}],"limit":{"requestsPerUnit":1,"unit":"HOUR"}}]}`))
+	s := testService(f, Options{Headers: HeadersDraft11, StopIncrementOverLimit: true})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req rlpb.RateLimitRequest
+		if protojson.Unmarshal(data, &req) != nil {
+			return
+		}
+		r := GetReply()
+		defer r.Release()
+		if err := s.Decide(t0, &req, r); err != nil {
+			return
+		}
+		if len(r.Response().Statuses) != len(req.Descriptors) {
+			t.Fatalf("%d statuses for %d descriptors", len(r.Response().Statuses), len(req.Descriptors))
+		}
+	})
 }

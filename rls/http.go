@@ -10,7 +10,7 @@ import (
 
 // http.go serves envoyproxy/ratelimit's HTTP endpoints:
 //
-//   - POST /json: a RateLimitRequest in protobuf's JSON mapping, answered
+//   - POST /json (any method, as envoyproxy/ratelimit's): a RateLimitRequest in protobuf's JSON mapping, answered
 //     with the RateLimitResponse in the same mapping; status 200, 429 when
 //     the overall code is OVER_LIMIT, 400 for a body that does not parse
 //     or a request that cannot be decided (no domain, no descriptors),
@@ -38,11 +38,6 @@ func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) serveJSON(w http.ResponseWriter, req *http.Request) {
-	if req.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		http.Error(w, "/json takes POST", http.StatusMethodNotAllowed)
-		return
-	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, maxJSONBody+1))
 	if err != nil || len(body) > maxJSONBody {
 		http.Error(w, "body unreadable or over 1 MiB", http.StatusBadRequest)

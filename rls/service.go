@@ -53,6 +53,7 @@ type Service struct {
 	opt   Options
 	cfg   atomic.Pointer[Config]
 	store *Store
+	ext   extEngines
 	stats *Stats
 }
 
@@ -73,6 +74,7 @@ func New(cfg *Config, opt Options) *Service {
 func (s *Service) SetConfig(cfg *Config) {
 	s.stats.setConfig(cfg)
 	s.store.Register(cfg)
+	s.ext.setConfig(cfg, s.store)
 	s.cfg.Store(cfg)
 }
 
@@ -104,6 +106,9 @@ type item struct {
 	before    uint64
 	after     uint64
 	grow      bool
+	// extension limits: their verdict, taken when the counters grow
+	v     verdict
+	reset int64
 }
 
 // Decide decides req at now into r (overwriting it whole).
@@ -126,7 +131,7 @@ func (s *Service) Decide(now time.Time, req *rlpb.RateLimitRequest, r *Reply) er
 		items = make([]item, 0, len(ds))
 	}
 	keys := keyStack[:0]
-	nowSec, nowMs := now.Unix(), now.UnixMilli()
+	nowSec := now.Unix()
 	domain := req.GetDomain()
 	r.reset(len(ds))
 
@@ -158,21 +163,34 @@ func (s *Service) Decide(now time.Time, req *rlpb.RateLimitRequest, r *Reply) er
 		items = append(items, it)
 	}
 	// replaces: a named limit that another matched limit replaces is
-	// dropped (unlimited ones replace too).
+	// dropped (unlimited ones replace too, and every matched limit
+	// replaces, dropped or not). A dropped unlimited limit still answers
+	// as unlimited, as envoyproxy/ratelimit's does.
+	var dropStack [maxStack]bool
+	drop := dropStack[:0]
+	if len(items) > maxStack {
+		drop = make([]bool, 0, len(items))
+	}
 	for i := range items {
+		drop = append(drop, false)
 		l := items[i].limit
 		if l == nil || l.Name == "" {
 			continue
 		}
 		for j := range items {
 			if lj := items[j].limit; lj != nil && replaces(lj, l.Name) {
-				items[i].limit, items[i].unlimited = nil, false
+				drop[i] = true
 				break
 			}
 		}
 	}
+	for i, d := range drop {
+		if d {
+			items[i].limit = nil
+		}
+	}
 	// Grow the counters.
-	s.count(items, keys, nowSec, nowMs)
+	s.count(items, keys, now)
 
 	// The statuses, the overall code, the headers.
 	code := rlpb.RateLimitResponse_OK
@@ -189,6 +207,9 @@ func (s *Service) Decide(now time.Time, req *rlpb.RateLimitRequest, r *Reply) er
 			continue
 		}
 		v, reset := judge(it.after, l.Requests), untilReset(nowSec, l.Seconds)
+		if l.Ext != nil {
+			v, reset = it.v, it.reset
+		}
 		st.CurrentLimit = l.PB
 		st.LimitRemaining = v.remaining
 		st.Code = rlpb.RateLimitResponse_OK
@@ -196,7 +217,10 @@ func (s *Service) Decide(now time.Time, req *rlpb.RateLimitRequest, r *Reply) er
 			st.Code = rlpb.RateLimitResponse_OVER_LIMIT
 		}
 		st.DurationUntilReset = r.duration(i, reset)
-		if !it.override {
+		switch {
+		case l.Ext != nil:
+			s.stats.observeExt(l, keys[it.kfrom:it.kto], it.hits, v.over)
+		case !it.override:
 			s.stats.observe(l, keys[it.kfrom:it.kto], it.before, it.after, it.hits, s.opt.NearLimitRatio)
 		}
 		if v.remaining < minRemaining {
@@ -249,11 +273,16 @@ func hitsOf(req *rlpb.RateLimitRequest, d *rlv3.RateLimitDescriptor) uint64 {
 // count grows the counters of items' fixed windows at now: every one by
 // its hits or, with StopIncrementOverLimit and when any would go over its
 // limit, only those that would.
-func (s *Service) count(items []item, keys []byte, nowSec, nowMs int64) {
+func (s *Service) count(items []item, keys []byte, now time.Time) {
+	nowSec, nowMs := now.Unix(), now.UnixMilli()
 	stop := false
 	for i := range items {
 		it := &items[i]
 		if it.limit == nil || it.unlimited {
+			continue
+		}
+		if it.limit.Ext != nil {
+			it.v, it.reset = s.store.decideExt(it.limit, keys[it.kfrom:it.kto], it.hits, now)
 			continue
 		}
 		it.start = windowStart(nowSec, it.limit.Seconds)
@@ -266,6 +295,9 @@ func (s *Service) count(items []item, keys []byte, nowSec, nowMs int64) {
 	for i := range items {
 		it := &items[i]
 		if it.limit == nil || it.unlimited {
+			continue
+		}
+		if it.limit.Ext != nil {
 			continue
 		}
 		n := it.hits

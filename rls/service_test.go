@@ -285,3 +285,29 @@ func (c *Config) match2(key string) int {
 	}
 	return -1
 }
+
+func TestReplacesBothWays(t *testing.T) {
+	cfg, err := Parse([]Source{{Name: "r.yaml", Data: []byte(`
+domain: r
+descriptors:
+  - key: a
+    rate_limit: {unit: minute, requests_per_unit: 1, name: a, replaces: [{name: b}]}
+  - key: b
+    rate_limit: {unit: minute, requests_per_unit: 1, name: b, replaces: [{name: a}]}
+  - key: u
+    rate_limit: {unlimited: true, name: u}
+  - key: v
+    rate_limit: {unit: minute, requests_per_unit: 1, replaces: [{name: u}]}
+`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(cfg, Options{})
+	r := decide(t, s, t0, &rlpb.RateLimitRequest{Domain: "r", Descriptors: []*rlv3.RateLimitDescriptor{desc("a", "1"), desc("b", "1"), desc("u", "1"), desc("v", "1")}})
+	// a and b replace each other: both are dropped; u, replaced, still
+	// answers as unlimited.
+	st := r.Statuses
+	if st[0].CurrentLimit != nil || st[1].CurrentLimit != nil || st[2].LimitRemaining != 1<<32-1 || st[3].CurrentLimit == nil {
+		t.Fatalf("replaces: %v", r)
+	}
+}

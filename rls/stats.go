@@ -99,6 +99,27 @@ func (s *Stats) observe(l *Limit, key []byte, before, after, hits uint64, ratio 
 	c.add(count(before, after, hits, l.Requests, nearThreshold(l.Requests, ratio), l.Shadow))
 }
 
+// observeExt counts one decision of extension limit l: its hits are over
+// or within (an obol kind has no near-limit ratio).
+func (s *Stats) observeExt(l *Limit, key []byte, hits uint64, over bool) {
+	ids := *s.perID.Load()
+	if l.id < 0 || l.id >= len(ids) {
+		return
+	}
+	c := ids[l.id]
+	if l.Detailed && len(key) > 1 {
+		c = s.detailedOf(c, l, key)
+	}
+	t := tally{total: hits, within: hits}
+	if over {
+		t.over, t.within = hits, 0
+		if l.Shadow {
+			t.shadow = hits
+		}
+	}
+	c.add(t)
+}
+
 func (s *Stats) detailedOf(c *counters, l *Limit, key []byte) *counters {
 	s.detMu.RLock()
 	d := s.detailed[string(key)]

@@ -18,7 +18,7 @@ import (
 // decision reads the cluster's count from memory.
 //
 // In the cluster each limit value is a resource named "rls:LIMIT" (and
-// "rls:LIMIT/s" for limits per second) of one tier of that limit:
+// "rls:LIMIT:s" for limits per second) of one tier of that limit:
 // reconcile ships a key's hits at its drift threshold (drift × LIMIT /
 // nodes unshipped hits) and on its ticks, in buckets that divide the unit
 // (1.2 s for the tier of a minute, 20 ms for the tier of a second, aligned
@@ -65,6 +65,8 @@ type Store struct {
 
 	clu   Cluster
 	drift *float64
+	// ext is the extension engine in force (ext.go), nil when none.
+	ext   atomic.Pointer[local.Engine]
 	recMu sync.RWMutex
 	recs  map[uint64]local.Recorder
 }
@@ -136,7 +138,7 @@ func (s *Store) recorder(limit uint32, seconds int64) local.Recorder {
 
 func unitSuffix(seconds int64) string {
 	if seconds == 1 {
-		return "/s"
+		return ":s"
 	}
 	return ""
 }
@@ -194,7 +196,13 @@ func (s *Store) add(key []byte, start int64, n uint64, rec local.Recorder, nowMs
 // ApplyCount adds a peer's n hits of key (domain) made in the bucket
 // starting at at (Unix ms) of tier slot 1 (reconcile.Applier). Other slots
 // and resources without ResourcePrefix are not this store's.
-func (s *Store) ApplyCount(resource, domain string, slot int, at, _, n, _ int64) {
+func (s *Store) ApplyCount(resource, domain string, slot int, at, width, n, now int64) {
+	if isExt(resource) {
+		if e := s.ext.Load(); e != nil {
+			e.ApplyCount(resource, domain, slot, at, width, n, now)
+		}
+		return
+	}
 	if slot != 1 || n <= 0 || len(domain) < 2 || len(resource) < len(ResourcePrefix) || resource[:len(ResourcePrefix)] != ResourcePrefix {
 		return
 	}
@@ -223,14 +231,29 @@ func (s *Store) ApplyCount(resource, domain string, slot int, at, _, n, _ int64)
 	}
 }
 
-// ApplyEntry, AddRemoteHolds and EachHold complete reconcile.Applier: a
-// fixed window has no tier entries and no holds.
-func (s *Store) ApplyEntry(string, string, int, int64, int64)        {}
+// ApplyEntry applies a peer's tier entry of an extension limit (a fixed
+// window has none).
+func (s *Store) ApplyEntry(resource, domain string, slot int, at, now int64) {
+	if e := s.ext.Load(); e != nil && isExt(resource) {
+		e.ApplyEntry(resource, domain, slot, at, now)
+	}
+}
+
+func isExt(resource string) bool {
+	return len(resource) >= len(extPrefix) && resource[:len(extPrefix)] == extPrefix
+}
+
+// AddRemoteHolds and EachHold complete reconcile.Applier: no limit here
+// holds copies.
 func (s *Store) AddRemoteHolds(string, string, int64)                {}
 func (s *Store) EachHold(func(resource, domain string, holds int64)) {}
 
-// Sweep forgets the counters whose window ended before now.
+// Sweep forgets the counters whose window ended before now, and what the
+// extension engine has fully reset.
 func (s *Store) Sweep(now time.Time) {
+	if e := s.ext.Load(); e != nil {
+		e.Step(now)
+	}
 	sec := now.Unix()
 	for i := range s.shards {
 		sh := &s.shards[i]

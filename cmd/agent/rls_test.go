@@ -207,3 +207,58 @@ func TestRLSFlags(t *testing.T) {
 		})
 	}
 }
+
+// rlsDigest changes with every way the directory's content changes: an
+// edit in place, a new file, and a ConfigMap's ..data symlink swap; not
+// with files it does not read.
+func TestRLSDigest(t *testing.T) {
+	dir := tempDir(t)
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// kubelet's layout: edge.yaml -> ..data/edge.yaml, ..data -> ..v1
+	for _, v := range []string{"..v1", "..v2"} {
+		if err := os.Mkdir(filepath.Join(dir, v), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "..v1", "edge.yaml"), "domain: edge\n")
+	write(filepath.Join(dir, "..v2", "edge.yaml"), "domain: edge2\n")
+	if err := os.Symlink("..v1", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..data", "edge.yaml"), filepath.Join(dir, "edge.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	digest := func() [32]byte {
+		t.Helper()
+		d, err := rlsDigest(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	d0 := digest()
+	write(filepath.Join(dir, "notes.txt"), "ignored")
+	if digest() != d0 {
+		t.Fatal("a file the service does not read changed the digest")
+	}
+	// The swap: a new ..data link renamed over the old one.
+	if err := os.Symlink("..v2", filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	d1 := digest()
+	if d1 == d0 {
+		t.Fatal("the ..data swap left the digest unchanged")
+	}
+	write(filepath.Join(dir, "other.yml"), "domain: other\n")
+	if digest() == d1 {
+		t.Fatal("a new file left the digest unchanged")
+	}
+}
