@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"github.com/obol-dev/obol/config"
@@ -36,6 +37,9 @@ type Options struct {
 	// Cluster shows the mesh in /v1/peers, /v1/state and /metrics; nil
 	// means the node runs alone.
 	Cluster ClusterView
+	// Collectors are more metrics /metrics serves (the Envoy rate limit
+	// service's).
+	Collectors []prometheus.Collector
 	// AuthToken, when set, must be sent as `Authorization: Bearer <token>`
 	// on every request through a listener that is not loopback (and, with
 	// AuthEverywhere, through every listener), except GET /healthz and
@@ -154,6 +158,7 @@ func New(e *local.Engine, opts Options) *Server {
 		domainHeader: opts.CheckDomainHeader,
 	}
 	s.metrics = newMetrics(s)
+	s.metrics.reg.MustRegister(opts.Collectors...)
 	s.authToken, s.authEverywhere = append([]byte(nil), opts.AuthToken...), opts.AuthEverywhere
 	s.sim.limit = opts.SimulateTimeLimit
 	if s.sim.limit <= 0 {

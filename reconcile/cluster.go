@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,6 +92,7 @@ type Cluster struct {
 	res   map[string]*Res
 
 	applier atomic.Pointer[applierBox]
+	side    atomic.Pointer[sideBox]
 	sender  atomic.Pointer[senderBox]
 	live    atomic.Int64
 
@@ -109,6 +111,10 @@ type Cluster struct {
 }
 
 type applierBox struct{ a Applier }
+type sideBox struct {
+	prefix string
+	a      Applier
+}
 type senderBox struct{ s Sender }
 
 type ownGauge struct {
@@ -176,6 +182,14 @@ func (c *Cluster) Recorder(name string, rc *config.Resource) local.Recorder {
 // SetApplier sets the engine peers' counts are applied to (a reload sets the
 // new engine).
 func (c *Cluster) SetApplier(a Applier) { c.applier.Store(&applierBox{a}) }
+
+// SetSideApplier makes a the applier of every resource whose name starts
+// with prefix and has no '/' (so that no configured resource, always
+// NAMESPACE/NAME, is one: the Envoy rate limit service's counters,
+// "rls:..."), beside the engine's; an engine reload does not replace it.
+func (c *Cluster) SetSideApplier(prefix string, a Applier) {
+	c.side.Store(&sideBox{prefix, a})
+}
 
 // SetEngine is SetApplier(e): local.Engine.Attach calls it (local.Cluster).
 func (c *Cluster) SetEngine(e *local.Engine) { c.SetApplier(e) }
@@ -518,9 +532,13 @@ func (c *Cluster) apply(ops []op, now int64) {
 	if b == nil {
 		return
 	}
-	a := b.a
+	side := c.side.Load()
 	for i := range ops {
 		o := &ops[i]
+		a := b.a
+		if side != nil && strings.HasPrefix(o.resource, side.prefix) && !strings.Contains(o.resource, "/") {
+			a = side.a
+		}
 		switch o.kind {
 		case opEntry:
 			a.ApplyEntry(o.resource, o.domain, o.slot, o.at, now)

@@ -22,6 +22,7 @@ import (
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/internal/clock"
 	"github.com/obol-dev/obol/local"
+	"github.com/obol-dev/obol/reconcile"
 )
 
 func main() {
@@ -109,6 +110,7 @@ type plan struct {
 	path string
 	file *configFile
 	st   settings
+	rls  *rlsPlan // nil: the rate limit service is off
 }
 
 // source names where the config came from, for the log.
@@ -158,6 +160,11 @@ func prepare(f flags, e env, lookup func(string) ([]net.IP, error)) (plan, error
 		}
 	}
 	p.st = st
+	rp, err := prepareRLS(f, e)
+	if err != nil {
+		errs = append(errs, unjoin(err)...)
+	}
+	p.rls = rp
 	return p, errors.Join(errs...)
 }
 
@@ -197,6 +204,7 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 			refuse(fmt.Errorf("%v: another live agent uses this node name (incarnation %d); give each agent a unique --node-name", value{st.cluster.name, "--node-name"}, other))
 		}
 	}
+	var rec *reconcile.Cluster
 	if st.cluster.enabled {
 		clu, err := startCluster(ctx, st.cluster, engine, log, base, onConflict)
 		if err != nil {
@@ -205,12 +213,24 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 		}
 		defer clu.stop(log)
 		opts.Cluster = clu
+		rec = clu.rec
 		opts.NodeName = st.cluster.name
 		// Whether the join reached anyone is logged by the gossip layer
 		// ("gossip: joined", or "gossip: join failed" and the retries).
 		log.Info("obol agent gossip started", "node", st.cluster.name, "gossip", clu.node.Addr(),
 			"join", st.cluster.join, "sync_interval", st.cluster.sync.String(), "live", clu.node.Live(),
 			"encrypted", len(st.cluster.key) > 0)
+	}
+	var rlsSrv *rlsRun
+	if p.rls != nil {
+		var err error
+		rlsSrv, err = startRLS(ctx, p.rls, rec, base.Now, st.drain, log)
+		if err != nil {
+			log.Error("obol agent cannot start the rate limit service", "err", err)
+			return err
+		}
+		defer rlsSrv.wait()
+		opts.Collectors = append(opts.Collectors, rlsSrv.srv.Service().Stats())
 	}
 	srv := api.New(engine, opts)
 	ls, err := api.Listen(api.ListenConfig{Socket: st.socket, HTTP: st.http, AllowPublic: st.httpPublic, Status: st.status, DrainTimeout: st.drain})
@@ -369,8 +389,8 @@ func summary(p plan) string {
 			gossip += ", not encrypted"
 		}
 	}
-	return fmt.Sprintf("obol: %s is valid: %s, %s; socket %s, http %s; %s",
-		p.source(), res, plural(len(p.cfg.Namespaces), "namespace"), orOff(p.st.socket), orOff(p.st.http), gossip)
+	return fmt.Sprintf("obol: %s is valid: %s, %s; socket %s, http %s; %s%s",
+		p.source(), res, plural(len(p.cfg.Namespaces), "namespace"), orOff(p.st.socket), orOff(p.st.http), gossip, rlsSummary(p.rls))
 }
 
 // plural returns "1 thing" or "n things".

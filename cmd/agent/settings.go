@@ -55,6 +55,8 @@ type env struct {
 
 	statusHTTP  string // OBOL_STATUS_HTTP: the status listener's address, or off
 	watchConfig string // OBOL_WATCH_CONFIG: "false" stops watching the config file
+
+	rls rlsEnv // OBOL_RLS_*: Envoy's rate limit service (rls.go)
 }
 
 func readEnv(getenv func(string) string) env {
@@ -81,6 +83,7 @@ func readEnv(getenv func(string) string) env {
 
 		statusHTTP:  getenv("OBOL_STATUS_HTTP"),
 		watchConfig: getenv("OBOL_WATCH_CONFIG"),
+		rls:         readRLSEnv(getenv),
 	}
 }
 
@@ -111,6 +114,8 @@ type flags struct {
 
 	statusHTTP  string
 	watchConfig bool
+
+	rls rlsFlags // Envoy's rate limit service (rls.go)
 
 	set map[string]bool // the flags given
 }
@@ -157,6 +162,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.secretFile, "gossip-secret-file", "", "file holding the gossip key, 16, 24 or 32 bytes in base64 or hex: encrypts and authenticates gossip (env OBOL_GOSSIP_SECRET_FILE)")
 	fs.StringVar(&f.label, "gossip-label", "", "the mesh's label: nodes with another label ignore each other (env OBOL_GOSSIP_LABEL; default "+defaultLabel+")")
 	fs.StringVar(&f.sync, "sync-interval", "", "how often changed counts are shipped to peers, jittered ±10%, a Go duration (env OBOL_SYNC_INTERVAL; default "+defaultSync.String()+")")
+	f.rls.register(fs)
 	out := stderr
 	fs.Usage = func() {
 		fmt.Fprint(out, usage)

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/obol-dev/obol/internal/sock"
+	"github.com/obol-dev/obol/reconcile"
+	"github.com/obol-dev/obol/rls"
+)
+
+// rls.go wires Envoy's rate limit service (package rls) into the agent:
+// its flags and environment, its config directory (loaded at the start,
+// checked by --check-config, watched for changes like --config), its
+// listeners (a Unix socket and a TCP port for gRPC, a TCP port for the
+// HTTP /json and /healthcheck), its counters joined to the gossip, and its
+// stop: on SIGTERM /healthcheck and the gRPC health service turn unhealthy
+// first, then the servers drain (within --drain-timeout).
+
+// rlsFlags are the service's flags.
+type rlsFlags struct {
+	config, socket, grpc, http, headers string
+	public, shadow, stopIncrement       bool
+	watch                               bool
+}
+
+func (f *rlsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.config, "rls-config", "", "directory of envoyproxy/ratelimit YAML files (*.yaml, *.yml): turns Envoy's rate limit service on (env OBOL_RLS_CONFIG)")
+	fs.StringVar(&f.socket, "rls-socket", "", "Unix socket the rate limit service's gRPC listens on (env OBOL_RLS_SOCKET)")
+	fs.StringVar(&f.grpc, "rls-grpc", "", "TCP address the rate limit service's gRPC listens on, loopback unless --rls-public (env OBOL_RLS_GRPC)")
+	fs.StringVar(&f.http, "rls-http", "", "TCP address of the rate limit service's HTTP POST /json and GET /healthcheck, loopback unless --rls-public (env OBOL_RLS_HTTP)")
+	fs.BoolVar(&f.public, "rls-public", false, "allow non-loopback --rls-grpc and --rls-http addresses; they carry no token (env OBOL_RLS_PUBLIC)")
+	fs.BoolVar(&f.shadow, "rls-shadow-mode", false, "global shadow mode: never answer OVER_LIMIT overall (env OBOL_RLS_SHADOW_MODE; their SHADOW_MODE)")
+	fs.BoolVar(&f.stopIncrement, "rls-stop-increment-over-limit", false, "when a descriptor of a request would go over, grow only the counters that go over (env OBOL_RLS_STOP_INCREMENT_OVER_LIMIT; their STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT)")
+	fs.StringVar(&f.headers, "rls-headers", "", "response_headers_to_add: off, ratelimit (RateLimit-Limit/-Remaining/-Reset), draft03 (X-RateLimit-*) or draft11 (RateLimit, RateLimit-Policy) (env OBOL_RLS_HEADERS; default off)")
+	fs.BoolVar(&f.watch, "rls-watch", true, "re-read --rls-config when a file in it changes (env OBOL_RLS_WATCH)")
+}
+
+// rlsEnv is the service's environment.
+type rlsEnv struct {
+	config, socket, grpc, http, headers string
+	public, shadow, stopIncrement       string
+	watch                               string
+}
+
+func readRLSEnv(getenv func(string) string) rlsEnv {
+	return rlsEnv{
+		config: getenv("OBOL_RLS_CONFIG"), socket: getenv("OBOL_RLS_SOCKET"), grpc: getenv("OBOL_RLS_GRPC"),
+		http: getenv("OBOL_RLS_HTTP"), headers: getenv("OBOL_RLS_HEADERS"), public: getenv("OBOL_RLS_PUBLIC"),
+		shadow: getenv("OBOL_RLS_SHADOW_MODE"), stopIncrement: getenv("OBOL_RLS_STOP_INCREMENT_OVER_LIMIT"),
+		watch: getenv("OBOL_RLS_WATCH"),
+	}
+}
+
+// rlsPlan is the service as the flags and environment set it up; nil when
+// it is off.
+type rlsPlan struct {
+	dir, socket, grpc, http string
+	opt                     rls.Options
+	watch                   bool
+	cfg                     *rls.Config
+	digest                  [sha256.Size]byte
+}
+
+// prepareRLS resolves the service's settings (a flag wins over its
+// variable) and loads its config; nil, nil when --rls-config is not given.
+func prepareRLS(f flags, e env) (*rlsPlan, error) {
+	rf, re := f.rls, e.rls
+	str := func(name, fv, ev string) string {
+		if f.set[name] {
+			return fv
+		}
+		return ev
+	}
+	var errs []error
+	bad := func(v value, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%v: %s", v, fmt.Sprintf(format, args...)))
+	}
+	boolean := func(name string, fv bool, ev, envName string) bool {
+		return boolSetting(f, name, fv, ev, envName, bad)
+	}
+	p := &rlsPlan{
+		dir: str("rls-config", rf.config, re.config), socket: str("rls-socket", rf.socket, re.socket),
+		grpc: str("rls-grpc", rf.grpc, re.grpc), http: str("rls-http", rf.http, re.http),
+	}
+	public := boolean("rls-public", rf.public, re.public, "OBOL_RLS_PUBLIC")
+	p.opt.ShadowMode = boolean("rls-shadow-mode", rf.shadow, re.shadow, "OBOL_RLS_SHADOW_MODE")
+	p.opt.StopIncrementOverLimit = boolean("rls-stop-increment-over-limit", rf.stopIncrement, re.stopIncrement, "OBOL_RLS_STOP_INCREMENT_OVER_LIMIT")
+	p.watch = true
+	if f.set["rls-watch"] || re.watch != "" {
+		p.watch = boolean("rls-watch", rf.watch, re.watch, "OBOL_RLS_WATCH")
+	}
+	hm, err := rls.ParseHeaderMode(str("rls-headers", rf.headers, re.headers))
+	if err != nil {
+		errs = append(errs, err)
+	}
+	p.opt.Headers = hm
+	if p.dir == "" {
+		if p.socket != "" || p.grpc != "" || p.http != "" {
+			errs = append(errs, errors.New("--rls-socket, --rls-grpc and --rls-http need --rls-config (OBOL_RLS_CONFIG), the directory of the rate limit service's config"))
+		}
+		return nil, errors.Join(errs...)
+	}
+	if p.socket == "" && p.grpc == "" {
+		errs = append(errs, errors.New("--rls-config: give --rls-socket or --rls-grpc (or both) for Envoy to call the service on"))
+	}
+	for _, a := range []struct{ name, v string }{{"--rls-grpc", p.grpc}, {"--rls-http", p.http}} {
+		if a.v == "" {
+			continue
+		}
+		if err := checkHTTP(a.v, public); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %v (for the rate limit service: --rls-public, OBOL_RLS_PUBLIC=true)", a.name, a.v, err))
+		}
+	}
+	if p.socket != "" {
+		if err := sock.CheckPath(p.socket); err != nil {
+			errs = append(errs, fmt.Errorf("--rls-socket %q: %w", p.socket, err))
+		}
+	}
+	p.digest, _ = rlsDigest(p.dir)
+	cfg, err := rls.LoadDir(p.dir)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--rls-config %s: %w", p.dir, err))
+	}
+	p.cfg = cfg
+	return p, errors.Join(errs...)
+}
+
+// rlsSummary is --check-config's word on the service.
+func rlsSummary(p *rlsPlan) string {
+	if p == nil || p.cfg == nil {
+		return ""
+	}
+	return fmt.Sprintf("; rate limit service: %s (%s, %s), grpc socket %s, grpc %s, http %s",
+		p.dir, plural(p.cfg.Domains(), "domain"), plural(len(p.cfg.Limits()), "limit"),
+		orOff(p.socket), orOff(p.grpc), orOff(p.http))
+}
+
+// rlsDigest is the SHA-256 of the config files of dir: their names and
+// contents, read through their symlinks, so that any change (an edit, a
+// rename, a ConfigMap's ..data swap) changes it.
+func rlsDigest(dir string) ([sha256.Size]byte, error) {
+	h := sha256.New()
+	files, err := rls.ConfigFiles(dir)
+	if err != nil {
+		return [sha256.Size]byte{}, err
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return [sha256.Size]byte{}, err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(f), len(b))
+		h.Write(b)
+	}
+	var d [sha256.Size]byte
+	copy(d[:], h.Sum(nil))
+	return d, nil
+}
+
+// rlsRun is the running service.
+type rlsRun struct {
+	srv   *rls.Server
+	https *http.Server
+	wg    sync.WaitGroup
+}
+
+// startRLS starts the service of p, its counters joined to rec (nil: the
+// agent runs alone), reading the time from now. It stops when ctx is done:
+// unhealthy first, then a drain of at most drain.
+func startRLS(ctx context.Context, p *rlsPlan, rec *reconcile.Cluster, now func() time.Time, drain time.Duration, log *slog.Logger) (*rlsRun, error) {
+	svc := rls.New(nil, p.opt)
+	if rec != nil {
+		svc.Store().Attach(rec, nil)
+		rec.SetSideApplier(rls.ResourcePrefix, svc.Store())
+	}
+	svc.SetConfig(p.cfg)
+	r := &rlsRun{srv: rls.NewServer(svc, now)}
+	var ls []net.Listener
+	closeAll := func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}
+	if p.socket != "" {
+		l, err := sock.Listen(p.socket, 0o660)
+		if err != nil {
+			return nil, &exitError{exitFailure, fmt.Errorf("--rls-socket: %w", err)}
+		}
+		ls = append(ls, l)
+	}
+	if p.grpc != "" {
+		l, err := net.Listen("tcp", p.grpc)
+		if err != nil {
+			closeAll()
+			return nil, &exitError{exitFailure, fmt.Errorf("--rls-grpc: %w", err)}
+		}
+		ls = append(ls, l)
+	}
+	var hl net.Listener
+	if p.http != "" {
+		l, err := net.Listen("tcp", p.http)
+		if err != nil {
+			closeAll()
+			return nil, &exitError{exitFailure, fmt.Errorf("--rls-http: %w", err)}
+		}
+		hl = l
+		r.https = &http.Server{Handler: r.srv.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
+	}
+	for _, l := range ls {
+		r.wg.Go(func() { _ = r.srv.GRPC().Serve(l) })
+	}
+	if hl != nil {
+		r.wg.Go(func() { _ = r.https.Serve(hl) })
+	}
+	addrs := make([]string, 0, len(ls)+1)
+	for _, l := range ls {
+		addrs = append(addrs, l.Addr().String())
+	}
+	if hl != nil {
+		addrs = append(addrs, "http "+hl.Addr().String())
+	}
+	log.Info("rate limit service started", "listeners", addrs, "config", p.dir, "domains", p.cfg.Domains(), "limits", len(p.cfg.Limits()))
+
+	r.wg.Go(func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		last, quiet := p.digest, p.digest
+		for {
+			select {
+			case <-ctx.Done():
+				r.stop(drain, log)
+				return
+			case <-tick.C:
+				svc.Store().Sweep(now())
+				if !p.watch {
+					continue
+				}
+				d, err := rlsDigest(p.dir)
+				if err != nil || d == last {
+					continue
+				}
+				if d != quiet { // wait until it reads the same for a tick
+					quiet = d
+					continue
+				}
+				last = d
+				cfg, err := rls.LoadDir(p.dir)
+				if err != nil {
+					log.Error("rate limit service config refused; the old one stays in force", "dir", p.dir, "err", err)
+					continue
+				}
+				svc.SetConfig(cfg)
+				log.Info("rate limit service config reloaded", "dir", p.dir, "domains", cfg.Domains(), "limits", len(cfg.Limits()))
+			}
+		}
+	})
+	return r, nil
+}
+
+// stop turns the health unhealthy, serves on for half of drain (at most
+// 2 s) so that health checkers see it, then drains the servers.
+func (r *rlsRun) stop(drain time.Duration, log *slog.Logger) {
+	r.srv.SetHealthy(false)
+	// Answer unhealthy for a while, still serving, so that health checks
+	// see it before the listeners close.
+	time.Sleep(min(drain/2, 2*time.Second))
+	done := make(chan struct{})
+	go func() {
+		r.srv.GRPC().GracefulStop()
+		close(done)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	if r.https != nil {
+		_ = r.https.Shutdown(ctx)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		r.srv.GRPC().Stop()
+		log.Warn("rate limit service: drain timed out; calls in flight were cut", "drain_timeout", drain.String())
+	}
+}
+
+// wait returns once the service has stopped.
+func (r *rlsRun) wait() {
+	if r != nil {
+		r.wg.Wait()
+	}
+}

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+const rlsYAML = `domain: edge
+descriptors:
+  - key: client
+    rate_limit: {unit: hour, requests_per_unit: %d}
+`
+
+func writeRLS(t *testing.T, dir string, limit string) {
+	t.Helper()
+	tmp := filepath.Join(dir, ".edge.yaml.tmp")
+	if err := os.WriteFile(tmp, []byte(strings.Replace(rlsYAML, "%d", limit, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "edge.yaml")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// The agent serves Envoy's rate limit service on its socket and TCP port,
+// /json and /healthcheck, its metrics, reloads its directory (a bad file
+// is refused, the old config kept), and turns unhealthy on stop.
+func TestRunRLS(t *testing.T) {
+	dir := tempDir(t)
+	cfgDir := filepath.Join(dir, "rls")
+	if err := os.Mkdir(cfgDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeRLS(t, cfgDir, "100")
+	sock := filepath.Join(dir, "obol.sock")
+	rsock := filepath.Join(dir, "rls.sock")
+	grpcAddr, httpAddr := freePort(t), freePort(t)
+	a := startAgent(t, []string{"--socket", sock, "--http", "off", "--rls-config", cfgDir, "--rls-socket", rsock,
+		"--rls-grpc", grpcAddr, "--rls-http", httpAddr, "--rls-headers", "draft03", "--drain-timeout", "1s"}, noEnv, sock)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req := &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "client", Value: "c"}}}}}
+	call := func(target string) *rlpb.RateLimitResponse {
+		t.Helper()
+		cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		resp, err := rlpb.NewRateLimitServiceClient(cc).ShouldRateLimit(ctx, req)
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		return resp
+	}
+	if r := call("unix://" + rsock); r.Statuses[0].LimitRemaining != 99 || r.ResponseHeadersToAdd[0].Value != "100, 100;w=3600" {
+		t.Fatalf("over the socket: %v", r)
+	}
+	if r := call(grpcAddr); r.Statuses[0].LimitRemaining != 98 {
+		t.Fatalf("over TCP: %v", r)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Post("http://"+httpAddr+"/json", "application/json", strings.NewReader(`{"domain":"edge","descriptors":[{"entries":[{"key":"client","value":"c"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(body, []byte(`"limitRemaining":97`)) {
+		t.Fatalf("/json: %d %s", resp.StatusCode, body)
+	}
+	m, err := unixClient(sock).Get("http://obol/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(m.Body)
+	m.Body.Close()
+	if !bytes.Contains(body, []byte(`ratelimit_service_rate_limit_total_hits{domain="edge",key="edge.client"} 3`)) {
+		t.Fatalf("/metrics lacks the rate limit service's total_hits of 3:\n%s", grepLines(string(body), "ratelimit_"))
+	}
+
+	// A bad file is refused, the old config stays; a good one is loaded.
+	if err := os.WriteFile(filepath.Join(cfgDir, "bad.yaml"), []byte("domain: x\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rlsWaitFor(t, func() bool { return strings.Contains(a.stderr.String(), "fortnight") })
+	if r := call("unix://" + rsock); r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 100 {
+		t.Fatalf("after a bad file: %v", r)
+	}
+	os.Remove(filepath.Join(cfgDir, "bad.yaml"))
+	writeRLS(t, cfgDir, "7")
+	rlsWaitFor(t, func() bool { return call("unix://" + rsock).Statuses[0].CurrentLimit.GetRequestsPerUnit() == 7 })
+
+	// Stopping: the health turns unhealthy before the listeners close.
+	cc, err := grpc.NewClient("unix://"+rsock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	health := healthpb.NewHealthClient(cc)
+	if h, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: "ratelimit"}); err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v %v", h, err)
+	}
+	a.cancel()
+	rlsWaitFor(t, func() bool {
+		h, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: "ratelimit"})
+		return err == nil && h.Status == healthpb.HealthCheckResponse_NOT_SERVING
+	})
+	if err := a.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
+func rlsWaitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestRLSFlags(t *testing.T) {
+	dir := tempDir(t)
+	cfgDir := filepath.Join(dir, "rls")
+	if err := os.Mkdir(cfgDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeRLS(t, cfgDir, "5")
+	badDir := filepath.Join(dir, "bad")
+	if err := os.Mkdir(badDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(badDir, "a.yaml"), []byte("domain: a\ndescriptors:\n  - key: \"\"\n  - key: k\n    rate_limit: {unit: minute, unlimited: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "obol.yaml")
+	if err := os.WriteFile(good, []byte("agent: {http: off}\nresources:\n  a/g: {kind: gcra, burst: 1, count: 1, period: 1s}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+		want string
+	}{
+		{"summary", []string{"--check-config", good, "--rls-config", cfgDir, "--rls-socket", filepath.Join(dir, "r.sock")}, nil, 0,
+			"rate limit service: " + cfgDir + " (1 domain, 1 limit), grpc socket " + filepath.Join(dir, "r.sock") + ", grpc off, http off"},
+		{"from the environment", []string{"--check-config", good}, map[string]string{"OBOL_RLS_CONFIG": cfgDir, "OBOL_RLS_GRPC": "127.0.0.1:8081"}, 0, "grpc 127.0.0.1:8081"},
+		{"no listener", []string{"--check-config", good, "--rls-config", cfgDir}, nil, 2, "give --rls-socket or --rls-grpc"},
+		{"listener without config", []string{"--check-config", good, "--rls-grpc", "127.0.0.1:1"}, nil, 2, "need --rls-config"},
+		{"public address refused", []string{"--check-config", good, "--rls-config", cfgDir, "--rls-grpc", "0.0.0.0:8081"}, nil, 2, "--rls-public"},
+		{"public address allowed", []string{"--check-config", good, "--rls-config", cfgDir, "--rls-grpc", "0.0.0.0:8081", "--rls-public"}, nil, 0, "grpc 0.0.0.0:8081"},
+		{"bad headers", []string{"--check-config", good, "--rls-config", cfgDir, "--rls-grpc", "127.0.0.1:1", "--rls-headers", "draft99"}, nil, 2, `got "draft99"`},
+		{"bad env bool", []string{"--check-config", good, "--rls-config", cfgDir, "--rls-grpc", "127.0.0.1:1"}, map[string]string{"OBOL_RLS_SHADOW_MODE": "maybe"}, 2, "OBOL_RLS_SHADOW_MODE"},
+		{"every problem of a bad directory", []string{"--check-config", good, "--rls-config", badDir, "--rls-grpc", "127.0.0.1:1"}, nil, 2,
+			"descriptor has empty key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := run(context.Background(), tc.args, envOf(tc.env), &out, &errb)
+			if code := exitCode(err); code != tc.code {
+				t.Fatalf("exit %d, want %d; stdout %s; stderr %s", code, tc.code, out.String(), errb.String())
+			}
+			if all := out.String() + errb.String(); !strings.Contains(all, tc.want) {
+				t.Fatalf("output lacks %q:\n%s", tc.want, all)
+			}
+			if tc.name == "every problem of a bad directory" && !strings.Contains(errb.String(), "should not specify rate limit unit when unlimited") {
+				t.Fatalf("not every problem listed:\n%s", errb.String())
+			}
+		})
+	}
+}
+
+// rlsDigest changes with every way the directory's content changes: an
+// edit in place, a new file, and a ConfigMap's ..data symlink swap; not
+// with files it does not read.
+func TestRLSDigest(t *testing.T) {
+	dir := tempDir(t)
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// kubelet's layout: edge.yaml -> ..data/edge.yaml, ..data -> ..v1
+	for _, v := range []string{"..v1", "..v2"} {
+		if err := os.Mkdir(filepath.Join(dir, v), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "..v1", "edge.yaml"), "domain: edge\n")
+	write(filepath.Join(dir, "..v2", "edge.yaml"), "domain: edge2\n")
+	if err := os.Symlink("..v1", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..data", "edge.yaml"), filepath.Join(dir, "edge.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	digest := func() [32]byte {
+		t.Helper()
+		d, err := rlsDigest(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	d0 := digest()
+	write(filepath.Join(dir, "notes.txt"), "ignored")
+	if digest() != d0 {
+		t.Fatal("a file the service does not read changed the digest")
+	}
+	// The swap: a new ..data link renamed over the old one.
+	if err := os.Symlink("..v2", filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	d1 := digest()
+	if d1 == d0 {
+		t.Fatal("the ..data swap left the digest unchanged")
+	}
+	write(filepath.Join(dir, "other.yml"), "domain: other\n")
+	if digest() == d1 {
+		t.Fatal("a new file left the digest unchanged")
+	}
+}

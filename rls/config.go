@@ -1,0 +1,497 @@
+package rls
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/obol-dev/obol/config"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+)
+
+// config.go reads envoyproxy/ratelimit's configuration as it is: a
+// directory of YAML files, one domain each, of nested descriptors with
+// their rate limits. Every problem of every file is listed (file, line,
+// what was expected); a directory with any problem is refused whole.
+
+// Unit is a rate limit's unit, as the protocol numbers it.
+type Unit = rlpb.RateLimitResponse_RateLimit_Unit
+
+// unitSeconds returns the length of unit in seconds, the divider of
+// envoyproxy/ratelimit's windows (a month is 30 days, a year 365), or 0
+// for an unknown unit.
+func unitSeconds(u Unit) int64 {
+	switch u {
+	case rlpb.RateLimitResponse_RateLimit_SECOND:
+		return 1
+	case rlpb.RateLimitResponse_RateLimit_MINUTE:
+		return 60
+	case rlpb.RateLimitResponse_RateLimit_HOUR:
+		return 3600
+	case rlpb.RateLimitResponse_RateLimit_DAY:
+		return 86400
+	case rlpb.RateLimitResponse_RateLimit_WEEK:
+		return 7 * 86400
+	case rlpb.RateLimitResponse_RateLimit_MONTH:
+		return 30 * 86400
+	case rlpb.RateLimitResponse_RateLimit_YEAR:
+		return 365 * 86400
+	}
+	return 0
+}
+
+// Limit is one descriptor's rate limit.
+type Limit struct {
+	// PB is the limit as replies carry it (current_limit); shared, never
+	// changed after the config is built.
+	PB        *rlpb.RateLimitResponse_RateLimit
+	Unit      Unit
+	Seconds   int64 // the unit's length
+	Requests  uint32
+	Unlimited bool
+	Shadow    bool
+	Quota     bool
+	Name      string
+	Replaces  []string
+	Detailed  bool
+	// Ext is the obol extension's resource (kind gcra or tiers), decided
+	// by obol's engine instead of a fixed window; nil for a fixed window.
+	Ext *config.Resource
+	// extName is Ext's resource name in the engine and the cluster.
+	extName string
+	// Path is the descriptor's place in the config, "domain.key_value.key"
+	// (the metric key of envoyproxy/ratelimit).
+	Path string
+	// id is the limit's index in its Config, for the metrics.
+	id int
+}
+
+// node is one level of the descriptor tree.
+type node struct {
+	children map[string]*node // by "key" or "key_value"
+	wildcard []string         // the children's keys ending in '*', in file order
+	limit    *Limit
+	share    bool // share_threshold: every value the wildcard matches shares one counter
+	pattern  string
+}
+
+// Config is a loaded directory: the domains and their descriptor trees.
+// It is immutable once built and safe for concurrent use.
+type Config struct {
+	domains map[string]*node
+	limits  []*Limit
+	files   []string
+}
+
+// Limits returns every limit of the config, in a stable order.
+func (c *Config) Limits() []*Limit { return c.limits }
+
+// Domains returns the number of domains.
+func (c *Config) Domains() int { return len(c.domains) }
+
+// Files returns the files the config was read from, sorted.
+func (c *Config) Files() []string { return c.files }
+
+// Problems is every problem of a refused config.
+type Problems []string
+
+func (p Problems) Error() string {
+	return fmt.Sprintf("%d problem(s):\n  %s", len(p), strings.Join(p, "\n  "))
+}
+
+// ErrConfig is wrapped by every error of a config that cannot be used.
+var ErrConfig = errors.New("rls config")
+
+// ConfigFiles lists the files LoadDir reads in dir: every regular file (or
+// symlink to one) named *.yaml or *.yml whose name does not start with a
+// dot, sorted. Kubernetes' ConfigMap volumes (name -> ..data/name) are
+// read through their symlinks.
+func ConfigFiles(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	var out []string
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasPrefix(n, ".") || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+			continue
+		}
+		p := filepath.Join(dir, n)
+		st, err := os.Stat(p)
+		if err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// LoadDir reads and parses every config file of dir (ConfigFiles).
+func LoadDir(dir string) (*Config, error) {
+	files, err := ConfigFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	srcs := make([]Source, 0, len(files))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		srcs = append(srcs, Source{Name: filepath.Base(f), Data: b})
+	}
+	return Parse(srcs)
+}
+
+// Source is one config file's name and content.
+type Source struct {
+	Name string
+	Data []byte
+}
+
+// Parse builds a config from files, each holding one domain. Every problem
+// is returned in one Problems error (wrapping ErrConfig).
+func Parse(files []Source) (*Config, error) {
+	c := &Config{domains: map[string]*node{}}
+	var probs Problems
+	domainFile := map[string]string{}
+	for _, f := range files {
+		c.files = append(c.files, f.Name)
+		p := &parser{file: f.Name, c: c}
+		p.file1(f.Data, domainFile)
+		probs = append(probs, p.probs...)
+	}
+	if len(probs) > 0 {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, probs)
+	}
+	for i, l := range c.limits {
+		l.id = i
+	}
+	return c, nil
+}
+
+type parser struct {
+	file  string
+	c     *Config
+	probs Problems
+}
+
+func (p *parser) add(n *yaml.Node, format string, args ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	p.probs = append(p.probs, fmt.Sprintf("%s:%d: %s", p.file, line, fmt.Sprintf(format, args...)))
+}
+
+func (p *parser) file1(data []byte, domainFile map[string]string) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
+		p.probs = append(p.probs, fmt.Sprintf("%s: not YAML: %v", p.file, err))
+		return
+	}
+	if len(doc.Content) == 0 {
+		p.probs = append(p.probs, fmt.Sprintf("%s: empty file: want a mapping with domain and descriptors", p.file))
+		return
+	}
+	root := doc.Content[0]
+	fields := p.mapping(root, "the file", map[string]bool{"domain": true, "descriptors": true})
+	if fields == nil {
+		return
+	}
+	domain := p.str(fields["domain"], "domain")
+	if domain == "" {
+		p.add(root, "config file cannot have empty domain")
+		return
+	}
+	if prev, dup := domainFile[domain]; dup {
+		p.add(fields["domain"], "duplicate domain %q in config file (also in %s)", domain, prev)
+		return
+	}
+	domainFile[domain] = p.file
+	d := &node{children: map[string]*node{}}
+	p.c.domains[domain] = d
+	p.descriptors(d, domain+".", fields["descriptors"])
+}
+
+// mapping returns n's keys and values, listing unknown keys and duplicate
+// ones as problems; nil when n is not a mapping.
+func (p *parser) mapping(n *yaml.Node, what string, known map[string]bool) map[string]*yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		p.add(n, "%s: want a mapping, got %s", what, kindName(n))
+		return nil
+	}
+	out := make(map[string]*yaml.Node, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			p.add(k, "%s: key is not a string", what)
+			continue
+		}
+		if !known[k.Value] {
+			p.add(k, "%s: unknown key %q (want one of %s)", what, k.Value, keyList(known))
+			continue
+		}
+		if _, dup := out[k.Value]; dup {
+			p.add(k, "%s: key %q given twice", what, k.Value)
+			continue
+		}
+		out[k.Value] = v
+	}
+	return out
+}
+
+func keyList(m map[string]bool) string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return strings.Join(ks, ", ")
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("%q", n.Value)
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	return "nothing"
+}
+
+func (p *parser) str(n *yaml.Node, what string) string {
+	if n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null") {
+		return ""
+	}
+	if n.Kind != yaml.ScalarNode {
+		p.add(n, "%s: want a string, got %s", what, kindName(n))
+		return ""
+	}
+	return n.Value
+}
+
+func (p *parser) boolean(n *yaml.Node, what string) bool {
+	if n == nil {
+		return false
+	}
+	var b bool
+	if n.Kind != yaml.ScalarNode || n.Decode(&b) != nil {
+		p.add(n, "%s: want true or false, got %s", what, kindName(n))
+		return false
+	}
+	return b
+}
+
+func (p *parser) uint32(n *yaml.Node, what string) uint32 {
+	if n == nil {
+		return 0
+	}
+	v, err := strconv.ParseUint(n.Value, 10, 32)
+	if n.Kind != yaml.ScalarNode || err != nil {
+		p.add(n, "%s: want an integer in [0, %d], got %s", what, uint32(math.MaxUint32), kindName(n))
+		return 0
+	}
+	return uint32(v)
+}
+
+var descriptorKeys = map[string]bool{
+	"key": true, "value": true, "descriptors": true, "rate_limit": true, "shadow_mode": true,
+	"quota_mode": true, "detailed_metric": true, "value_to_metric": true, "share_threshold": true,
+}
+
+var rateLimitKeys = map[string]bool{
+	"unit": true, "requests_per_unit": true, "unlimited": true, "name": true, "replaces": true, "obol": true,
+}
+
+func (p *parser) descriptors(parent *node, prefix string, list *yaml.Node) {
+	if list == nil || (list.Kind == yaml.ScalarNode && list.Tag == "!!null") {
+		return
+	}
+	if list.Kind != yaml.SequenceNode {
+		p.add(list, "descriptors: want a list, got %s", kindName(list))
+		return
+	}
+	for _, item := range list.Content {
+		f := p.mapping(item, "descriptor", descriptorKeys)
+		if f == nil {
+			continue
+		}
+		key := p.str(f["key"], "key")
+		if key == "" {
+			p.add(item, "descriptor has empty key")
+			continue
+		}
+		final := key
+		if v := p.str(f["value"], "value"); v != "" {
+			final += "_" + v
+		}
+		path := prefix + final
+		if _, dup := parent.children[final]; dup {
+			p.add(item, "duplicate descriptor composite key '%s'", path)
+			continue
+		}
+		n := &node{children: map[string]*node{}}
+		shadow := p.boolean(f["shadow_mode"], "shadow_mode")
+		quota := p.boolean(f["quota_mode"], "quota_mode")
+		detailed := p.boolean(f["detailed_metric"], "detailed_metric")
+		if f["rate_limit"] != nil {
+			n.limit = p.rateLimit(f["rate_limit"], path)
+			if n.limit != nil {
+				n.limit.Shadow, n.limit.Quota, n.limit.Detailed = shadow, quota, detailed
+			}
+		}
+		p.boolean(f["value_to_metric"], "value_to_metric")
+		n.share = p.boolean(f["share_threshold"], "share_threshold")
+		wild := strings.HasSuffix(final, "*")
+		if n.share {
+			if !wild {
+				p.add(item, "share_threshold can only be used with wildcard values (ending with '*'), but found key '%s'", final)
+			}
+			n.pattern = strings.TrimPrefix(final, key+"_")
+		}
+		if wild {
+			parent.wildcard = append(parent.wildcard, final)
+		}
+		parent.children[final] = n
+		p.descriptors(n, path+".", f["descriptors"])
+	}
+}
+
+func (p *parser) rateLimit(n *yaml.Node, path string) *Limit {
+	f := p.mapping(n, "rate_limit", rateLimitKeys)
+	if f == nil {
+		return nil
+	}
+	l := &Limit{Path: path}
+	l.Unlimited = p.boolean(f["unlimited"], "unlimited")
+	unitName := p.str(f["unit"], "unit")
+	u, valid := rlpb.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(unitName)]
+	valid = valid && u != int32(rlpb.RateLimitResponse_RateLimit_UNKNOWN)
+	switch {
+	case l.Unlimited && valid:
+		p.add(n, "should not specify rate limit unit when unlimited")
+	case !l.Unlimited && !valid:
+		p.add(n, "invalid rate limit unit '%s' (want second, minute, hour, day, week, month or year)", unitName)
+	}
+	l.Unit = Unit(u)
+	l.Seconds = unitSeconds(l.Unit)
+	l.Requests = p.uint32(f["requests_per_unit"], "requests_per_unit")
+	l.Name = p.str(f["name"], "name")
+	if r := f["replaces"]; r != nil {
+		if r.Kind != yaml.SequenceNode {
+			p.add(r, "replaces: want a list of {name: ...}, got %s", kindName(r))
+		} else {
+			for _, e := range r.Content {
+				ef := p.mapping(e, "replaces entry", map[string]bool{"name": true})
+				if ef == nil {
+					continue
+				}
+				name := p.str(ef["name"], "name")
+				switch {
+				case name == "":
+					p.add(e, "should not have an empty replaces entry")
+				case name == l.Name:
+					p.add(e, "replaces should not contain name of same descriptor")
+				default:
+					l.Replaces = append(l.Replaces, name)
+				}
+			}
+		}
+	}
+	if o := f["obol"]; o != nil {
+		p.extension(o, l)
+	}
+	l.PB = &rlpb.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: l.Requests, Unit: l.Unit}
+	p.c.limits = append(p.c.limits, l)
+	return l
+}
+
+// extension reads the obol extension of a rate_limit: an obol resource
+// (kind gcra or tiers, in obol's config syntax) that decides the
+// descriptor instead of a fixed window. A gcra one takes, when it leaves
+// them out, count = requests_per_unit, period = the unit and burst =
+// requests_per_unit.
+func (p *parser) extension(n *yaml.Node, l *Limit) {
+	if n.Kind != yaml.MappingNode {
+		p.add(n, "obol: want a mapping (an obol resource of kind gcra or tiers), got %s", kindName(n))
+		return
+	}
+	if l.Unlimited {
+		p.add(n, "obol: an unlimited rate_limit takes no obol extension")
+		return
+	}
+	has := map[string]bool{}
+	kind := ""
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		has[n.Content[i].Value] = true
+		if n.Content[i].Value == "kind" {
+			kind = n.Content[i+1].Value
+		}
+	}
+	if kind != string(config.KindGCRA) && kind != string(config.KindTiers) {
+		p.add(n, "obol.kind: want gcra or tiers, got %q", kind)
+		return
+	}
+	node := *n
+	node.Content = append([]*yaml.Node(nil), n.Content...)
+	if kind == string(config.KindGCRA) {
+		for _, kv := range [][2]string{
+			{"count", strconv.FormatUint(uint64(l.Requests), 10)},
+			{"period", strconv.FormatInt(l.Seconds, 10) + "s"},
+			{"burst", strconv.FormatUint(uint64(l.Requests), 10)},
+		} {
+			if !has[kv[0]] {
+				node.Content = append(node.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: kv[0]}, &yaml.Node{Kind: yaml.ScalarNode, Value: kv[1]})
+			}
+		}
+	}
+	data, err := yaml.Marshal(&node)
+	if err != nil {
+		p.add(n, "obol: %v", err)
+		return
+	}
+	rc, err := config.ParseResource(data)
+	if err != nil {
+		var ps *config.Problems
+		if errors.As(err, &ps) {
+			for _, pr := range *ps {
+				p.add(n, "%s: %s", strings.Replace(pr.Path, "resource", "obol", 1), pr.Message)
+			}
+			return
+		}
+		p.add(n, "obol: %v", err)
+		return
+	}
+	l.Ext = rc
+	l.extName = extPrefix + escapeName(l.Path)
+}
+
+// extPrefix starts the engine and cluster names of extension limits.
+const extPrefix = ResourcePrefix + "x:"
+
+// escapeName writes '%' as "%25" and '/' as "%2F", so that the name has no
+// '/' (no configured obol resource name lacks one).
+func escapeName(s string) string {
+	if !strings.ContainsAny(s, "%/") {
+		return s
+	}
+	return strings.NewReplacer("%", "%25", "/", "%2F").Replace(s)
+}

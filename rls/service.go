@@ -1,0 +1,314 @@
+package rls
+
+import (
+	"errors"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/obol-dev/obol/local"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+)
+
+// service.go is one decision: a RateLimitRequest in, its RateLimitResponse
+// written into a pooled reply, at the instant it is given. Its steps are
+// envoyproxy/ratelimit's: each descriptor's limit (the request's own, or
+// the config's), the replaced and unlimited ones set aside, every counter
+// grown by its hits (or, with StopIncrementOverLimit, only those that go
+// over when any does), each status from its count, the overall code, the
+// headers, the global shadow mode.
+
+// Options are the service's settings; the zero value is
+// envoyproxy/ratelimit's defaults.
+type Options struct {
+	// ShadowMode is the global shadow mode (their SHADOW_MODE): an over
+	// limit overall code becomes OK; the statuses still tell.
+	ShadowMode bool
+	// StopIncrementOverLimit is their STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT:
+	// when one of a request's descriptors would go over its limit, only
+	// the counters that go over grow.
+	StopIncrementOverLimit bool
+	// NearLimitRatio is the share of a limit past which hits count as
+	// near_limit; 0 = 0.8.
+	NearLimitRatio float32
+	// Headers selects the response_headers_to_add (HeadersOff: none).
+	Headers HeaderMode
+	// MaxKeys bounds the counters kept (0 = DefaultMaxKeys).
+	MaxKeys int
+}
+
+// Errors of requests that cannot be decided (the gRPC status is Unknown,
+// as envoyproxy/ratelimit's).
+var (
+	ErrNoDomain      = errors.New("rate limit domain must not be empty")
+	ErrNoDescriptors = errors.New("rate limit descriptor list must not be empty")
+	ErrBadUnit       = errors.New("rate limit override: unit must be second, minute, hour, day, week, month or year")
+	ErrNoConfig      = errors.New("no rate limit configuration loaded")
+)
+
+// Service decides RateLimitRequests. Safe for concurrent use.
+type Service struct {
+	opt   Options
+	cfg   atomic.Pointer[Config]
+	store *Store
+	ext   extEngines
+	stats *Stats
+}
+
+// New returns a service deciding under cfg (nil: none yet; every request
+// fails until SetConfig).
+func New(cfg *Config, opt Options) *Service {
+	if opt.NearLimitRatio == 0 {
+		opt.NearLimitRatio = 0.8
+	}
+	s := &Service{opt: opt, store: NewStore(opt.MaxKeys), stats: newStats()}
+	if cfg != nil {
+		s.SetConfig(cfg)
+	}
+	return s
+}
+
+// SetConfig puts cfg in force for the next decisions.
+func (s *Service) SetConfig(cfg *Config) {
+	s.stats.setConfig(cfg)
+	s.store.Register(cfg)
+	s.ext.setConfig(cfg, s.store)
+	s.cfg.Store(cfg)
+}
+
+// Config returns the config in force (nil when none).
+func (s *Service) Config() *Config { return s.cfg.Load() }
+
+// Store returns the service's counters (reconcile.Applier for the cluster).
+func (s *Service) Store() *Store { return s.store }
+
+// Stats returns the service's metrics.
+func (s *Service) Stats() *Stats { return s.stats }
+
+// Options returns the service's options.
+func (s *Service) Options() Options { return s.opt }
+
+// maxStack is how many descriptors a request decides without a slice on
+// the heap.
+const maxStack = 8
+
+// item is one descriptor of a request during its decision.
+type item struct {
+	limit     *Limit
+	override  bool
+	unlimited bool
+	hits      uint64
+	kfrom     int // the cache key: keys[kfrom:kto] of the decision
+	kto       int
+	start     int64
+	before    uint64
+	after     uint64
+	grow      bool
+	// extension limits: their verdict, taken when the counters grow
+	v     verdict
+	reset int64
+}
+
+// Decide decides req at now into r (overwriting it whole).
+func (s *Service) Decide(now time.Time, req *rlpb.RateLimitRequest, r *Reply) error {
+	if req.GetDomain() == "" {
+		return ErrNoDomain
+	}
+	ds := req.GetDescriptors()
+	if len(ds) == 0 {
+		return ErrNoDescriptors
+	}
+	cfg := s.cfg.Load()
+	if cfg == nil {
+		return ErrNoConfig
+	}
+	var stack [maxStack]item
+	var keyStack [maxStack * 64]byte
+	items := stack[:0]
+	if len(ds) > maxStack {
+		items = make([]item, 0, len(ds))
+	}
+	keys := keyStack[:0]
+	nowSec := now.Unix()
+	domain := req.GetDomain()
+	r.reset(len(ds))
+
+	// The limits: the request's override, else the config's.
+	for _, d := range ds {
+		it := item{hits: hitsOf(req, d)}
+		at := len(keys)
+		keys = append(keys, '0') // the unit's digit, set once the limit is known
+		if o := d.GetLimit(); o != nil {
+			if cfg.HasDomain(domain) {
+				secs := unitSeconds(Unit(o.GetUnit()))
+				if secs == 0 {
+					return ErrBadUnit
+				}
+				it.override = true
+				it.limit = r.overrideLimit(len(items), o, secs)
+				keys = overrideKey(domain, d, keys)
+			}
+		} else {
+			it.limit, keys = cfg.match(domain, d, keys)
+		}
+		if it.limit != nil {
+			keys[at] = '0' + byte(it.limit.Unit)
+		}
+		it.kfrom, it.kto = at, len(keys)
+		if it.limit != nil && it.limit.Unlimited {
+			it.unlimited = true
+		}
+		items = append(items, it)
+	}
+	// replaces: a named limit that another matched limit replaces is
+	// dropped (unlimited ones replace too, and every matched limit
+	// replaces, dropped or not). A dropped unlimited limit still answers
+	// as unlimited, as envoyproxy/ratelimit's does.
+	var dropStack [maxStack]bool
+	drop := dropStack[:0]
+	if len(items) > maxStack {
+		drop = make([]bool, 0, len(items))
+	}
+	for i := range items {
+		drop = append(drop, false)
+		l := items[i].limit
+		if l == nil || l.Name == "" {
+			continue
+		}
+		for j := range items {
+			if lj := items[j].limit; lj != nil && replaces(lj, l.Name) {
+				drop[i] = true
+				break
+			}
+		}
+	}
+	for i, d := range drop {
+		if d {
+			items[i].limit = nil
+		}
+	}
+	// Grow the counters.
+	s.count(items, keys, now)
+
+	// The statuses, the overall code, the headers.
+	code := rlpb.RateLimitResponse_OK
+	minIdx, minRemaining := -1, uint32(math.MaxUint32)
+	for i := range items {
+		it := &items[i]
+		st := r.status(i)
+		l := it.limit
+		if l == nil || it.unlimited {
+			if it.unlimited {
+				st.LimitRemaining = math.MaxUint32
+			}
+			st.Code = rlpb.RateLimitResponse_OK
+			continue
+		}
+		v, reset := judge(it.after, l.Requests), untilReset(nowSec, l.Seconds)
+		if l.Ext != nil {
+			v, reset = it.v, it.reset
+		}
+		st.CurrentLimit = l.PB
+		st.LimitRemaining = v.remaining
+		st.Code = rlpb.RateLimitResponse_OK
+		if v.over {
+			st.Code = rlpb.RateLimitResponse_OVER_LIMIT
+		}
+		st.DurationUntilReset = r.duration(i, reset)
+		switch {
+		case l.Ext != nil:
+			s.stats.observeExt(l, keys[it.kfrom:it.kto], it.hits, v.over)
+		case !it.override:
+			s.stats.observe(l, keys[it.kfrom:it.kto], it.before, it.after, it.hits, s.opt.NearLimitRatio)
+		}
+		if v.remaining < minRemaining {
+			minIdx, minRemaining = i, v.remaining
+		}
+		if v.over && l.Shadow {
+			st.Code = rlpb.RateLimitResponse_OK
+		}
+		if st.Code == rlpb.RateLimitResponse_OVER_LIMIT {
+			if l.Quota {
+				st.DurationUntilReset = nil
+				st.Code = rlpb.RateLimitResponse_OK
+				continue
+			}
+			code = rlpb.RateLimitResponse_OVER_LIMIT
+			minIdx, minRemaining = i, 0
+		}
+	}
+	if s.opt.Headers != HeadersOff && minIdx >= 0 {
+		st := r.resp.Statuses[minIdx]
+		it := &items[minIdx]
+		r.headers(s.opt.Headers, it.limit, st.LimitRemaining, untilReset(nowSec, it.limit.Seconds), nowSec)
+	}
+	if code == rlpb.RateLimitResponse_OVER_LIMIT && s.opt.ShadowMode {
+		code = rlpb.RateLimitResponse_OK
+		s.stats.globalShadow.Add(1)
+	}
+	r.resp.OverallCode = code
+	return nil
+}
+
+func replaces(l *Limit, name string) bool {
+	for _, n := range l.Replaces {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// hitsOf is a descriptor's hits: its own hits_addend when set (0 reads
+// without counting), else the request's, at least 1.
+func hitsOf(req *rlpb.RateLimitRequest, d *rlv3.RateLimitDescriptor) uint64 {
+	if h := d.GetHitsAddend(); h != nil {
+		return h.GetValue()
+	}
+	return uint64(max(1, req.GetHitsAddend()))
+}
+
+// count grows the counters of items' fixed windows at now: every one by
+// its hits or, with StopIncrementOverLimit and when any would go over its
+// limit, only those that would.
+func (s *Service) count(items []item, keys []byte, now time.Time) {
+	nowSec, nowMs := now.Unix(), now.UnixMilli()
+	stop := false
+	for i := range items {
+		it := &items[i]
+		if it.limit == nil || it.unlimited {
+			continue
+		}
+		if it.limit.Ext != nil {
+			it.v, it.reset = s.store.decideExt(it.limit, keys[it.kfrom:it.kto], it.hits, now)
+			continue
+		}
+		it.start = windowStart(nowSec, it.limit.Seconds)
+		if s.opt.StopIncrementOverLimit {
+			if s.store.add(keys[it.kfrom:it.kto], it.start, 0, nil, 0)+it.hits > uint64(it.limit.Requests) {
+				it.grow, stop = true, true
+			}
+		}
+	}
+	for i := range items {
+		it := &items[i]
+		if it.limit == nil || it.unlimited {
+			continue
+		}
+		if it.limit.Ext != nil {
+			continue
+		}
+		n := it.hits
+		if stop && !it.grow {
+			n = 0
+		}
+		var rec local.Recorder
+		if n > 0 {
+			rec = s.store.recorder(it.limit.Requests, it.limit.Seconds)
+		}
+		it.after = s.store.add(keys[it.kfrom:it.kto], it.start, n, rec, nowMs)
+		it.before = it.after - it.hits
+	}
+}
