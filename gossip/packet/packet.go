@@ -14,7 +14,8 @@ import (
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
-	"github.com/vmihailenco/msgpack/v5/msgpcode"
+
+	"github.com/obol-dev/obol/internal/wire/mpwire"
 )
 
 // WireVersion is the version of the sync message format that Encode and Split
@@ -568,19 +569,16 @@ func gaugeLen(g Gauge) int {
 
 // Decoding.
 
-// decoder reads one message with msgpack's low-level API and keeps where it
-// is, so that errors name the field.
+// decoder reads one message with the project's MessagePack reader
+// (internal/wire/mpwire) and keeps where it is, so that errors name the
+// field.
 type decoder struct {
-	b   []byte
-	r   bytes.Reader
-	d   *msgpack.Decoder
+	r   mpwire.Reader
 	grp int // current group, -1 outside
 	ent int // current entry in the group's array, -1 outside
 }
 
-var decPool = sync.Pool{New: func() any {
-	return &decoder{d: msgpack.NewDecoder(nil)}
-}}
+var decPool = sync.Pool{New: func() any { return new(decoder) }}
 
 // Decode parses one message made by Encode or Split. It is strict: any input
 // that is not exactly one well-formed version-1 message is an error wrapping
@@ -590,14 +588,10 @@ var decPool = sync.Pool{New: func() any {
 // field. Safe for concurrent use.
 func Decode(b []byte) (*Packet, error) {
 	dc := decPool.Get().(*decoder)
-	dc.b = b
 	dc.r.Reset(b)
-	dc.d.Reset(&dc.r)
 	dc.grp, dc.ent = -1, -1
 	p, err := dc.packet()
-	dc.b = nil
 	dc.r.Reset(nil)
-	dc.d.Reset(&dc.r)
 	decPool.Put(dc)
 	return p, err
 }
@@ -617,26 +611,16 @@ func (dc *decoder) fail(field string, at int, format string, args ...any) error 
 	return fmt.Errorf("%w: %s at byte %d: %s", ErrMalformed, dc.where(field), at, fmt.Sprintf(format, args...))
 }
 
-func (dc *decoder) pos() int { return len(dc.b) - dc.r.Len() }
+func (dc *decoder) pos() int { return dc.r.Pos() }
 
 // peek returns the next msgpack code, or an error naming field when the input
 // has ended.
 func (dc *decoder) peek(field string) (byte, error) {
-	c, err := dc.d.PeekCode()
+	c, err := dc.r.Peek()
 	if err != nil {
 		return 0, dc.fail(field, dc.pos(), "truncated (want a value, input ended)")
 	}
 	return c, nil
-}
-
-func isIntCode(c byte) bool {
-	return msgpcode.IsFixedNum(c) ||
-		c == msgpcode.Uint8 || c == msgpcode.Uint16 || c == msgpcode.Uint32 || c == msgpcode.Uint64 ||
-		c == msgpcode.Int8 || c == msgpcode.Int16 || c == msgpcode.Int32 || c == msgpcode.Int64
-}
-
-func isSigned(c byte) bool {
-	return c == msgpcode.Int8 || c == msgpcode.Int16 || c == msgpcode.Int32 || c == msgpcode.Int64
 }
 
 // uint reads a non-negative integer.
@@ -646,21 +630,14 @@ func (dc *decoder) uint(field string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if !isIntCode(c) {
+	if !mpwire.IsInt(c) {
 		return 0, dc.fail(field, at, "want an unsigned integer, got %s", codeName(c))
 	}
-	if isSigned(c) || msgpcode.IsFixedNum(c) && c > msgpcode.PosFixedNumHigh {
-		v, err := dc.d.DecodeInt64()
-		if err != nil {
-			return 0, dc.fail(field, at, "truncated integer")
-		}
-		if v < 0 {
-			return 0, dc.fail(field, at, "want an unsigned integer, got %d", v)
-		}
-		return uint64(v), nil
-	}
-	v, err := dc.d.DecodeUint64()
-	if err != nil {
+	v, err := dc.r.Uint()
+	switch {
+	case errors.Is(err, mpwire.ErrRange):
+		return 0, dc.fail(field, at, "want an unsigned integer, got %d", int64(v))
+	case err != nil:
 		return 0, dc.fail(field, at, "truncated integer")
 	}
 	return v, nil
@@ -673,21 +650,14 @@ func (dc *decoder) int(field string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if !isIntCode(c) {
+	if !mpwire.IsInt(c) {
 		return 0, dc.fail(field, at, "want an integer, got %s", codeName(c))
 	}
-	if c == msgpcode.Uint64 {
-		v, err := dc.d.DecodeUint64()
-		if err != nil {
-			return 0, dc.fail(field, at, "truncated integer")
-		}
-		if v > math.MaxInt64 {
-			return 0, dc.fail(field, at, "integer %d overflows int64", v)
-		}
-		return int64(v), nil
-	}
-	v, err := dc.d.DecodeInt64()
-	if err != nil {
+	v, err := dc.r.Int()
+	switch {
+	case errors.Is(err, mpwire.ErrRange):
+		return 0, dc.fail(field, at, "integer %d overflows int64", uint64(v))
+	case err != nil:
 		return 0, dc.fail(field, at, "truncated integer")
 	}
 	return v, nil
@@ -702,10 +672,10 @@ func (dc *decoder) arr(field string, minElem int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if !(c >= msgpcode.FixedArrayLow && c <= msgpcode.FixedArrayHigh || c == msgpcode.Array16 || c == msgpcode.Array32) {
+	if !mpwire.IsArray(c) {
 		return 0, dc.fail(field, at, "want an array, got %s", codeName(c))
 	}
-	n, err := dc.d.DecodeArrayLen()
+	n, err := dc.r.ArrayLen()
 	if err != nil {
 		return 0, dc.fail(field, at, "truncated array header")
 	}
@@ -722,22 +692,21 @@ func (dc *decoder) str(field string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !(msgpcode.IsFixedString(c) || c == msgpcode.Str8 || c == msgpcode.Str16 || c == msgpcode.Str32) {
+	if !mpwire.IsStr(c) {
 		return "", dc.fail(field, at, "want a string, got %s", codeName(c))
 	}
-	n, err := dc.d.DecodeBytesLen()
+	n, err := dc.r.StrLen()
 	if err != nil {
 		return "", dc.fail(field, at, "truncated string header")
 	}
 	if n > dc.r.Len() {
 		return "", dc.fail(field, at, "string of %d bytes is longer than the %d bytes left", n, dc.r.Len())
 	}
-	from := dc.pos()
-	s := string(dc.b[from : from+n])
-	if _, err := dc.r.Seek(int64(n), 1); err != nil {
+	b, err := dc.r.Take(n)
+	if err != nil {
 		return "", dc.fail(field, at, "%v", err)
 	}
-	return s, nil
+	return string(b), nil
 }
 
 func (dc *decoder) bool(field string) (bool, error) {
@@ -746,10 +715,10 @@ func (dc *decoder) bool(field string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if c != msgpcode.True && c != msgpcode.False {
+	if !mpwire.IsBool(c) {
 		return false, dc.fail(field, at, "want a bool, got %s", codeName(c))
 	}
-	return dc.d.DecodeBool()
+	return dc.r.Bool()
 }
 
 // offset reads a time offset from base and returns base+offset, rejecting
@@ -838,8 +807,8 @@ func (dc *decoder) group(p *Packet, base int64) error {
 	if err != nil {
 		return err
 	}
-	if c == msgpcode.Nil {
-		_ = dc.d.DecodeNil() // the code was peeked: it cannot fail
+	if mpwire.IsNil(c) {
+		_ = dc.r.Nil() // the code was peeked: it cannot fail
 	} else {
 		at = dc.pos()
 		k, err := dc.arr("name", 0)
@@ -945,23 +914,23 @@ func (dc *decoder) group(p *Packet, base int64) error {
 // codeName describes a msgpack code for error messages.
 func codeName(c byte) string {
 	switch {
-	case c == msgpcode.Nil:
+	case mpwire.IsNil(c):
 		return "nil"
-	case c == msgpcode.True || c == msgpcode.False:
+	case mpwire.IsBool(c):
 		return "a bool"
-	case msgpcode.IsFixedNum(c) || isIntCode(c):
+	case mpwire.IsInt(c):
 		return "an integer"
-	case msgpcode.IsFixedString(c) || c == msgpcode.Str8 || c == msgpcode.Str16 || c == msgpcode.Str32:
+	case mpwire.IsStr(c):
 		return "a string"
-	case c == msgpcode.Bin8 || c == msgpcode.Bin16 || c == msgpcode.Bin32:
+	case mpwire.IsBin(c):
 		return "binary"
-	case c >= msgpcode.FixedArrayLow && c <= msgpcode.FixedArrayHigh || c == msgpcode.Array16 || c == msgpcode.Array32:
+	case mpwire.IsArray(c):
 		return "an array"
-	case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
+	case mpwire.IsMap(c):
 		return "a map"
-	case c == msgpcode.Float || c == msgpcode.Double:
+	case mpwire.IsFloat(c):
 		return "a float"
-	case msgpcode.IsExt(c):
+	case mpwire.IsExt(c):
 		return "an extension"
 	}
 	return fmt.Sprintf("code %#x", c)
