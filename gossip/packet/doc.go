@@ -9,7 +9,8 @@
 // at most a given budget each (datagrams), keeping each entry with its key's
 // name. Both write msgpack arrays with compact ints, entries grouped by key
 // hash and times as offsets from a base (see WireVersion). Decode reads one
-// message strictly: anything else is an error wrapping ErrMalformed or
+// message strictly, with the MessagePack reader the API uses
+// (internal/wire/mpwire): anything else is an error wrapping ErrMalformed or
 // ErrVersion. Receivers keep maxima, so loss, duplication and reordering of
 // messages are harmless.
 package packet
