@@ -195,20 +195,7 @@ func figures(r clustersim.Result) clusterFigures {
 // over both runs (413 too_large), a low-priority thread and the same duty
 // cycle.
 func (s *Server) simulateCluster(ctx *fasthttp.RequestCtx, _ params) {
-	if !s.sim.busy.CompareAndSwap(false, true) {
-		ctx.Response.Header.Set("Retry-After", "1")
-		s.fail(ctx, &apiError{status: fasthttp.StatusTooManyRequests, code: codeTooMany,
-			msg: "a simulation is already running on this agent (one at a time); retry when it ends"})
-		return
-	}
-	defer s.sim.busy.Store(false)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		lowPriorityThread()
-		s.runClusterSimulation(ctx)
-	}()
-	<-done
+	s.oneSimulation(ctx, s.runClusterSimulation)
 }
 
 var errSimTime = errors.New("time limit")

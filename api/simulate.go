@@ -234,6 +234,15 @@ func itemError(err error, i int) error {
 // answered 413 too_large; the run yields the processor every simYieldEvery
 // decisions.
 func (s *Server) simulate(ctx *fasthttp.RequestCtx, _ params) {
+	s.oneSimulation(ctx, s.runSimulation)
+}
+
+// oneSimulation runs work, a simulation's handler, unless another
+// simulation is running on this agent (429 too_many with Retry-After: 1).
+// The work runs on a thread of its own at the lowest scheduling priority:
+// when the machine's processors are all busy, the kernel gives them to
+// decisions first.
+func (s *Server) oneSimulation(ctx *fasthttp.RequestCtx, work func(*fasthttp.RequestCtx)) {
 	if !s.sim.busy.CompareAndSwap(false, true) {
 		ctx.Response.Header.Set("Retry-After", "1")
 		s.fail(ctx, &apiError{status: fasthttp.StatusTooManyRequests, code: codeTooMany,
@@ -241,14 +250,11 @@ func (s *Server) simulate(ctx *fasthttp.RequestCtx, _ params) {
 		return
 	}
 	defer s.sim.busy.Store(false)
-	// The work runs on a thread of its own at the lowest scheduling
-	// priority: when the machine's processors are all busy, the kernel
-	// gives them to decisions first.
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		lowPriorityThread()
-		s.runSimulation(ctx)
+		work(ctx)
 	}()
 	<-done
 }
