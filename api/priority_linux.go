@@ -3,6 +3,9 @@ package api
 import (
 	"runtime"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // lowPriorityThread locks the calling goroutine to its OS thread and gives
@@ -13,4 +16,16 @@ import (
 func lowPriorityThread() {
 	runtime.LockOSThread()
 	_ = syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), 19)
+}
+
+// threadTime returns the processor time the calling thread has used: after
+// lowPriorityThread, the work of the goroutine locked to it, whatever else
+// the machine is busy with. It falls back to the monotonic clock when the
+// kernel does not answer.
+func threadTime() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return time.Since(processStart)
+	}
+	return time.Duration(ts.Nano())
 }

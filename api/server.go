@@ -50,9 +50,10 @@ type Options struct {
 	// that a step of the system clock does not move them (see package internal/clock, Monotonic).
 	// nil: a fresh one.
 	Base *timebase.Monotonic
-	// SimulateTimeLimit bounds the wall-clock time one POST /v1/simulate
-	// may take; 0 means DefaultSimulateTimeLimit. A simulation past it is
-	// stopped and answered 413 too_large.
+	// SimulateTimeLimit bounds the processor time one simulation (POST
+	// /v1/simulate or /v1/simulate/cluster) may use, and fifteen times it
+	// the time it may take on the clock; 0 means DefaultSimulateTimeLimit.
+	// A simulation past either is stopped and answered 413 too_large.
 	SimulateTimeLimit time.Duration
 	// CheckDomainHeader names a request header that GET /v1/check takes
 	// the domain from when the request gives neither the query parameter

@@ -198,10 +198,8 @@ func (s *Server) simulateCluster(ctx *fasthttp.RequestCtx, _ params) {
 	s.oneSimulation(ctx, s.runClusterSimulation)
 }
 
-var errSimTime = errors.New("time limit")
-
 func (s *Server) runClusterSimulation(ctx *fasthttp.RequestCtx) {
-	deadline := time.Now().Add(s.sim.limit) // wall clock: a bound on real work, not a decision instant
+	pace := s.sim.pace()
 	body, f, err := readBody(ctx)
 	if err != nil {
 		s.fail(ctx, err)
@@ -225,18 +223,7 @@ func (s *Server) runClusterSimulation(ctx *fasthttp.RequestCtx) {
 	}
 	sc.MaxEvents = maxClusterEvents
 	sc.Label = "obol" // the agent's default label: its bytes count in every datagram
-	slice := time.Now()
-	sc.Yield = func(int64) error {
-		now := time.Now()
-		if now.After(deadline) {
-			return errSimTime
-		}
-		if now.Sub(slice) >= simSlice {
-			time.Sleep(simRest * now.Sub(slice)) // the duty cycle, as /v1/simulate's
-			slice = time.Now()
-		}
-		return nil
-	}
+	sc.Yield = func(int64) error { return pace.step() }
 	var out struct {
 		clusterFigures
 		TickOnly clusterFigures `json:"tick_only"`
@@ -248,8 +235,8 @@ func (s *Server) runClusterSimulation(ctx *fasthttp.RequestCtx) {
 		case errors.Is(err, clustersim.ErrTooMuchWork):
 			s.fail(ctx, tooLarge("%s; the endpoint's budget is %d events per run", strings.TrimPrefix(err.Error(), clustersim.ErrTooMuchWork.Error()+": "), maxClusterEvents))
 			return
-		case errors.Is(err, errSimTime):
-			s.fail(ctx, tooLarge("the cluster simulation took more than its time limit of %s and was stopped; simulate fewer nodes, a lower rate or a shorter duration", s.sim.limit))
+		case errors.Is(err, errSimTime), errors.Is(err, errSimWall):
+			s.fail(ctx, pace.stopped(err, "cluster simulation", "", "simulate fewer nodes, a lower rate or a shorter duration"))
 			return
 		case err != nil:
 			s.fail(ctx, fmt.Errorf("cluster simulation: %w", err))

@@ -41,9 +41,13 @@ const (
 	// simRest is how many times as long as it worked a simulation rests
 	// after each slice.
 	simRest = 3
-	// DefaultSimulateTimeLimit is the wall-clock bound of one simulation
+	// DefaultSimulateTimeLimit is the processor time one simulation may use
 	// when Options.SimulateTimeLimit is 0.
 	DefaultSimulateTimeLimit = 2 * time.Second
+	// simWallFactor is how many times its time limit a simulation may take
+	// on the clock: the duty cycle alone makes it at least 1+simRest times,
+	// and a machine busy with decisions gives the low-priority thread less.
+	simWallFactor = 15
 	// simResource is the name the simulated resource has in its engine.
 	simResource = "sim/resource"
 )
@@ -53,11 +57,66 @@ const (
 var simBase = time.Unix(1_700_000_000, 0)
 
 // simGuard bounds simulations: one at a time per agent, each within a
-// wall-clock limit. Simulations are a tool for people, not part of the
+// limit of processor time. Simulations are a tool for people, not part of the
 // decision path: they must never take the processor from live decisions.
 type simGuard struct {
 	busy  atomic.Bool
 	limit time.Duration
+}
+
+// simPace paces and bounds one simulation's work, on the simulation's own
+// thread: the time limit counts the processor time the work used (so a
+// machine busy with decisions, which takes the processor from the
+// low-priority thread, does not make a small simulation fail), and the
+// clock bounds how long the caller waits (simWallFactor times the limit).
+// Between slices of simSlice of work it rests simRest times as long.
+type simPace struct {
+	limit, wall time.Duration
+	cpu0, slice time.Duration
+	wall0       time.Time
+}
+
+// processStart is the origin of threadTime's fallback to the monotonic clock.
+var processStart = time.Now()
+
+// errSimTime and errSimWall are simPace.step's reasons to stop.
+var (
+	errSimTime = errors.New("time limit")
+	errSimWall = errors.New("wall-clock limit")
+)
+
+// pace starts pacing a simulation; call it on the simulation's thread.
+func (g *simGuard) pace() *simPace {
+	now := threadTime()
+	return &simPace{limit: g.limit, wall: simWallFactor * g.limit, cpu0: now, slice: now, wall0: time.Now()}
+}
+
+// step is called between units of work: errSimTime once the work has used
+// more than its limit of processor time, errSimWall once it has taken more
+// than its wall-clock bound; otherwise it rests when a slice is done.
+func (p *simPace) step() error {
+	now := threadTime()
+	switch {
+	case now-p.cpu0 > p.limit:
+		return errSimTime
+	case time.Since(p.wall0) > p.wall: // wall clock: a bound on waiting, not a decision instant
+		return errSimWall
+	}
+	if worked := now - p.slice; worked >= simSlice {
+		time.Sleep(simRest * worked) // the duty cycle: rest simRest times as long as it worked
+		p.slice = threadTime()
+	}
+	return nil
+}
+
+// stopped is the 413 of a simulation step stopped (err from step), what
+// naming the simulation and done its progress (", after 64 of 1000
+// requests"; may be empty), hint what to simulate instead.
+func (p *simPace) stopped(err error, what, done, hint string) error {
+	if errors.Is(err, errSimWall) {
+		return tooLarge("the %s could not finish within %s on this busy agent and was stopped%s; retry later, or %s", what, p.wall, done, hint)
+	}
+	return tooLarge("the %s used more than its time limit of %s of processor time and was stopped%s; %s", what, p.limit, done, hint)
 }
 
 // simWork is the work estimate maxSimWork bounds.
@@ -261,7 +320,7 @@ func (s *Server) oneSimulation(ctx *fasthttp.RequestCtx, work func(*fasthttp.Req
 
 // runSimulation is simulate's work, on its low-priority thread.
 func (s *Server) runSimulation(ctx *fasthttp.RequestCtx) {
-	deadline := time.Now().Add(s.sim.limit) // wall clock: a bound on real work, not a decision instant
+	pace := s.sim.pace()
 	body, bf, err := readBody(ctx)
 	if err != nil {
 		s.fail(ctx, err)
@@ -325,17 +384,11 @@ func (s *Server) runSimulation(ctx *fasthttp.RequestCtx) {
 	}
 	out = w.Array(w.Key(out, `,"decisions":`), len(sb.requests))
 	var d local.Decision
-	slice := time.Now()
 	for i, it := range sb.requests {
 		if i > 0 && i%simYieldEvery == 0 {
-			now := time.Now()
-			if now.After(deadline) {
-				s.fail(ctx, tooLarge("the simulation took more than its time limit of %s and was stopped after %d of %d requests; send fewer requests", s.sim.limit, i, len(sb.requests)))
+			if err := pace.step(); err != nil {
+				s.fail(ctx, pace.stopped(err, "simulation", fmt.Sprintf(" after %d of %d requests", i, len(sb.requests)), "send fewer requests"))
 				return
-			}
-			if now.Sub(slice) >= simSlice {
-				time.Sleep(simRest * now.Sub(slice)) // the duty cycle: rest simRest times as long as it worked
-				slice = time.Now()
 			}
 		}
 		out = w.Next(out, i)

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +74,7 @@ func TestSimulateCannotPinTheCPU(t *testing.T) {
 	// The time limit: a run past it is stopped and named.
 	h.srv.sim.limit = time.Nanosecond
 	r = h.post("/v1/simulate", simBodyOf("5,1,1,0", 1, 1000))
-	if code, msg := errorReply(t, r.body); r.status != 413 || code != "too_large" || !strings.Contains(msg, "more than its time limit of 1ns and was stopped after 64 of 1000 requests") {
+	if code, msg := errorReply(t, r.body); r.status != 413 || code != "too_large" || !strings.Contains(msg, "more than its time limit of 1ns of processor time and was stopped after 64 of 1000 requests") {
 		t.Errorf("time limit: %d %s %s", r.status, code, msg)
 	}
 	// The guard is released after a refusal: the next run proceeds.
@@ -91,5 +93,39 @@ func TestCapsAnswerTooMany(t *testing.T) {
 	r := h.post("/v1/sessions", `{"ttl_ms": 1000}`)
 	if code, msg := errorReply(t, r.body); r.status != 429 || code != "too_many" || !strings.Contains(msg, "sessions: the agent has 1 open, its cap") {
 		t.Errorf("second session: %d %s %q", r.status, code, msg)
+	}
+}
+
+// A simulation's time limit counts the processor time its thread used, not
+// the time on the clock: a simulation starved of the processor (a machine
+// busy with decisions, which the low-priority thread yields to) is not
+// stopped for it until the wall-clock bound, simWallFactor times the limit.
+func TestSimulatePaceCountsProcessorTime(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	g := simGuard{limit: 40 * time.Millisecond}
+	p := g.pace()
+	time.Sleep(60 * time.Millisecond) // past the limit on the clock, no processor time used
+	if err := p.step(); err != nil {
+		t.Fatalf("after 60 ms asleep under a 40 ms limit: %v, want nil (sleeping uses no processor time)", err)
+	}
+	for start := threadTime(); threadTime()-start < 50*time.Millisecond; {
+	}
+	if err := p.step(); !errors.Is(err, errSimTime) {
+		t.Fatalf("after 50 ms of work under a 40 ms limit: %v, want errSimTime", err)
+	}
+	if msg := p.stopped(errSimTime, "simulation", " after 64 of 1000 requests", "send fewer requests").Error(); !strings.Contains(msg, "used more than its time limit of 40ms of processor time and was stopped after 64 of 1000 requests; send fewer requests") {
+		t.Errorf("the time limit's message: %q", msg)
+	}
+
+	g.limit = time.Millisecond
+	p = g.pace()
+	time.Sleep(g.limit*simWallFactor + 10*time.Millisecond)
+	if err := p.step(); !errors.Is(err, errSimWall) {
+		t.Fatalf("past %v on the clock: %v, want errSimWall", g.limit*simWallFactor, err)
+	}
+	if msg := p.stopped(errSimWall, "cluster simulation", "", "simulate fewer nodes").Error(); !strings.Contains(msg, "could not finish within 15ms on this busy agent and was stopped; retry later, or simulate fewer nodes") {
+		t.Errorf("the wall-clock bound's message: %q", msg)
 	}
 }
