@@ -21,6 +21,7 @@ import (
 	"github.com/obol-dev/obol/api"
 	"github.com/obol-dev/obol/config"
 	timebase "github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/internal/freeport"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -285,17 +286,6 @@ func attackSmuggle(ctx context.Context, a *agentProc) (string, error) {
 	return fig, nil
 }
 
-// freePort returns a free loopback TCP port (memberlist takes the same
-// number for UDP).
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // exitOf runs the agent binary with args until it exits (or d passes) and
 // returns its exit code and log.
 func exitOf(bin string, d time.Duration, args ...string) (int, string) {
@@ -323,8 +313,8 @@ func attackGossip(ctx context.Context, a *agentProc) (string, error) {
 	if err := os.WriteFile(keyFile, []byte(strings.Repeat("k", 32)), 0o600); err != nil {
 		return "", err
 	}
-	p1, _ := freePort()
-	p2, _ := freePort()
+	p1, _ := freeport.Loopback()
+	p2, _ := freeport.Loopback()
 	victim, err := startAgent(a.bin, a.dir, "--node-name", "victim", "--gossip-bind", fmt.Sprintf("127.0.0.1:%d", p1), "--gossip-secret-file", keyFile)
 	if err != nil {
 		return "", err
@@ -373,8 +363,8 @@ func attackGossip(ctx context.Context, a *agentProc) (string, error) {
 // under a name already in the mesh; it must stop within the first minute,
 // naming the flag, and the first must keep serving.
 func attackNames(ctx context.Context, a *agentProc) (string, error) {
-	p1, _ := freePort()
-	p2, _ := freePort()
+	p1, _ := freeport.Loopback()
+	p2, _ := freeport.Loopback()
 	first, err := startAgent(a.bin, a.dir, "--node-name", "same", "--gossip-bind", fmt.Sprintf("127.0.0.1:%d", p1))
 	if err != nil {
 		return "", err

@@ -16,6 +16,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/obol-dev/obol/internal/freeport"
 )
 
 // floor.go is the floor: a bare grpc-go server whose ShouldRateLimit returns
@@ -113,7 +115,7 @@ func startFloor(ctx context.Context, dir string) (*service, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := freeport.Loopback()
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+
+	"github.com/obol-dev/obol/internal/freeport"
 )
 
 // obol.go builds obol's agent and runs it as Envoy's rate limit service.
@@ -34,7 +36,7 @@ func buildAgent(ctx context.Context, dir string) (string, error) {
 // dir/rls.sock and on a free loopback port, on the ratelimit config
 // directory cfgDir.
 func startObol(ctx context.Context, bin, dir, cfgDir string) (*service, error) {
-	port, err := freePort()
+	port, err := freeport.Loopback()
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/obol-dev/obol/internal/freeport"
 )
 
 // peer.go is the real thing: envoyproxy/ratelimit, built from the Go module
@@ -137,16 +139,6 @@ func redisPing(sock string) error {
 	return nil
 }
 
-// freePort returns a loopback TCP port free at the time of asking.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startRatelimit starts redis-server and then envoyproxy/ratelimit (the
 // binary bin) on the config directory runtimeRoot/ratelimit/config (see
 // writeConfig), serving gRPC on a Unix socket in dir, its HTTP and debug
@@ -163,7 +155,7 @@ func startRatelimit(ctx context.Context, bin, dir, runtimeRoot string) (*service
 	}
 	ports := make([]int, 3)
 	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
+		if ports[i], err = freeport.Loopback(); err != nil {
 			redis.stop()
 			return nil, err
 		}

@@ -3,8 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/obol-dev/obol/internal/freeport"
 )
 
 const rlsYAML = `domain: edge
@@ -38,12 +40,11 @@ func writeRLS(t *testing.T, dir string, limit string) {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Loopback()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", p)
 }
 
 // The agent serves Envoy's rate limit service on its socket and TCP port,

@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/obol-dev/obol/internal/freeport"
 )
 
 // AgentConfig is the agent's config in the proxy tests: api/search allows
@@ -80,14 +82,15 @@ func Find(name string) string {
 
 // FreePort returns a loopback TCP port that was free a moment ago, for a
 // program that cannot be told to pick its own and report it.
+// (See package internal/freeport: the port is below the kernel's
+// ephemeral range, where no other test's connection takes it meanwhile.)
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Loopback()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // Buffer is an io.Writer safe for concurrent use, for a child's output.
