@@ -42,7 +42,8 @@ type agent struct {
 
 func startAgent(t *testing.T) *agent {
 	t.Helper()
-	srv := api.New(local.New(config.Default()), api.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeName: "node-a"})
+	srv := api.New(local.New(config.Default()), api.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeName: "node-a",
+		SimulateTimeLimit: raceSlowdown * api.DefaultSimulateTimeLimit})
 	sock := filepath.Join(t.TempDir(), "obol.sock")
 	ls, err := api.Listen(api.ListenConfig{Socket: sock, HTTP: "127.0.0.1:0"})
 	if err != nil {

@@ -176,7 +176,15 @@ func TestDashboard(t *testing.T) {
 		var status int
 		b.run(t, "read the outcome", chromedp.Evaluate(`window.obolTuner.lastError ? window.obolTuner.lastError.status : 200`, &status))
 		if status != 200 {
-			t.Fatalf("the tuner's first simulation failed with status %d", status)
+			var msg string
+			b.run(t, "read the error", chromedp.Evaluate(`String(window.obolTuner.lastError && window.obolTuner.lastError.message)`, &msg))
+			t.Fatalf("the tuner's first simulation failed with status %d: %s", status, msg)
+		}
+		// The form's load is the whole cluster's; the endpoint takes it per node.
+		var perNode float64
+		b.run(t, "read the load sent", chromedp.Evaluate(`window.obolTuner.lastRequest.offered_per_s * window.obolTuner.lastRequest.nodes / +document.getElementById("t-offered").value`, &perNode))
+		if math.Abs(perNode-1) > 1e-9 {
+			t.Errorf("offered_per_s × nodes ÷ the form's load = %v, want 1 (the form's load is the whole cluster's)", perNode)
 		}
 		// A skewed load: the spread the page sends is one the endpoint takes.
 		b.run(t, "simulate one hot node", chromedp.Evaluate(`window.obolTuner.lastReply = null`, nil),

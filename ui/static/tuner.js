@@ -18,10 +18,11 @@
       drift: +$("t-drift").value,
       delay_ms: Math.round(+$("t-delay").value),
       loss: +$("t-loss").value / 100,
-      offered_per_s: +$("t-offered").value,
+      offered_per_s: 0, // set below: the form asks for the whole cluster's load, the endpoint takes it per node
       duration_ms: Math.round(+$("t-duration").value * 1000),
       seed: 1,
     };
+    b.offered_per_s = +$("t-offered").value / Math.max(1, b.nodes);
     b.skew = $("t-skew").value;
     return b;
   }
