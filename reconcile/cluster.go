@@ -296,7 +296,7 @@ func (c *Cluster) Flush(now time.Time) {
 			sh := &r.shards[i]
 			sh.mu.Lock()
 			if all || len(sh.urgent) > 0 {
-				r.ship(sh, p, s, ms, pkt, !all)
+				r.flush(sh, p, s, ms, pkt, all)
 			}
 			sh.mu.Unlock()
 		}
@@ -325,7 +325,7 @@ func (c *Cluster) Step(now time.Time) {
 			sh := &r.shards[i]
 			sh.mu.Lock()
 			if len(sh.dirty) > 0 {
-				r.ship(sh, p, s, ms, pkt, false)
+				r.ship(sh, p, s, ms, pkt)
 			}
 			sh.mu.Unlock()
 		}

@@ -191,6 +191,65 @@ func TestDriftFlushShipsBeforeTheTick(t *testing.T) {
 	}
 }
 
+// A drift flush ships only the buckets changed since they were last
+// shipped: the tick's shipments and their resends are not repeated.
+func TestDriftFlushShipsOnlyUnsentBuckets(t *testing.T) {
+	fc := clock.NewFake(t0)
+	net, nodes := cluster(t, fc, "a", "b", "c")
+	a, b := nodes[0], nodes[1]
+	req(t, a, fc.Now(), "t/one", "u", 1)
+	step(fc, nodes) // ships the first hit's buckets on the tick
+	fc.Advance(100 * time.Millisecond)
+	second := fc.Now().UnixMilli()
+	req(t, a, fc.Now(), "t/one", "u", 1)
+	net.mu.Lock()
+	before := len(net.sent)
+	net.mu.Unlock()
+	a.c.Flush(fc.Now())
+	a.c.Flush(fc.Now()) // nothing new: nothing to ship
+	net.mu.Lock()
+	flushed := net.sent[before:]
+	net.mu.Unlock()
+	var counts []packet.Count
+	for _, p := range flushed {
+		counts = append(counts, p.Counts...)
+	}
+	if len(counts) == 0 {
+		t.Fatal("the flush shipped nothing")
+	}
+	for _, c := range counts {
+		if c.Bucket > second || second-c.Bucket >= 20 { // 1 s window: 20 ms buckets
+			t.Errorf("the flush shipped bucket %d (slot %d), not the second hit's (%d): a repeat of the tick's shipment", c.Bucket, c.Slot, second)
+		}
+	}
+	if got := a.c.Stats().Flushes; got != 1 {
+		t.Errorf("flushes = %d, want 1 (a flush with nothing unsent sends nothing)", got)
+	}
+	if d := req(t, b, fc.Now(), "t/one", "u", 0); d.TierHits != 2 {
+		t.Fatalf("b counts %d hits, want 2", d.TierHits)
+	}
+	// The tick after the change ships the flushed buckets again, as it
+	// ships any change: a lost flush is repaired within a tick.
+	net.mu.Lock()
+	before = len(net.sent)
+	net.mu.Unlock()
+	step(fc, nodes[:1])
+	net.mu.Lock()
+	tick := net.sent[before:]
+	net.mu.Unlock()
+	again := 0
+	for _, p := range tick {
+		for _, c := range p.Counts {
+			if c.Bucket <= second && second-c.Bucket < 20 {
+				again++
+			}
+		}
+	}
+	if again != len(counts) {
+		t.Errorf("the tick after the flush shipped %d of the flushed buckets, want all %d", again, len(counts))
+	}
+}
+
 func TestTierEntrySharedSoPrisonHoldsEverywhere(t *testing.T) {
 	fc := clock.NewFake(t0)
 	_, nodes := cluster(t, fc, "a", "b", "c")
