@@ -57,6 +57,11 @@ type Options struct {
 	// TickOnly ships only on the tick, never at the drift threshold: the
 	// baseline of counters synced on a timer, for benchmarks.
 	TickOnly bool
+	// FlushGap is the least time between two drift flushes: keys that
+	// reach their threshold sooner after a flush are shipped together at
+	// the end of the gap, in one flush. 0 = DefaultFlushGap; negative =
+	// none (every threshold reached is a flush at once).
+	FlushGap time.Duration
 	// Clock is the time source of Run and of merges; nil = the real clock.
 	Clock clock.Clock
 	// Rand jitters the tick; nil = a randomly seeded source.
@@ -69,6 +74,13 @@ type Options struct {
 	// logged and counted.
 	OnNameConflict func(otherIncarnation uint64)
 }
+
+// DefaultFlushGap is Options.FlushGap's default. When every hit reaches the
+// drift threshold (N > drift·limit, where the threshold is one hit), a hot
+// key would otherwise be a datagram to every peer per hit; with the gap a
+// node sends at most 500 flushes a second, and the hits it admits during
+// one gap reach peers up to a gap later (see docs/cluster.md's bound).
+const DefaultFlushGap = 2 * time.Millisecond
 
 // Cluster is this node's side of the cluster model: its own hits to ship
 // and what its peers told it. Safe for concurrent use.
@@ -96,8 +108,10 @@ type Cluster struct {
 	sender  atomic.Pointer[senderBox]
 	live    atomic.Int64
 
-	kick chan struct{}
-	tick atomic.Uint32 // Steps taken: the schedule of resends counts in ticks
+	kick      chan struct{}
+	flushGap  time.Duration
+	lastFlush atomic.Int64  // Unix ns of the last Flush (0: none yet)
+	tick      atomic.Uint32 // Steps taken: the schedule of resends counts in ticks
 
 	mu  sync.Mutex // the remote table
 	tab *table
@@ -128,7 +142,7 @@ type ownGauge struct {
 // New returns a cluster for this node.
 func New(o Options) *Cluster {
 	c := &Cluster{
-		name: o.Name, inc: o.Incarnation, interval: o.SyncInterval, tickOnly: o.TickOnly,
+		name: o.Name, inc: o.Incarnation, interval: o.SyncInterval, tickOnly: o.TickOnly, flushGap: o.FlushGap,
 		clock: o.Clock, rand: o.Rand, log: o.Logger, conflictLogged: make(map[string]int64), onConflict: o.OnNameConflict,
 		res:    make(map[string]*Res),
 		kick:   make(chan struct{}, 1),
@@ -143,6 +157,12 @@ func New(o Options) *Cluster {
 	}
 	if c.interval <= 0 {
 		c.interval = 250 * time.Millisecond
+	}
+	switch {
+	case c.flushGap == 0:
+		c.flushGap = DefaultFlushGap
+	case c.flushGap < 0:
+		c.flushGap = 0
 	}
 	if c.rand == nil {
 		c.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
@@ -220,7 +240,7 @@ func (c *Cluster) wake(r *Res, global bool) {
 // Kicked reports whether a key reached its drift threshold since the last
 // call (or since Run's flusher last looked), and clears it. A caller that
 // drives Step and Flush itself on a virtual clock, in place of Run, calls
-// Flush(now) when it reports true, as Run's flusher would at once.
+// Flush at FlushAt(now) when it reports true, as Run's flusher would.
 func (c *Cluster) Kicked() bool {
 	select {
 	case <-c.kick:
@@ -241,6 +261,14 @@ func (c *Cluster) Run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-c.kick:
+				now := c.clock.Now()
+				if at := c.FlushAt(now); at.After(now) {
+					select { // the gap: thresholds reached meanwhile join this flush
+					case <-ctx.Done():
+						return
+					case <-c.clock.After(at.Sub(now)):
+					}
+				}
 				c.Flush(c.clock.Now())
 			}
 		}
@@ -278,8 +306,22 @@ func (c *Cluster) packet() *packet.Packet {
 	return &packet.Packet{From: c.name, Incarnation: c.inc}
 }
 
+// FlushAt returns when a drift flush asked for at now may run: now, or the
+// end of the gap after the last flush (Options.FlushGap).
+func (c *Cluster) FlushAt(now time.Time) time.Time {
+	last := c.lastFlush.Load()
+	if last == 0 || c.flushGap == 0 {
+		return now
+	}
+	if at := time.Unix(0, last).Add(c.flushGap); at.After(now) {
+		return at
+	}
+	return now
+}
+
 // Flush ships, at now, the keys that reached their drift threshold.
 func (c *Cluster) Flush(now time.Time) {
+	c.lastFlush.Store(now.UnixNano())
 	ms := now.UnixMilli()
 	s := c.tick.Load()
 	pkt := c.packet()
@@ -296,7 +338,7 @@ func (c *Cluster) Flush(now time.Time) {
 			sh := &r.shards[i]
 			sh.mu.Lock()
 			if all || len(sh.urgent) > 0 {
-				r.ship(sh, p, s, ms, pkt, !all)
+				r.flush(sh, p, s, ms, pkt, all)
 			}
 			sh.mu.Unlock()
 		}
@@ -325,7 +367,7 @@ func (c *Cluster) Step(now time.Time) {
 			sh := &r.shards[i]
 			sh.mu.Lock()
 			if len(sh.dirty) > 0 {
-				r.ship(sh, p, s, ms, pkt, false)
+				r.ship(sh, p, s, ms, pkt)
 			}
 			sh.mu.Unlock()
 		}

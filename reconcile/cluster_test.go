@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"testing"
@@ -191,6 +192,128 @@ func TestDriftFlushShipsBeforeTheTick(t *testing.T) {
 	}
 }
 
+// A drift flush ships only the buckets changed since they were last
+// shipped: the tick's shipments and their resends are not repeated.
+func TestDriftFlushShipsOnlyUnsentBuckets(t *testing.T) {
+	fc := clock.NewFake(t0)
+	net, nodes := cluster(t, fc, "a", "b", "c")
+	a, b := nodes[0], nodes[1]
+	req(t, a, fc.Now(), "t/one", "u", 1)
+	step(fc, nodes) // ships the first hit's buckets on the tick
+	fc.Advance(100 * time.Millisecond)
+	second := fc.Now().UnixMilli()
+	req(t, a, fc.Now(), "t/one", "u", 1)
+	net.mu.Lock()
+	before := len(net.sent)
+	net.mu.Unlock()
+	a.c.Flush(fc.Now())
+	a.c.Flush(fc.Now()) // nothing new: nothing to ship
+	net.mu.Lock()
+	flushed := net.sent[before:]
+	net.mu.Unlock()
+	var counts []packet.Count
+	for _, p := range flushed {
+		counts = append(counts, p.Counts...)
+	}
+	if len(counts) == 0 {
+		t.Fatal("the flush shipped nothing")
+	}
+	for _, c := range counts {
+		if c.Bucket > second || second-c.Bucket >= 20 { // 1 s window: 20 ms buckets
+			t.Errorf("the flush shipped bucket %d (slot %d), not the second hit's (%d): a repeat of the tick's shipment", c.Bucket, c.Slot, second)
+		}
+	}
+	if got := a.c.Stats().Flushes; got != 1 {
+		t.Errorf("flushes = %d, want 1 (a flush with nothing unsent sends nothing)", got)
+	}
+	if d := req(t, b, fc.Now(), "t/one", "u", 0); d.TierHits != 2 {
+		t.Fatalf("b counts %d hits, want 2", d.TierHits)
+	}
+	// The tick after the change ships the flushed buckets again, as it
+	// ships any change: a lost flush is repaired within a tick.
+	net.mu.Lock()
+	before = len(net.sent)
+	net.mu.Unlock()
+	step(fc, nodes[:1])
+	net.mu.Lock()
+	tick := net.sent[before:]
+	net.mu.Unlock()
+	again := 0
+	for _, p := range tick {
+		for _, c := range p.Counts {
+			if c.Bucket <= second && second-c.Bucket < 20 {
+				again++
+			}
+		}
+	}
+	if again != len(counts) {
+		t.Errorf("the tick after the flush shipped %d of the flushed buckets, want all %d", again, len(counts))
+	}
+}
+
+// FlushAt defers a drift flush asked for within the gap after the last one
+// to the gap's end; a negative gap defers nothing.
+func TestFlushAtKeepsTheGap(t *testing.T) {
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	c := reconcile.New(reconcile.Options{Name: "a", Incarnation: 1, Clock: clock.NewFake(t0)})
+	if got := c.FlushAt(ms(0)); !got.Equal(ms(0)) {
+		t.Fatalf("before any flush: FlushAt = %v, want now", got)
+	}
+	c.Flush(ms(10))
+	for _, tc := range []struct {
+		name string
+		now  time.Time
+		want time.Time
+	}{
+		{name: "at the flush", now: ms(10), want: ms(12)},
+		{name: "within the gap", now: ms(11), want: ms(12)},
+		{name: "at the gap's end", now: ms(12), want: ms(12)},
+		{name: "after the gap", now: ms(15), want: ms(15)},
+	} {
+		if got := c.FlushAt(tc.now); !got.Equal(tc.want) {
+			t.Errorf("%s: FlushAt = %v, want %v", tc.name, got.Sub(t0), tc.want.Sub(t0))
+		}
+	}
+	none := reconcile.New(reconcile.Options{Name: "b", Incarnation: 1, Clock: clock.NewFake(t0), FlushGap: -1})
+	none.Flush(ms(10))
+	if got := none.FlushAt(ms(11)); !got.Equal(ms(11)) {
+		t.Errorf("no gap: FlushAt = %v, want now", got.Sub(t0))
+	}
+	if reconcile.DefaultFlushGap != 2*time.Millisecond {
+		t.Errorf("DefaultFlushGap = %v; the docs say 2 ms", reconcile.DefaultFlushGap)
+	}
+}
+
+// Run's flusher coalesces thresholds reached within the gap into one flush
+// at its end.
+func TestRunCoalescesFlushesWithinTheGap(t *testing.T) {
+	fc := clock.NewFake(t0)
+	net, nodes := cluster(t, fc, "a", "b", "c")
+	a := nodes[0]
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.c.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	flushes := func() uint64 { return a.c.Stats().Flushes }
+	req(t, a, fc.Now(), "t/one", "u", 1) // threshold 1 hit: a flush at once
+	waitFor(t, "the first flush", func() bool { return flushes() == 1 })
+	req(t, a, fc.Now(), "t/one", "v", 1) // within the gap: deferred
+	req(t, a, fc.Now(), "t/one", "w", 1)
+	waitFor(t, "the flusher to wait for the gap", func() bool { return fc.Waiters() > 1 })
+	if got := flushes(); got != 1 {
+		t.Fatalf("flushes = %d within the gap, want 1", got)
+	}
+	fc.Advance(2 * time.Millisecond)
+	waitFor(t, "the flush at the gap's end", func() bool { return flushes() == 2 })
+	net.mu.Lock()
+	last := net.sent[len(net.sent)-1]
+	net.mu.Unlock()
+	if len(last.Names) != 2 {
+		t.Errorf("the deferred flush carries %d keys' names, want both keys hit in the gap (v, w)", len(last.Names))
+	}
+}
+
 func TestTierEntrySharedSoPrisonHoldsEverywhere(t *testing.T) {
 	fc := clock.NewFake(t0)
 	_, nodes := cluster(t, fc, "a", "b", "c")
@@ -369,5 +492,17 @@ func TestGCRABucketAgedOutBeforeShippingStillShips(t *testing.T) {
 	// Exact: TAT t0+1.5s; at t0+1.1s, floor((1.1+1−1.5)/0.1) = 6 fit.
 	if d := req(t, b, fc.Now(), "g/bucket", "k", 0); d.Remaining != 6 {
 		t.Fatalf("b: remaining %d, want 6 (a's spend at t0 was never shipped?)", d.Remaining)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: still not after 10 s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

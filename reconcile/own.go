@@ -204,8 +204,24 @@ func (r *Res) gcra(domain string, slot int, at, n int64) {
 	sh.mu.Unlock()
 }
 
-// collect appends k's entries to pkt at tick s: the buckets due (every
-// live one when all is set) and, with them, the key's live tier entries and
+// shipMode is what collect ships of a key.
+type shipMode uint8
+
+const (
+	// shipTick ships the buckets due at the tick: changed since the last
+	// tick, and the resends of earlier changes (due).
+	shipTick shipMode = iota
+	// shipFlush ships only the buckets changed since they were last
+	// shipped: a drift flush between ticks, which the next tick's shipment
+	// and its resends follow as for any change, so a flush repeats nothing.
+	shipFlush
+	// shipAll ships every live bucket and leaves the schedule as it was (a
+	// snapshot for one peer, or a sweep that only drops).
+	shipAll
+)
+
+// collect appends k's entries to pkt at tick s as mode says: the buckets
+// to ship (see shipMode) and, with them, the key's live tier entries and
 // its name while it still travels (and on late resends, which may be the
 // first to arrive after a cut). It drops buckets and entries that no longer
 // matter at now and reports whether k has shipments ahead.
@@ -215,7 +231,8 @@ func (r *Res) gcra(domain string, slot int, at, n int64) {
 // out: a spend keeps pushing the TAT of a busy bucket long after its own
 // burst offset, so peers must see it. A tiers bucket that aged out counts
 // in no window any more and goes unshipped.
-func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *packet.Packet, all bool) bool {
+func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *packet.Packet, mode shipMode) bool {
+	all := mode == shipAll
 	keep := k.counts[:0]
 	shipped, late, ahead := false, false, false
 	for _, c := range k.counts {
@@ -226,7 +243,7 @@ func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *packet.Pac
 			}
 			continue // out of every window: forget it
 		}
-		if all || due(s, c.changed) {
+		if all || (mode == shipFlush && c.unsent) || (mode == shipTick && due(s, c.changed)) {
 			pkt.Counts = append(pkt.Counts, packet.Count{Hash: k.hash, Slot: c.slot, Bucket: c.bucket, Value: c.value})
 			shipped = true
 			late = late || int32(s-c.changed) > 2
@@ -265,20 +282,30 @@ func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *packet.Pac
 	return ahead
 }
 
-// ship collects the shard's dirty keys (or only its urgent ones) into pkt.
-func (r *Res) ship(sh *ownShard, p *params, s uint32, now int64, pkt *packet.Packet, urgentOnly bool) {
-	if urgentOnly {
+// flush collects what the shard's urgent keys (every dirty key when all
+// is set: the resource's global threshold was reached) have not shipped yet
+// into pkt. The dirty list stays for the next tick.
+func (r *Res) flush(sh *ownShard, p *params, s uint32, now int64, pkt *packet.Packet, all bool) {
+	if all {
+		for _, k := range sh.dirty {
+			r.collect(p, k, s, now, pkt, shipFlush)
+		}
+	} else {
 		for _, k := range sh.urgent {
 			if k.urgent {
-				r.collect(p, k, s, now, pkt, false)
+				r.collect(p, k, s, now, pkt, shipFlush)
 			}
 		}
-		sh.urgent = sh.urgent[:0]
-		return
 	}
+	sh.urgent = sh.urgent[:0]
+}
+
+// ship collects the shard's dirty keys into pkt at tick s, and keeps on the
+// dirty list those with shipments ahead.
+func (r *Res) ship(sh *ownShard, p *params, s uint32, now int64, pkt *packet.Packet) {
 	keep := sh.dirty[:0]
 	for _, k := range sh.dirty {
-		if r.collect(p, k, s, now, pkt, false) {
+		if r.collect(p, k, s, now, pkt, shipTick) {
 			keep = append(keep, k)
 		} else {
 			k.dirty = false
@@ -299,7 +326,7 @@ func (r *Res) sweep(p *params, s uint32, now int64) {
 				continue
 			}
 			var drop packet.Packet
-			r.collect(p, k, s-lastResend-1, now, &drop, true) // drops what aged out, ships nothing
+			r.collect(p, k, s-lastResend-1, now, &drop, shipAll) // drops what aged out, ships nothing
 			if len(k.counts) == 0 && len(k.marks) == 0 {
 				delete(sh.keys, d)
 			}
@@ -314,7 +341,7 @@ func (r *Res) snapshot(p *params, s uint32, now int64, pkt *packet.Packet) {
 		sh := &r.shards[i]
 		sh.mu.Lock()
 		for _, k := range sh.keys {
-			r.collect(p, k, s, now, pkt, true) // a snapshot is not a shipment to everyone: the schedule stays
+			r.collect(p, k, s, now, pkt, shipAll) // a snapshot is not a shipment to everyone: the schedule stays
 		}
 		sh.mu.Unlock()
 	}

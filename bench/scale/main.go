@@ -40,6 +40,7 @@ type options struct {
 	loss          float64
 	encrypt       bool
 	tickOnly      bool
+	flushGap      time.Duration
 	seed          uint64
 }
 
@@ -78,6 +79,7 @@ func run(args []string, out, log io.Writer) error {
 	fs.Float64Var(&o.loss, "loss", 0, "datagram loss probability")
 	fs.BoolVar(&o.encrypt, "encrypt", true, "count AES-GCM's 29 bytes per datagram")
 	fs.BoolVar(&o.tickOnly, "tick-only", false, "ship on the tick only")
+	fs.DurationVar(&o.flushGap, "flush-gap", 0, "least time between two drift flushes of a node (0: reconcile's default, negative: none)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed")
 	quick := fs.Bool("quick", false, "N 10,50,100, K 1,1000, 1.25 s runs")
 	prof := fs.String("cpuprofile", "", "write a CPU profile here")
@@ -113,7 +115,7 @@ func run(args []string, out, log io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 	if *val {
-		return validate(o.ns, o.d, o.seed, out)
+		return validate(o.ns, o.d, o.seed, o.flushGap, out)
 	}
 	return table(o, out, log)
 }
@@ -160,7 +162,7 @@ func table(o options, out, log io.Writer) error {
 			}
 			sc := clustersim.Scenario{
 				Resource: rc, Nodes: n, Keys: k, Rate: rate, SyncInterval: o.sync, Delay: delay, Loss: o.loss,
-				Encrypt: o.encrypt, Label: "obol", TickOnly: o.tickOnly, Duration: o.d, Warmup: o.warm, Seed: o.seed,
+				Encrypt: o.encrypt, Label: "obol", TickOnly: o.tickOnly, FlushGap: o.flushGap, Duration: o.d, Warmup: o.warm, Seed: o.seed,
 				MaxEvents: 2_000_000_000,
 			}
 			fmt.Fprintf(log, "n=%d keys=%d rate=%.0f/s per node ...\n", n, k, rate)

@@ -18,7 +18,7 @@ import (
 // bytes as gossip.Node counts them (payload: no memberlist framing, no
 // key, no label, as bench/cluster runs).
 
-func validate(ns []int, d time.Duration, seed uint64, out io.Writer) error {
+func validate(ns []int, d time.Duration, seed uint64, flushGap time.Duration, out io.Writer) error {
 	const limit = 1000
 	fmt.Fprintf(out, "bench/cluster's scenarios on the simulator: L=%d/s, offered 5·L/s evenly, drift 0.05, sync 250ms, delay 0.2ms, probes every 100ms, %s measured after a 2s warm-up, seed %d\n",
 		limit, d, seed)
@@ -39,7 +39,7 @@ func validate(ns []int, d time.Duration, seed uint64, out io.Writer) error {
 					ship = "tick"
 				}
 				r, err := clustersim.Run(context.Background(), clustersim.Scenario{
-					Resource: rc, Nodes: n, TickOnly: tick, Delay: 200 * time.Microsecond,
+					Resource: rc, Nodes: n, TickOnly: tick, FlushGap: flushGap, Delay: 200 * time.Microsecond,
 					Rate: 5 * limit / float64(n), Duration: 2*time.Second + d, Warmup: 2 * time.Second,
 					ProbeEvery: 100 * time.Millisecond, Seed: seed, MaxEvents: 1 << 40,
 					// bench/cluster's names, whose lengths count in the bytes

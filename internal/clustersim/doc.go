@@ -16,8 +16,9 @@
 //     uniformly or by Zipf) and is decided by the node's engine at once;
 //   - drift flushes: after each decision the simulator asks the cluster
 //     whether a key reached its drift threshold (reconcile.Cluster.Kicked)
-//     and, if so, calls Flush at the same instant, as the agent's flusher
-//     goroutine would with no scheduling delay;
+//     and, if so, calls Flush at reconcile.Cluster.FlushAt: at the same
+//     instant, or at the end of the node's flush gap (Scenario.FlushGap),
+//     as the agent's flusher goroutine would with no scheduling delay;
 //   - sync ticks: each node calls Step every SyncInterval × U[0.9, 1.1), the
 //     agent's jitter, drawn from the node's own seeded source;
 //   - the engine's housekeeping Step, every second per node, as the agent

@@ -16,6 +16,7 @@ const (
 	evDeath                      // the node dies
 	evDetect                     // survivors learn of the node's death
 	evProbe                      // a probe hit (Scenario.ProbeEvery)
+	evFlush                      // the node's drift flush, deferred to the end of its gap
 )
 
 type event struct {

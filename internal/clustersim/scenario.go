@@ -82,6 +82,10 @@ type Scenario struct {
 	Drift *float64
 	// TickOnly ships only on the tick, never at the drift threshold.
 	TickOnly bool
+	// FlushGap is each node's least time between two drift flushes
+	// (reconcile.Options.FlushGap): 0 = reconcile's default, negative =
+	// none.
+	FlushGap time.Duration
 	// Delay is the one-way network delay (0 = DefaultDelay; use NoDelay
 	// for none), Jitter a uniform extra in [0, Jitter).
 	Delay, Jitter time.Duration

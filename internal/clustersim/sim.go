@@ -44,6 +44,7 @@ type node struct {
 	next    int64 // ns: the next request
 	cnt     nodeCounts
 	lastSmp int64           // ns: when it last started a sample (−1: never)
+	flushAt bool            // a deferred drift flush is in the queue
 	own     map[int32]int64 // key → the bucket (ms) its last grant fell in
 }
 
@@ -191,7 +192,7 @@ func setup(s Scenario) (*sim, error) {
 			// An incarnation is a start time in ns, as the agent's: its
 			// size on the wire is real.
 			Name: nd.name, Incarnation: uint64(base.UnixNano()) + uint64(i), SyncInterval: time.Duration(sm.sync),
-			TickOnly: s.TickOnly, Clock: sm.clk, Rand: rand.New(rand.NewPCG(s.Seed, uint64(i)+1<<32)),
+			TickOnly: s.TickOnly, FlushGap: s.FlushGap, Clock: sm.clk, Rand: rand.New(rand.NewPCG(s.Seed, uint64(i)+1<<32)),
 		})
 		nd.eng = local.New(cfg)
 		nd.eng.Attach(nd.rec)
@@ -342,6 +343,12 @@ func (sm *sim) loop(ctx context.Context) error {
 			}
 		case evDeliver:
 			sm.deliver(e)
+		case evFlush:
+			nd.flushAt = false
+			if !nd.dead {
+				sm.res.Flushes++
+				nd.rec.Flush(sm.at(e.at))
+			}
 		case evProbe:
 			sm.events++
 			sm.probe(int(e.node))
@@ -406,10 +413,22 @@ func (sm *sim) request(nd *node) {
 			}
 		}
 	}
-	if nd.rec.Kicked() {
-		sm.res.Flushes++
-		nd.rec.Flush(t)
+	sm.kicked(nd, t)
+}
+
+// kicked flushes nd at t when a key reached its drift threshold, or defers
+// the flush to the end of the node's flush gap, as reconcile's Run does.
+func (sm *sim) kicked(nd *node, t time.Time) {
+	if !nd.rec.Kicked() || nd.flushAt {
+		return
 	}
+	if at := nd.rec.FlushAt(t); at.After(t) {
+		nd.flushAt = true
+		sm.q.push(event{at: int64(at.Sub(base)), kind: evFlush, node: int32(nd.idx)})
+		return
+	}
+	sm.res.Flushes++
+	nd.rec.Flush(t)
 }
 
 // probe makes probe k's hit on the k-th live node, round-robin.
@@ -423,10 +442,7 @@ func (sm *sim) probe(k int) {
 		sm.err = fmt.Errorf("clustersim: node %d probe %d: %w", nd.idx, k, err)
 		return
 	}
-	if nd.rec.Kicked() {
-		sm.res.Flushes++
-		nd.rec.Flush(t)
-	}
+	sm.kicked(nd, t)
 }
 
 func (sm *sim) alive(i int) bool { return !sm.nodes[i].dead }

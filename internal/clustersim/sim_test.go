@@ -80,7 +80,8 @@ func TestOneNodeIsLocal(t *testing.T) {
 // each decides knowing every earlier grant, as one node would.
 func TestTwoNodesNoDelayDriftZero(t *testing.T) {
 	zero := 0.0
-	r := run(t, Scenario{Resource: resource(t, tiersJS), Nodes: 2, Delay: NoDelay, Drift: &zero, Seed: 1})
+	// No flush gap: every hit is shipped the instant it is made.
+	r := run(t, Scenario{Resource: resource(t, tiersJS), Nodes: 2, Delay: NoDelay, Drift: &zero, FlushGap: -1, Seed: 1})
 	if r.WorstWindowRatio > 1 || r.FalseDenials != 0 {
 		t.Errorf("worst window %.4f × L, false denials %d; want ≤ 1 and 0", r.WorstWindowRatio, r.FalseDenials)
 	}
@@ -101,6 +102,27 @@ func TestTickOnlyOvershootsMore(t *testing.T) {
 	}
 	if drift.BytesPerNodeS <= tick.BytesPerNodeS {
 		t.Errorf("drift ships %.0f B/s per node, tick-only %.0f: drift should cost more", drift.BytesPerNodeS, tick.BytesPerNodeS)
+	}
+}
+
+// Sparse keys limited low (threshold one hit) make every hit a drift
+// flush; the flush gap coalesces them, at most one flush per gap per node,
+// for fewer datagrams and bytes and the same oracle figures within a hair.
+func TestFlushGapCoalesces(t *testing.T) {
+	s := Scenario{Resource: resource(t, `{"kind":"gcra","burst":10,"count":10,"period":"1s","drift":0.05}`),
+		Nodes: 5, Keys: 1000, Rate: 2000, Duration: 2 * time.Second, Seed: 4, FlushGap: -1}
+	none := run(t, s)
+	s.FlushGap = 0 // reconcile's default, 2 ms
+	gap := run(t, s)
+	if most := int64(5 * 2 * time.Second / (2 * time.Millisecond)); gap.Flushes > most {
+		t.Errorf("%d flushes with a 2 ms gap over 5 nodes × 2 s: want at most %d", gap.Flushes, most)
+	}
+	if !(gap.Flushes*2 < none.Flushes) || !(gap.BytesPerNodeS < none.BytesPerNodeS) {
+		t.Errorf("gap: %d flushes, %.0f B/s per node; none: %d flushes, %.0f B/s: want far fewer flushes and fewer bytes",
+			gap.Flushes, gap.BytesPerNodeS, none.Flushes, none.BytesPerNodeS)
+	}
+	if gap.FalseDenials != 0 || gap.WorstWindowRatio > none.WorstWindowRatio+0.05 {
+		t.Errorf("gap: worst window %.3f × L, false denials %d; none: %.3f", gap.WorstWindowRatio, gap.FalseDenials, none.WorstWindowRatio)
 	}
 }
 
