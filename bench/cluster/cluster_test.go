@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -157,34 +158,55 @@ func TestConvergence(t *testing.T) {
 // TestHarnessTiny runs the harness at tiny scale over real memberlist: three
 // nodes, a tiers key of 200 per second offered 1000 per second, 1 s sync,
 // with drift shipping and tick-only. Drift shipping must make no false
-// denial and over-admit less than tick-only.
+// denial and over-admit less than tick-only. A goroutine stall of a
+// quarter second or more (a busy machine: the open-loop load then fires a
+// quarter second of requests at once, before any node can ship) makes both
+// modes over-admit alike, so such a pair is run again, up to three times in
+// all; if every pair stalled, the comparison is skipped, saying so.
 func TestHarnessTiny(t *testing.T) {
 	const limit = 200
+	const maxStall = 250 * time.Millisecond
 	cfg, err := benchConfig(limit, 0.05)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]runResult{}
-	for _, mode := range []string{"drift", "tick"} {
-		c, err := startCluster(clusterSpec{n: 3, tickOnly: mode == "tick", sync: time.Second, cfg: cfg, seed: 1, prefix: "test-" + mode})
-		if err != nil {
-			t.Fatal(err)
+	var drift, tick runResult
+	var stalled []string
+	for attempt := range 3 {
+		got := map[string]runResult{}
+		worst := time.Duration(0)
+		for _, mode := range []string{"drift", "tick"} {
+			c, err := startCluster(clusterSpec{n: 3, tickOnly: mode == "tick", sync: time.Second, cfg: cfg, seed: uint64(1 + attempt), prefix: fmt.Sprintf("test-%s-%d", mode, attempt)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := runLoad(c, runSpec{n: 3, kind: "tiers", spread: "even", mode: mode, sync: time.Second,
+				limit: limit, warm: time.Second, d: 2 * time.Second, id: 1})
+			c.close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s\n  %s", r.line(), r.windowLine())
+			if len(r.windows) != 2 || r.requests < 2500 || r.grants == 0 || r.probes == 0 {
+				t.Fatalf("%s: %d windows, %d requests, %d grants, %d probes", mode, len(r.windows), r.requests, r.grants, r.probes)
+			}
+			if r.falseDen != 0 && mode == "drift" {
+				t.Errorf("drift shipping: %d false denials:\n%s", r.falseDen, strings.Join(r.explain, "\n"))
+			}
+			for _, s := range r.stalls {
+				worst = max(worst, s)
+			}
+			got[mode] = r
 		}
-		r, err := runLoad(c, runSpec{n: 3, kind: "tiers", spread: "even", mode: mode, sync: time.Second,
-			limit: limit, warm: time.Second, d: 2 * time.Second, id: 1})
-		c.close()
-		if err != nil {
-			t.Fatal(err)
+		drift, tick = got["drift"], got["tick"]
+		if worst < maxStall {
+			stalled = nil
+			break
 		}
-		t.Logf("%s\n  %s", r.line(), r.windowLine())
-		if len(r.windows) != 2 || r.requests < 2500 || r.grants == 0 || r.probes == 0 {
-			t.Fatalf("%s: %d windows, %d requests, %d grants, %d probes", mode, len(r.windows), r.requests, r.grants, r.probes)
-		}
-		got[mode] = r
+		stalled = append(stalled, worst.Round(time.Millisecond).String())
 	}
-	drift, tick := got["drift"], got["tick"]
-	if drift.falseDen != 0 {
-		t.Errorf("drift shipping: %d false denials:\n%s", drift.falseDen, strings.Join(drift.explain, "\n"))
+	if stalled != nil {
+		t.Skipf("every attempt stalled for %s or more (longest: %s): the machine is too busy to compare the shipping modes; run go test -run TestHarnessTiny ./bench/cluster on a quiet machine", maxStall, strings.Join(stalled, ", "))
 	}
 	if !(drift.maxL < tick.maxL) {
 		t.Errorf("drift shipping's worst window %.3f × L is not below tick-only's %.3f × L", drift.maxL, tick.maxL)
