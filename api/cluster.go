@@ -40,6 +40,7 @@ type ClusterCounters struct {
 	BytesIn, BytesOut     uint64 // gossip payload bytes
 	PacketsIn, PacketsOut uint64 // gossip datagrams
 	Dropped               uint64 // datagrams that failed to decode
+	QueueDrops            uint64 // datagrams dropped on a full receive queue
 	SendErrors            uint64
 	Live                  int // live members, this node included
 	Merge                 reconcile.Stats
@@ -94,6 +95,7 @@ var (
 	descGossipPackets = prometheus.NewDesc("obol_gossip_packets_total", "Gossip datagrams by direction (in, out).", []string{"direction"}, nil)
 	descGossipDropped = prometheus.NewDesc("obol_gossip_dropped_packets_total", "Gossip datagrams dropped because they could not be decoded (or came from another mesh).", nil, nil)
 	descGossipErrors  = prometheus.NewDesc("obol_gossip_send_errors_total", "Failed gossip sends.", nil, nil)
+	descQueueDrops    = prometheus.NewDesc("obol_gossip_receive_queue_drops_total", "Gossip datagrams dropped because the receive worker of their sender was behind (its queue full); resends and resyncs repair the loss.", nil, nil)
 	descLive          = prometheus.NewDesc("obol_cluster_live_nodes", "Live members of the mesh, this node included.", nil, nil)
 	descMerged        = prometheus.NewDesc("obol_cluster_packets_merged_total", "Peers' sync packets merged.", nil, nil)
 	descFlushes       = prometheus.NewDesc("obol_cluster_drift_flushes_total", "Shipments made at once because a key reached its drift threshold.", nil, nil)
@@ -104,7 +106,7 @@ var (
 )
 
 func (c clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descLive, descMerged, descFlushes, descStale, descApplied, descGone, descLag} {
+	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descLive, descMerged, descFlushes, descStale, descApplied, descGone, descLag} {
 		ch <- d
 	}
 }
@@ -120,6 +122,7 @@ func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descGossipPackets, k.PacketsOut, "out")
 	counter(descGossipDropped, k.Dropped)
 	counter(descGossipErrors, k.SendErrors)
+	counter(descQueueDrops, k.QueueDrops)
 	ch <- prometheus.MustNewConstMetric(descLive, prometheus.GaugeValue, float64(k.Live))
 	m := k.Merge
 	counter(descMerged, m.PacketsMerged)

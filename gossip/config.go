@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -59,7 +60,8 @@ type Config struct {
 	// back, was updated) and warn (a peer declared dead), a name conflict
 	// at error, the join's outcome (info, or warn when no peer answered),
 	// a warning at start when gossip is exposed off loopback without a
-	// key, and drops and resyncs at debug. nil: discard.
+	// key, datagrams dropped on a full receive queue at warn (at most once
+	// a minute), and other drops and resyncs at debug. nil: discard.
 	Logger *slog.Logger
 	// Transport is an optional memberlist transport (tests pass a
 	// fault-injecting one); nil: memberlist's NetTransport on Bind.
@@ -105,6 +107,22 @@ type Config struct {
 	// Rand jitters the rejoin loop; nil: seeded from the incarnation. Used
 	// only by the loop's goroutine.
 	Rand *rand.Rand
+	// ReceiveWorkers is how many goroutines decode received sync messages
+	// and hand them to Handler.HandlePacket. memberlist delivers every
+	// datagram on its one packet goroutine; the node only checks its size,
+	// copies it and queues it for the worker its sender's name hashes to,
+	// so one origin's messages are handled one at a time, in the order
+	// memberlist delivered them, and different origins' in parallel. More
+	// workers decode more in parallel; the merge behind the Handler may
+	// still serialize them. 0: min(4, GOMAXPROCS at New); at most 256.
+	ReceiveWorkers int
+	// ReceiveQueue is how many datagrams may wait for each worker. A
+	// datagram whose worker's queue is full is dropped, never waited for,
+	// counted in Stats.QueueDrops and logged at warn (at most once a
+	// minute); the sender's resends and resyncs repair it as they repair
+	// any loss. Full queues hold up to ReceiveWorkers × ReceiveQueue ×
+	// MaxDatagram bytes. 0: 1024; at most 65536.
+	ReceiveQueue int
 }
 
 // ErrConfig is wrapped by every Config.Validate error.
@@ -143,6 +161,12 @@ func (c Config) Validate() error {
 	if len(c.Label) > memberlist.LabelMaxSize {
 		bad("label is %d bytes (want at most %d)", len(c.Label), memberlist.LabelMaxSize)
 	}
+	if c.ReceiveWorkers < 0 || c.ReceiveWorkers > maxReceiveWorkers {
+		bad("receive workers %d (want 1 to %d, or 0 for min(%d, GOMAXPROCS))", c.ReceiveWorkers, maxReceiveWorkers, defaultReceiveWorkers)
+	}
+	if c.ReceiveQueue < 0 || c.ReceiveQueue > maxReceiveQueue {
+		bad("receive queue %d (want 1 to %d datagrams per worker, or 0 for %d)", c.ReceiveQueue, maxReceiveQueue, defaultReceiveQueue)
+	}
 	return errors.Join(errs...)
 }
 
@@ -172,6 +196,10 @@ const (
 	defaultRejoinInterval = 30 * time.Second
 	defaultResyncAfter    = 2500 * time.Millisecond
 	defaultBeaconInterval = 200 * time.Millisecond
+	defaultReceiveWorkers = 4 // at most; fewer with fewer GOMAXPROCS
+	defaultReceiveQueue   = 1024
+	maxReceiveWorkers     = 256
+	maxReceiveQueue       = 1 << 16
 )
 
 // settings is what a node runs with: a valid Config with its defaults
@@ -182,6 +210,8 @@ type settings struct {
 	rejoinEvery time.Duration // 0: no rejoin loop
 	resyncAfter time.Duration // 0: no resync
 	beaconEvery time.Duration // 0: no beacon loop
+	workers     int           // receive workers
+	queue       int           // datagrams per receive worker
 	clk         clock.Clock
 	log         *slog.Logger // this package's records, component=gossip
 	rng         *rand.Rand   // the rejoin loop's jitter
@@ -196,6 +226,8 @@ func (c Config) settings(wall time.Time) settings {
 		rejoinEvery: rejoinEvery(c.RejoinInterval),
 		resyncAfter: orDefault(c.ResyncAfter, defaultResyncAfter),
 		beaconEvery: orDefault(c.BeaconInterval, defaultBeaconInterval),
+		workers:     c.ReceiveWorkers,
+		queue:       c.ReceiveQueue,
 		clk:         c.Clock,
 		log:         c.Logger,
 		rng:         c.Rand,
@@ -208,6 +240,12 @@ func (c Config) settings(wall time.Time) settings {
 	}
 	if len(c.Join) == 0 {
 		s.rejoinEvery = 0 // nothing to rejoin
+	}
+	if s.workers == 0 {
+		s.workers = min(defaultReceiveWorkers, runtime.GOMAXPROCS(0))
+	}
+	if s.queue == 0 {
+		s.queue = defaultReceiveQueue
 	}
 	if s.clk == nil {
 		s.clk = clock.Real{}

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,15 @@ func TestConfigValidate(t *testing.T) {
 			"label is 300 bytes (want at most 255)",
 		}},
 		{name: "bind without port", cfg: Config{Name: "a", Bind: "127.0.0.1"}, want: []string{`bind "127.0.0.1": address 127.0.0.1: missing port`}},
+		{name: "receive at its bounds", cfg: Config{Name: "a", ReceiveWorkers: 256, ReceiveQueue: 65536}},
+		{name: "receive negative", cfg: Config{Name: "a", ReceiveWorkers: -1, ReceiveQueue: -5}, want: []string{
+			"receive workers -1 (want 1 to 256, or 0 for min(4, GOMAXPROCS))",
+			"receive queue -5 (want 1 to 65536 datagrams per worker, or 0 for 1024)",
+		}},
+		{name: "receive absurd", cfg: Config{Name: "a", ReceiveWorkers: 100_000, ReceiveQueue: 1 << 30}, want: []string{
+			"receive workers 100000 (want 1 to 256",
+			"receive queue 1073741824 (want 1 to 65536",
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,6 +110,29 @@ func TestConfigSettings(t *testing.T) {
 			}
 			if s.log == nil || s.rng == nil {
 				t.Errorf("no logger (%v) or no rng (%v)", s.log, s.rng)
+			}
+		})
+	}
+}
+
+// TestConfigReceiveSettings: the receive workers and their queues take
+// their defaults at zero and keep a set value.
+func TestConfigReceiveSettings(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	tests := []struct {
+		name           string
+		cfg            Config
+		workers, queue int
+	}{
+		{name: "defaults", cfg: Config{Name: "a"}, workers: min(4, procs), queue: 1024},
+		{name: "one worker", cfg: Config{Name: "a", ReceiveWorkers: 1}, workers: 1, queue: 1024},
+		{name: "set values kept", cfg: Config{Name: "a", ReceiveWorkers: 16, ReceiveQueue: 10}, workers: 16, queue: 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.cfg.settings(time.Unix(1, 0))
+			if s.workers != tc.workers || s.queue != tc.queue {
+				t.Errorf("workers %d, queue %d; want %d, %d", s.workers, s.queue, tc.workers, tc.queue)
 			}
 		})
 	}

@@ -37,34 +37,11 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	return n.metaOn
 }
 
-// NotifyMsg decodes a sync message and hands it to the handler.
-func (d *delegate) NotifyMsg(b []byte) {
-	n := d.node()
-	n.bytesIn.Add(uint64(len(b)))
-	n.packetsIn.Add(1)
-	if len(b) > MaxDatagram {
-		n.dropped.Add(1)
-		n.log.Debug("gossip: dropped oversized message", "bytes", len(b))
-		return
-	}
-	p, err := packet.Decode(b)
-	if err != nil {
-		n.dropped.Add(1)
-		n.log.Debug("gossip: dropped undecodable message", "bytes", len(b), "err", err)
-		return
-	}
-	if p.From == n.name {
-		n.dropped.Add(1)
-		n.log.Debug("gossip: dropped message claiming this node's name")
-		return
-	}
-	if !n.enter() {
-		return
-	}
-	defer n.exit()
-	n.received(p, len(b))
-	n.h.HandlePacket(p)
-}
+// NotifyMsg hands a sync message to its sender's receive worker, which
+// decodes it and calls the handler (receive.go). memberlist calls it on its
+// one packet goroutine, and may reuse b once it returns: it copies b and
+// never blocks.
+func (d *delegate) NotifyMsg(b []byte) { d.node().handoff(b) }
 
 // GetBroadcasts returns nothing: sync goes by direct fan-out.
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }

@@ -11,9 +11,19 @@
 // (Handler.Snapshot) both ways. Departures reach Handler.NodeGone.
 // Receivers keep maxima, so loss, duplication and reordering are harmless.
 //
+// memberlist delivers every datagram on one goroutine, behind a queue of
+// 4096 that it drops from when full. NotifyMsg only checks the size, reads
+// the sender's name (packet.PeekFrom), copies the datagram and queues it
+// for the receive worker the name hashes to (Config.ReceiveWorkers), which
+// decodes it and calls Handler.HandlePacket: one origin's messages in the
+// order memberlist delivered them, origins in parallel (receive.go). A
+// datagram that finds its worker's queue full is dropped, counted in
+// Stats.QueueDrops and logged at warn at most once a minute; resends and
+// resyncs repair it like any loss.
+//
 // A Config (config.go) becomes memberlist's profile in one pure function
-// (profile.go); the Node's API is in node.go and what memberlist calls it
-// back with in delegate.go. Two loops run on the node's injected clock
+// (profile.go); the Node's API is in node.go, what memberlist calls it
+// back with in delegate.go and the receive workers in receive.go. Two loops run on the node's injected clock
 // (Config.Clock), each a step(now): the beacon, which calls on peers
 // recently declared dead so that a healed partition is noticed at once,
 // and the rejoin, which joins seed addresses that are not members

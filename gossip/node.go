@@ -30,10 +30,13 @@ const goneRetention = 5 * time.Minute
 // layer; all methods are called on memberlist's goroutines (or this
 // package's), possibly concurrently, and must be safe for concurrent use.
 type Handler interface {
-	// HandlePacket merges a received packet. Called on memberlist's
-	// goroutines; must not block. The packet is the handler's to keep.
-	// Push/pull state arrives here too, with Full set; it may arrive
-	// before New returns (during the initial join).
+	// HandlePacket merges a received packet. Sync messages arrive on the
+	// node's receive workers, each origin's on one worker in the order
+	// memberlist delivered them; push/pull state arrives on memberlist's
+	// goroutines, with Full set, and may arrive before New returns (during
+	// the initial join). Must not block: a worker that waits lets its
+	// queue fill, and what then arrives for it is dropped. The packet is
+	// the handler's to keep.
 	HandlePacket(p *packet.Packet)
 	// Snapshot returns the node's full state (Full set) for push/pull
 	// anti-entropy and joiners. Must not block long. From, Incarnation and
@@ -72,6 +75,7 @@ type Stats struct {
 	SendErrors            uint64 // datagrams memberlist failed to send
 	StatesSkipped         uint64 // snapshots not sent because they exceeded the push/pull limit
 	Resyncs               uint64 // push/pulls started with a peer back from a silence or a death
+	QueueDrops            uint64 // sync messages dropped because their receive worker's queue was full (not in Dropped)
 }
 
 // Node is one member of the gossip mesh. Its methods are safe for concurrent
@@ -96,7 +100,11 @@ type Node struct {
 
 	bytesIn, bytesOut, packetsIn, packetsOut atomic.Uint64
 	statesIn, statesOut, dropped, sendErrors atomic.Uint64
-	statesSkipped, resyncs                   atomic.Uint64
+	statesSkipped, resyncs, queueDrops       atomic.Uint64
+
+	recv         receiver      // the receive workers' queues
+	dropsLogged  atomic.Uint64 // queueDrops when last logged
+	dropLoggedAt atomic.Int64  // when, unix ns on clk; 0: never
 
 	mu          sync.Mutex
 	peers       map[string]*peerState
@@ -162,6 +170,7 @@ func New(cfg Config, h Handler) (*Node, error) {
 		resyncAfter: set.resyncAfter,
 		wake:        make(chan struct{}, 1),
 		done:        make(chan struct{}),
+		recv:        newReceiver(set.workers, set.queue),
 	}
 
 	mc := profile(cfg)
@@ -185,6 +194,10 @@ func New(cfg Config, h Handler) (*Node, error) {
 	n.port = mc.BindPort // memberlist sets it to the bound port when it was 0
 	n.warnExposed(mc, cfg.Transport != nil)
 
+	for _, q := range n.recv.queues { // what memberlist queued meanwhile waits in q
+		n.wg.Add(1)
+		go n.receiveLoop(q)
+	}
 	n.wg.Add(1)
 	go n.dispatch()
 	if len(n.seeds) > 0 {
@@ -345,6 +358,7 @@ func (n *Node) Stats() Stats {
 		Dropped: n.dropped.Load(), SendErrors: n.sendErrors.Load(),
 		StatesSkipped: n.statesSkipped.Load(),
 		Resyncs:       n.resyncs.Load(),
+		QueueDrops:    n.queueDrops.Load(),
 	}
 }
 
@@ -375,11 +389,13 @@ func (n *Node) Leave(timeout time.Duration) error {
 	return nil
 }
 
-// Shutdown stops memberlist, its listeners and this package's goroutines,
-// without announcing a leave (peers will declare the node dead; call Leave
-// first for a graceful exit). It waits for Handler calls in progress, and
-// none starts once it returns; a Handler method must therefore not call it.
-// Calling it again returns nil.
+// Shutdown stops memberlist, its listeners and this package's goroutines
+// (the receive workers among them), without announcing a leave (peers will
+// declare the node dead; call Leave first for a graceful exit). It waits
+// for Handler calls in progress, and none starts once it returns; a Handler
+// method must therefore not call it. Sync messages still queued for the
+// receive workers, or arriving later, are discarded, not counted. Calling
+// it again returns nil.
 func (n *Node) Shutdown() error {
 	var err error
 	n.closeOnce.Do(func() {

@@ -213,6 +213,7 @@ func TestNodeGoneStaleIncarnation(t *testing.T) {
 	nd := start(t, gossiptest.NewFaultNet(), "solo", func(c *Config) { c.Tune = quiet })
 	d := (*delegate)(nd.Node)
 	d.NotifyMsg(mustEncode(&packet.Packet{From: "x", Incarnation: 5}))
+	eventually(t, 5*time.Second, "the packet from x is handled", func() bool { return nd.rec.from("x") == 1 }) // on a receive worker
 	d.NotifyJoin(&memberlist.Node{Name: "x", Meta: encodeMeta(4, false)})
 	d.NotifyLeave(&memberlist.Node{Name: "x", Meta: encodeMeta(4, false)}) // the old instance
 	d.NotifyJoin(&memberlist.Node{Name: "y", Meta: encodeMeta(1, false)})

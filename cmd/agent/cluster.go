@@ -123,7 +123,7 @@ func (c *clusterRun) Counters() api.ClusterCounters {
 	s := c.node.Stats()
 	return api.ClusterCounters{
 		BytesIn: s.BytesIn, BytesOut: s.BytesOut, PacketsIn: s.PacketsIn, PacketsOut: s.PacketsOut,
-		Dropped: s.Dropped, SendErrors: s.SendErrors, Live: c.node.Live(), Merge: c.rec.Stats(),
+		Dropped: s.Dropped, QueueDrops: s.QueueDrops, SendErrors: s.SendErrors, Live: c.node.Live(), Merge: c.rec.Stats(),
 	}
 }
 

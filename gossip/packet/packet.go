@@ -596,6 +596,23 @@ func Decode(b []byte) (*Packet, error) {
 	return p, err
 }
 
+// PeekFrom returns the origin name of the message b, read from its header
+// alone (the version and the name), without decoding the rest: a sub-slice
+// of b, not a copy, valid while b is. Whenever Decode(b) succeeds, PeekFrom
+// returns its From; when the header itself is wrong it returns the error
+// Decode would (wrapping ErrMalformed or ErrVersion). An error in the rest
+// of the message goes unnoticed, so a name is no promise that b decodes.
+// It allocates nothing unless it fails. Safe for concurrent use.
+func PeekFrom(b []byte) ([]byte, error) {
+	dc := decPool.Get().(*decoder)
+	dc.r.Reset(b)
+	dc.grp, dc.ent = -1, -1
+	from, err := dc.header()
+	dc.r.Reset(nil)
+	decPool.Put(dc)
+	return from, err
+}
+
 func (dc *decoder) where(field string) string {
 	switch {
 	case dc.grp < 0:
@@ -687,26 +704,32 @@ func (dc *decoder) arr(field string, minElem int) (int, error) {
 
 // str reads a msgpack str.
 func (dc *decoder) str(field string) (string, error) {
+	b, err := dc.strBytes(field)
+	return string(b), err
+}
+
+// strBytes reads a msgpack str as a sub-slice of the input.
+func (dc *decoder) strBytes(field string) ([]byte, error) {
 	at := dc.pos()
 	c, err := dc.peek(field)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if !mpwire.IsStr(c) {
-		return "", dc.fail(field, at, "want a string, got %s", codeName(c))
+		return nil, dc.fail(field, at, "want a string, got %s", codeName(c))
 	}
 	n, err := dc.r.StrLen()
 	if err != nil {
-		return "", dc.fail(field, at, "truncated string header")
+		return nil, dc.fail(field, at, "truncated string header")
 	}
 	if n > dc.r.Len() {
-		return "", dc.fail(field, at, "string of %d bytes is longer than the %d bytes left", n, dc.r.Len())
+		return nil, dc.fail(field, at, "string of %d bytes is longer than the %d bytes left", n, dc.r.Len())
 	}
 	b, err := dc.r.Take(n)
 	if err != nil {
-		return "", dc.fail(field, at, "%v", err)
+		return nil, dc.fail(field, at, "%v", err)
 	}
-	return string(b), nil
+	return b, nil
 }
 
 func (dc *decoder) bool(field string) (bool, error) {
@@ -735,7 +758,10 @@ func (dc *decoder) offset(field string, base int64) (int64, error) {
 	return int64(uint64(base) + v), nil
 }
 
-func (dc *decoder) packet() (*Packet, error) {
+// header reads a message's header up to its origin name, which it returns
+// (a sub-slice of the input): the one reading of it that Decode and
+// PeekFrom share.
+func (dc *decoder) header() ([]byte, error) {
 	n, err := dc.arr("message", 0)
 	if err != nil {
 		return nil, err
@@ -753,14 +779,23 @@ func (dc *decoder) packet() (*Packet, error) {
 	if n != 6 {
 		return nil, dc.fail("message", 0, "array of %d elements, want 6 for version 1", n)
 	}
-	p := &Packet{}
 	at := dc.pos()
-	if p.From, err = dc.str("from"); err != nil {
+	from, err := dc.strBytes("from")
+	if err != nil {
 		return nil, err
 	}
-	if p.From == "" {
+	if len(from) == 0 {
 		return nil, dc.fail("from", at, "empty origin name")
 	}
+	return from, nil
+}
+
+func (dc *decoder) packet() (*Packet, error) {
+	from, err := dc.header()
+	if err != nil {
+		return nil, err
+	}
+	p := &Packet{From: string(from)}
 	if p.Incarnation, err = dc.uint("incarnation"); err != nil {
 		return nil, err
 	}

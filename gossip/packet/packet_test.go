@@ -732,6 +732,109 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
+// TestPeekFrom reads the origin from the header alone: what Decode reads
+// when the message is whole, Decode's error when the header is wrong, and
+// the name still when only the rest is wrong.
+func TestPeekFrom(t *testing.T) {
+	long := strings.Repeat("n", 300) // a str16 header
+	tests := []struct {
+		name       string
+		in         []byte
+		want       string // the name; "" when an error is expected
+		wantErr    error
+		msg        string // substring of the error
+		decodeFail bool   // Decode fails on in though the header is right
+	}{
+		{name: "a message", in: mustEncode(&Packet{From: "obol-7d9f8c6b5-x2x4k", Incarnation: 9, Counts: []Count{{Hash: 1, Bucket: 5, Value: 2}}}), want: "obol-7d9f8c6b5-x2x4k"},
+		{name: "a long name", in: mustEncode(&Packet{From: long}), want: long},
+		{name: "a split message", in: first(Split(benchPacket(), 1309)), want: "obol-7d9f8c6b5-x2x4k"},
+		{name: "header only", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeUint(1); _ = e.EncodeString("a") }), want: "a", decodeFail: true},
+		{name: "bad groups", in: enc(func(e *msgpack.Encoder) { hdr(e); _ = e.EncodeString("x") }), want: "a", decodeFail: true},
+		{name: "trailing bytes", in: append(mustEncode(&Packet{From: "a"}), 0), want: "a", decodeFail: true},
+		{name: "empty input", in: nil, wantErr: ErrMalformed, msg: "message"},
+		{name: "a map", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeMapLen(0) }), wantErr: ErrMalformed, msg: "want an array, got a map"},
+		{name: "empty array", in: []byte{0x90}, wantErr: ErrMalformed, msg: "empty array"},
+		{name: "version 2", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeUint(2); _ = e.EncodeString("a") }), wantErr: ErrVersion, msg: "version 2"},
+		{name: "five fields", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(5); _ = e.EncodeUint(1); _ = e.EncodeString("a") }), wantErr: ErrMalformed, msg: "array of 5 elements, want 6"},
+		{name: "from is binary", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeUint(1); _ = e.EncodeBytes([]byte("a")) }), wantErr: ErrMalformed, msg: "from at byte 2: want a string, got binary"},
+		{name: "from empty", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeUint(1); _ = e.EncodeString("") }), wantErr: ErrMalformed, msg: "empty origin"},
+		{name: "from longer than input", in: []byte{0x96, 0x01, 0xdb, 0xff, 0xff, 0xff, 0xff, 'a'}, wantErr: ErrMalformed, msg: "string of 4294967295 bytes is longer than the 1 bytes left"},
+		{name: "from missing", in: []byte{0x96, 0x01}, wantErr: ErrMalformed, msg: "from at byte 2: truncated"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			from, err := PeekFrom(tc.in)
+			p, derr := Decode(tc.in)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.msg) {
+					t.Fatalf("PeekFrom = %q, %v; want an error wrapping %v mentioning %q", from, err, tc.wantErr, tc.msg)
+				}
+				if derr == nil || derr.Error() != err.Error() {
+					t.Fatalf("PeekFrom's error %q, Decode's %v: want the same", err, derr)
+				}
+				return
+			}
+			if err != nil || string(from) != tc.want {
+				t.Fatalf("PeekFrom = %q, %v; want %q", from, err, tc.want)
+			}
+			if tc.decodeFail != (derr != nil) {
+				t.Fatalf("Decode error %v, want one: %v", derr, tc.decodeFail)
+			}
+			if derr == nil && p.From != tc.want {
+				t.Fatalf("Decode's From %q, PeekFrom's %q", p.From, from)
+			}
+			if n := testing.AllocsPerRun(10, func() { _, _ = PeekFrom(tc.in) }); n != 0 {
+				t.Errorf("PeekFrom allocates %v times, want 0", n)
+			}
+		})
+	}
+}
+
+// first returns the first of msgs, panicking on err.
+func first(msgs [][]byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return msgs[0]
+}
+
+// FuzzPeekFrom: PeekFrom agrees with Decode. When Decode succeeds, PeekFrom
+// returns its From; when PeekFrom fails, Decode fails with the same error;
+// and a name PeekFrom returns is the bytes of b that hold it.
+func FuzzPeekFrom(f *testing.F) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for range 8 {
+		f.Add(mustEncode(randomPacket(r, 6)))
+	}
+	f.Add(mustEncode(&Packet{From: "a"}))
+	f.Add(mustEncode(&Packet{From: strings.Repeat("n", 300)}))
+	f.Add([]byte{0x96, 0x01, 0xdb, 0xff, 0xff, 0xff, 0xff, 'a'})
+	f.Add([]byte{0x96, 0x01, 0xa1, 'a'})
+	f.Add([]byte{0x96, 0x02})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		from, err := PeekFrom(b)
+		p, derr := Decode(b)
+		if err != nil {
+			if from != nil {
+				t.Fatalf("PeekFrom returned %q with error %v", from, err)
+			}
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrVersion) {
+				t.Fatalf("error %v wraps neither ErrMalformed nor ErrVersion", err)
+			}
+			if derr == nil || derr.Error() != err.Error() {
+				t.Fatalf("PeekFrom's error %q, Decode's %v: want the same", err, derr)
+			}
+			return
+		}
+		if len(from) == 0 || !bytes.Contains(b, from) {
+			t.Fatalf("PeekFrom = %q, not a name in the input", from)
+		}
+		if derr == nil && p.From != string(from) {
+			t.Fatalf("Decode's From %q, PeekFrom's %q", p.From, from)
+		}
+	})
+}
+
 // benchPacket is a delta of 200 keys as one sync tick might carry: names
 // for a quarter, counts in two buckets each, some marks and gauges.
 func benchPacket() *Packet {
@@ -773,6 +876,16 @@ func BenchmarkDecode(b *testing.B) {
 	b.SetBytes(int64(len(buf)))
 	for b.Loop() {
 		if _, err := Decode(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkPeekFrom(b *testing.B) {
+	buf := first(Split(benchPacket(), 1309))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := PeekFrom(buf); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,0 +1,41 @@
+package api
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/obol-dev/obol/reconcile"
+)
+
+// fakeCluster is a ClusterView with fixed counters.
+type fakeCluster struct{ k ClusterCounters }
+
+func (f fakeCluster) Peers() []Peer { return nil }
+func (f fakeCluster) Contributions(string, string, time.Time) []reconcile.Contribution {
+	return nil
+}
+func (f fakeCluster) Counters() ClusterCounters { return f.k }
+
+// TestClusterMetrics: each gossip counter is its own series on /metrics.
+func TestClusterMetrics(t *testing.T) {
+	h := &harness{t: t, clock: &clock{t: t0}, logs: &logBuffer{}}
+	h.srv = New(testEngine(t), Options{
+		Now: h.clock.now, Logger: slog.New(slog.NewJSONHandler(h.logs, nil)), NodeName: "node-a",
+		Cluster: fakeCluster{ClusterCounters{BytesIn: 11, BytesOut: 12, PacketsIn: 13, PacketsOut: 14, Dropped: 3, QueueDrops: 7, SendErrors: 2, Live: 4}},
+	})
+	page := string(h.serve().do("GET", "/metrics", "").body)
+	for _, want := range []string{
+		`obol_gossip_bytes_total{direction="in"} 11`,
+		`obol_gossip_packets_total{direction="out"} 14`,
+		"obol_gossip_dropped_packets_total 3",
+		"obol_gossip_receive_queue_drops_total 7",
+		"obol_gossip_send_errors_total 2",
+		"obol_cluster_live_nodes 4",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/metrics lacks %q: %s", want, grepLine(page, strings.Fields(strings.SplitN(want, "{", 2)[0])[0]))
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package gossip
+
+// The receive path of sync messages: NotifyMsg (memberlist's one packet
+// goroutine) hands each datagram to a receive worker chosen by its
+// sender's name; the worker decodes it and calls the Handler. memberlist's
+// goroutine never waits: a datagram whose worker's queue is full is
+// dropped and counted.
+
+import (
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/obol-dev/obol/gossip/packet"
+)
+
+// dropLogEvery is the least time between two warnings about datagrams
+// dropped on a full receive queue, on the node's clock.
+const dropLogEvery = time.Minute
+
+// datagrams holds the copies NotifyMsg queues, MaxDatagram bytes of
+// capacity each; a worker returns one once Decode is done with it (Decode
+// copies what it keeps).
+var datagrams = sync.Pool{New: func() any { b := make([]byte, 0, MaxDatagram); return &b }}
+
+// receiver is the node's receive workers: one queue each, and the seed of
+// the hash that picks a queue by sender name.
+type receiver struct {
+	queues []chan *[]byte
+	seed   maphash.Seed
+}
+
+func newReceiver(workers, queue int) receiver {
+	r := receiver{queues: make([]chan *[]byte, workers), seed: maphash.MakeSeed()}
+	for i := range r.queues {
+		r.queues[i] = make(chan *[]byte, queue)
+	}
+	return r
+}
+
+// queueFor returns the queue of the worker that handles messages from the
+// node named from.
+func (r *receiver) queueFor(from []byte) chan *[]byte {
+	if len(r.queues) == 1 {
+		return r.queues[0]
+	}
+	return r.queues[maphash.Bytes(r.seed, from)%uint64(len(r.queues))]
+}
+
+// handoff is NotifyMsg's work: it counts the datagram b, drops it if it
+// is oversized or has no readable sender (packet.PeekFrom), and otherwise
+// queues a copy for its sender's worker, or drops it (Stats.QueueDrops)
+// when that queue is full. It never blocks; b is not kept. After Shutdown
+// it discards b.
+func (n *Node) handoff(b []byte) {
+	if n.stopped() {
+		return
+	}
+	n.bytesIn.Add(uint64(len(b)))
+	n.packetsIn.Add(1)
+	if len(b) > MaxDatagram {
+		n.dropped.Add(1)
+		n.log.Debug("gossip: dropped oversized message", "bytes", len(b))
+		return
+	}
+	from, err := packet.PeekFrom(b)
+	if err != nil { // Decode would fail the same way
+		n.dropped.Add(1)
+		n.log.Debug("gossip: dropped undecodable message", "bytes", len(b), "err", err)
+		return
+	}
+	q := n.recv.queueFor(from)
+	buf := datagrams.Get().(*[]byte)
+	*buf = append((*buf)[:0], b...)
+	select {
+	case q <- buf:
+	default:
+		datagrams.Put(buf)
+		n.queueFull(from)
+	}
+}
+
+// queueFull counts a datagram from the node named from dropped on a full
+// receive queue, and warns at most once per dropLogEvery.
+func (n *Node) queueFull(from []byte) {
+	total := n.queueDrops.Add(1)
+	now := n.clk.Now().UnixNano()
+	last := n.dropLoggedAt.Load()
+	if last != 0 && now-last < int64(dropLogEvery) {
+		return
+	}
+	if !n.dropLoggedAt.CompareAndSwap(last, now) {
+		return // another goroutine logs
+	}
+	since := total - n.dropsLogged.Swap(total)
+	n.log.Warn("gossip: receive queue full, dropping sync messages; resends and resyncs repair the loss",
+		"dropped", since, "total", total, "from", string(from),
+		"workers", len(n.recv.queues), "queue", cap(n.recv.queues[0]))
+}
+
+// receiveLoop is a receive worker: it handles the datagrams of queue q, in
+// order, until Shutdown, and discards what is still queued then.
+func (n *Node) receiveLoop(q chan *[]byte) {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.done:
+			return
+		case buf := <-q:
+			if n.stopped() {
+				return
+			}
+			n.receive(*buf)
+			datagrams.Put(buf)
+		}
+	}
+}
+
+// receive decodes a sync message and hands it to the handler, unless it is
+// undecodable or claims this node's name (both counted in Stats.Dropped).
+func (n *Node) receive(b []byte) {
+	p, err := packet.Decode(b)
+	if err != nil {
+		n.dropped.Add(1)
+		n.log.Debug("gossip: dropped undecodable message", "bytes", len(b), "err", err)
+		return
+	}
+	if p.From == n.name {
+		n.dropped.Add(1)
+		n.log.Debug("gossip: dropped message claiming this node's name")
+		return
+	}
+	if !n.enter() {
+		return
+	}
+	defer n.exit()
+	n.received(p, len(b))
+	n.h.HandlePacket(p)
+}
