@@ -347,7 +347,7 @@ func runKeys(c *cluster, s keysSpec) (keysResult, error) {
 }
 
 // maxDrain bounds how long drain waits.
-const maxDrain = 10 * time.Second
+const maxDrain = 30 * time.Second
 
 // drain waits, up to maxDrain, until the receivers have caught up with
 // what was sent: twice in a row, over 200 ms, the nodes' sockets held
@@ -490,10 +490,11 @@ func reportKeys(w io.Writer, rs []keysResult) {
 	tw.Flush()
 	fmt.Fprintln(w, "\nhits/s/node: granted hits per node per second; denied: denials (all in the measured span, as every rate here). dgrams out: sync datagrams sent per node per second,")
 	fmt.Fprintln(w, "one per datagram per peer (gossip Stats.PacketsOut); dgrams in: those that reached the receiving node's handler (Stats.PacketsIn). sent: all datagrams sent over the")
-	fmt.Fprintln(w, "whole run, from the idle cluster before the load until the receivers had caught up after it (drain: that long after the load, at most 10 s); received ÷ sent: of")
+	fmt.Fprintln(w, "whole run, from the idle cluster before the load until the receivers had caught up after it (drain: that long after the load, at most 30 s); received ÷ sent: of")
 	fmt.Fprintln(w, "those, the share that reached a handler. The rest, in that span: udp drops: datagrams the kernel dropped at the nodes' sockets, receive buffer full (/proc/net/udp;")
 	fmt.Fprintln(w, "memberlist's probes included); queue full: datagrams memberlist dropped because HandoffQueueDepth messages waited for its handler (its \"handler queue full\" log")
-	fmt.Fprintln(w, "lines); lost elsewhere: sent − received − udp drops − queue full. send errors: datagrams memberlist failed to send (Stats.SendErrors).")
+	fmt.Fprintln(w, "lines); lost elsewhere: sent − received − udp drops − queue full (what was still queued when the drain gave up; below 0 when the udp drops counted memberlist's")
+	fmt.Fprintln(w, "own packets). send errors: datagrams memberlist failed to send (Stats.SendErrors).")
 	fmt.Fprintln(w, "flushes: drift flushes sent (reconcile Stats.Flushes). B/s/node: gossip bytes sent (sync + push/pull); B/hit/peer: sync bytes sent ÷ granted hits ÷ (N−1).")
 	fmt.Fprintln(w, "cpu µs/hit: this process's CPU time (user + system) in the measured span ÷ granted hits; cluster µs/hit: that minus the N=1 run's (the floor: engine, load and")
 	fmt.Fprintln(w, "harness with no gossip). lag: reconcile's merge lag (Stats.MergeLag: per merged delta, the age of its newest bucket on arrival), as the histogram bound the quantile")
