@@ -63,6 +63,7 @@ type keysResult struct {
 	recvRatio            float64
 	queueFull            int64
 	sendErrors           uint64
+	resyncs              uint64 // push/pulls gossip started with a peer back from a silence (Stats.Resyncs)
 	udpDrops             int64
 	drain                time.Duration
 	cpu                  float64 // this process over the measured span, share of one CPU (-1 unknown)
@@ -135,6 +136,7 @@ type meshCounters struct {
 	bytes, syncBytes uint64 // gossip bytes sent: all, sync only
 	flushes          uint64
 	sendErrors       uint64
+	resyncs          uint64
 	queueFull        int64
 	// The nodes' UDP sockets: bytes waiting in their receive queues,
 	// datagrams the kernel dropped for them; sockOK false: unknown.
@@ -158,6 +160,7 @@ func counters(c *cluster, sentFirst bool) meshCounters {
 			m.sent += st.PacketsOut
 			m.bytes += st.BytesOut
 			m.sendErrors += st.SendErrors
+			m.resyncs += st.Resyncs
 			for _, p := range nd.gn.Peers() {
 				m.syncBytes += p.BytesOut
 			}
@@ -314,6 +317,7 @@ func runKeys(c *cluster, s keysSpec) (keysResult, error) {
 	}
 	out.queueFull = fin.queueFull - base.queueFull
 	out.sendErrors = fin.sendErrors - base.sendErrors
+	out.resyncs = fin.resyncs - base.resyncs
 	out.udpDrops = -1
 	if base.sockOK && fin.sockOK {
 		out.udpDrops = fin.sockDrops - base.sockDrops
@@ -451,6 +455,7 @@ func (r keysResult) columns(floor float64) []column {
 		c("queue full", "queue_full", strconv.FormatInt(r.queueFull, 10)),
 		c("lost elsewhere", "lost_elsewhere", lost),
 		c("send errors", "send_errors", strconv.FormatUint(r.sendErrors, 10)),
+		c("resyncs", "resyncs", strconv.FormatUint(r.resyncs, 10)),
 		c("drain s", "drain_s", num(r.drain.Seconds(), 1)),
 		c("flushes/s/node", "flushes_per_node_s", num(r.flushNode, 0)),
 		c("B/s/node", "bytes_per_node_s", num(r.bytesNode, 0)),
@@ -494,7 +499,8 @@ func reportKeys(w io.Writer, rs []keysResult) {
 	fmt.Fprintln(w, "those, the share that reached a handler. The rest, in that span: udp drops: datagrams the kernel dropped at the nodes' sockets, receive buffer full (/proc/net/udp;")
 	fmt.Fprintln(w, "memberlist's probes included); queue full: datagrams memberlist dropped because HandoffQueueDepth messages waited for its handler (its \"handler queue full\" log")
 	fmt.Fprintln(w, "lines); lost elsewhere: sent − received − udp drops − queue full (what was still queued when the drain gave up; below 0 when the udp drops counted memberlist's")
-	fmt.Fprintln(w, "own packets). send errors: datagrams memberlist failed to send (Stats.SendErrors).")
+	fmt.Fprintln(w, "own packets). send errors: datagrams memberlist failed to send (Stats.SendErrors); resyncs: push/pulls (full snapshots both ways) gossip started with a peer")
+	fmt.Fprintln(w, "heard from again after 2.5 s of silence or back from the dead (Stats.Resyncs).")
 	fmt.Fprintln(w, "flushes: drift flushes sent (reconcile Stats.Flushes). B/s/node: gossip bytes sent (sync + push/pull); B/hit/peer: sync bytes sent ÷ granted hits ÷ (N−1).")
 	fmt.Fprintln(w, "cpu µs/hit: this process's CPU time (user + system) in the measured span ÷ granted hits; cluster µs/hit: that minus the N=1 run's (the floor: engine, load and")
 	fmt.Fprintln(w, "harness with no gossip). lag: reconcile's merge lag (Stats.MergeLag: per merged delta, the age of its newest bucket on arrival), as the histogram bound the quantile")
