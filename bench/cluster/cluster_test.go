@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -216,5 +217,115 @@ func TestHarnessTiny(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "RESULT n=3 drift=0.05 overshoot_max=") {
 		t.Errorf("last line %q", last)
+	}
+}
+
+// TestManyKeysTiny runs the many-keys mode at tiny scale over real
+// memberlist: the N = 1 floor and two nodes, 100 keys, 200 requests per
+// node per second. The figures must be there and sane; none is timed.
+func TestManyKeysTiny(t *testing.T) {
+	o, err := parseFlags([]string{"-keys", "100", "-rate", "200", "-n", "2", "-d", "1s", "-warmup", "500ms"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	rs, err := manyKeys(o, &out, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + out.String())
+	if len(rs) != 2 || rs[0].spec.n != 1 || rs[1].spec.n != 2 {
+		t.Fatalf("runs %+v, want the floor (n=1) then n=2", rs)
+	}
+	floor, r := rs[0], rs[1]
+	if r.spec.mode != "drift" || r.spec.sync != 250*time.Millisecond {
+		t.Errorf("shipping %s, sync %v; want drift, 250ms", r.spec.mode, r.spec.sync)
+	}
+	for _, x := range rs {
+		if x.requests == 0 || x.grants == 0 {
+			t.Errorf("n=%d: %d requests, %d grants", x.spec.n, x.requests, x.grants)
+		}
+		if cpuTime() >= 0 && !(x.cpuHit > 0) {
+			t.Errorf("n=%d: CPU per hit %v", x.spec.n, x.cpuHit)
+		}
+	}
+	if floor.sentRun != 0 || floor.outNode != 0 {
+		t.Errorf("the floor sent %d datagrams", floor.sentRun)
+	}
+	if !(r.outNode > 0 && r.inNode > 0 && r.sentRun > 0 && r.recvRun > 0) {
+		t.Errorf("datagrams: %v out, %v in /s/node; %d sent, %d received", r.outNode, r.inNode, r.sentRun, r.recvRun)
+	}
+	if !(r.recvRatio >= 0 && r.recvRatio <= 1) {
+		t.Errorf("received ÷ sent = %v, want within [0, 1]", r.recvRatio)
+	}
+	if !(r.bytesNode > 0 && r.bytesHitPeer > 0) {
+		t.Errorf("bytes: %v /s/node, %v /hit/peer", r.bytesNode, r.bytesHitPeer)
+	}
+	if r.lagCount == 0 || math.IsNaN(r.lagP50) || !(r.lagP99 >= r.lagP50) {
+		t.Errorf("merge lag: %d deltas, p50 %v, p99 %v", r.lagCount, r.lagP50, r.lagP99)
+	}
+	if r.probes == 0 || r.queueFull < 0 || r.liveMin < 1 {
+		t.Errorf("%d probes, queue full %d, live min %d", r.probes, r.queueFull, r.liveMin)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "RESULT keys=100 rate=200 drift=0.05 n=2 shipping=drift sync=250ms ") ||
+		!strings.Contains(last, " received_ratio=") || !strings.Contains(last, " cluster_cpu_us_per_hit=") {
+		t.Errorf("last line %q", last)
+	}
+}
+
+func TestManyKeysFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "-rate needs -keys", args: []string{"-rate", "100"}, wantErr: "-rate is for the many-keys mode"},
+		{name: "-kind is not used", args: []string{"-keys", "10", "-kind", "gcra"}, wantErr: "-kind is not used"},
+		{name: "a rate below 1", args: []string{"-keys", "10", "-rate", "0.5"}, wantErr: "-rate: 0.5"},
+		{name: "negative keys", args: []string{"-keys", "-1"}, wantErr: "-keys: -1"},
+		{name: "the mode's defaults", args: []string{"-keys", "10"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseFlags(tc.args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(o.modes, []string{"drift"}) || !slices.Equal(o.syncs, []time.Duration{250 * time.Millisecond}) || o.rate != 2000 {
+				t.Errorf("modes %v, syncs %v, rate %v; want [drift], [250ms], 2000", o.modes, o.syncs, o.rate)
+			}
+		})
+	}
+}
+
+func TestLagQuantile(t *testing.T) {
+	// Cumulative over 5, 10, 25, … ms: 50 deltas ≤ 5 ms, 40 in (5, 10], 9 in (10, 25], 1 past 5000.
+	counts := []uint64{50, 90, 99, 99, 99, 99, 99, 99, 99, 99}
+	tests := []struct {
+		name string
+		q    float64
+		want float64
+	}{
+		{name: "the median is the 50th", q: 0.5, want: 5},
+		{name: "the 51st is in the second bucket", q: 0.51, want: 10},
+		{name: "p99 is the 99th", q: 0.99, want: 25},
+		{name: "the last is past every bound", q: 1, want: math.Inf(1)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := lagQuantile(counts, 100, tc.q); got != tc.want {
+				t.Errorf("lagQuantile(%v) = %v, want %v", tc.q, got, tc.want)
+			}
+		})
+	}
+	if got := lagQuantile(make([]uint64, 10), 0, 0.5); !math.IsNaN(got) {
+		t.Errorf("with no delta: %v, want NaN", got)
 	}
 }

@@ -6,11 +6,15 @@
 // reports the cluster's grants per 1 s window ÷ L, false denials against an
 // exact limiter replayed from every grant, the convergence lag of single
 // hits, and gossip bytes per node; then it kills a node holding copies and
-// times how long the others keep counting them. See README.md.
+// times how long the others keep counting them. With -keys K it measures
+// instead what the mesh carries when each request hits one of K sparse keys
+// (datagrams sent and received, where the others were lost, bytes, CPU per
+// hit against an N = 1 floor, merge lag). See README.md.
 //
 //	go run ./bench/cluster                 # everything, 30 s per run (about half an hour)
 //	go run ./bench/cluster -quick          # 3 s per run
 //	go run ./bench/cluster -n 10 -kind tiers -mode drift -sync 250ms
+//	go run ./bench/cluster -keys 10000 -rate 2000 -n 10,20 -d 10s
 //
 // The last line is machine-readable:
 //

@@ -128,3 +128,36 @@ func stallsPer(ss []stall, from, w int64, n int) []time.Duration {
 	}
 	return out
 }
+
+// udpSockets sums, over this host's IPv4 UDP sockets bound to one of ports,
+// the bytes waiting in their receive queues and the datagrams the kernel
+// dropped for them (a full receive buffer), from /proc/net/udp (Linux); ok
+// is false when it cannot be read.
+func udpSockets(ports map[int]bool) (queued, drops int64, ok bool) {
+	b, err := os.ReadFile("/proc/net/udp")
+	if err != nil {
+		return 0, 0, false
+	}
+	lines := strings.Split(string(b), "\n")
+	for _, line := range lines[min(1, len(lines)):] {
+		// sl local rem st tx_queue:rx_queue tr tm->when retrnsmt uid timeout inode ref pointer drops
+		f := strings.Fields(line)
+		if len(f) < 13 {
+			continue
+		}
+		_, port, found := strings.Cut(f[1], ":")
+		p, err := strconv.ParseUint(port, 16, 16)
+		if !found || err != nil || !ports[int(p)] {
+			continue
+		}
+		_, rx, _ := strings.Cut(f[4], ":")
+		q, err1 := strconv.ParseInt(rx, 16, 64)
+		d, err2 := strconv.ParseInt(f[len(f)-1], 10, 64)
+		if err1 != nil || err2 != nil {
+			return 0, 0, false
+		}
+		queued += q
+		drops += d
+	}
+	return queued, drops, true
+}

@@ -37,6 +37,10 @@ type options struct {
 	death   bool
 	seed    uint64
 	verbose bool
+	// The many-keys mode (keys > 0): keys keys, rate requests offered per
+	// node per second.
+	keys int
+	rate float64
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -54,11 +58,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warm, "warmup", 2*time.Second, "load before the measured windows of each run")
 	quick := fs.Bool("quick", false, "3s runs (same as -d 3s)")
 	fs.BoolVar(&o.death, "death", true, "measure node death for each size > 1")
-	fs.Uint64Var(&o.seed, "seed", 1, "seed of the sync ticks' jitter")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the sync ticks' jitter (and of the many-keys mode's key choice)")
 	fs.BoolVar(&o.verbose, "v", false, "describe the first false denials of each run")
+	fs.IntVar(&o.keys, "keys", 0, "many-keys mode: each request hits one of this many keys of bench/keys (gcra burst 10, 10 per second), chosen uniformly; 0: the one-key runs")
+	fs.Float64Var(&o.rate, "rate", 2000, "many-keys mode: requests offered per node per second")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
@@ -104,6 +112,28 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	case o.d < time.Second || o.warm < 0:
 		errs = append(errs, errors.New("-d must be ≥ 1s and -warmup ≥ 0"))
 	}
+	switch {
+	case o.keys < 0 || o.keys > 10_000_000:
+		errs = append(errs, fmt.Errorf("-keys: %d is not in 0–10000000", o.keys))
+	case o.keys == 0 && set["rate"]:
+		errs = append(errs, errors.New("-rate is for the many-keys mode: give -keys too"))
+	case o.keys > 0:
+		if !(o.rate >= 1 && o.rate <= 1_000_000) {
+			errs = append(errs, fmt.Errorf("-rate: %g is not in 1–1000000", o.rate))
+		}
+		for _, f := range []string{"kind", "spread", "limit", "death", "v"} {
+			if set[f] {
+				errs = append(errs, fmt.Errorf("-%s is not used by the many-keys mode (-keys)", f))
+			}
+		}
+		// The many-keys mode ships as the agent does unless told otherwise.
+		if !set["mode"] {
+			o.modes = []string{"drift"}
+		}
+		if !set["sync"] {
+			o.syncs = []time.Duration{250 * time.Millisecond}
+		}
+	}
 	return o, errors.Join(errs...)
 }
 
@@ -120,6 +150,10 @@ func split(s string) []string {
 func run(args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
+		return err
+	}
+	if o.keys > 0 {
+		_, err := manyKeys(o, stdout, stderr)
 		return err
 	}
 	cfg, err := benchConfig(o.limit, o.drift)

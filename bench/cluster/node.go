@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -26,6 +28,7 @@ const (
 	resGCRA   = "bench/gcra"
 	resTiers  = "bench/tiers"
 	resCopies = "bench/copies"
+	resKeys   = "bench/keys" // the many-keys mode's only resource
 )
 
 // probePrefix starts the domains of convergence probes.
@@ -54,9 +57,29 @@ resources:
 	return config.Parse([]byte(y))
 }
 
+// keysConfig returns the config of the many-keys mode: one gcra resource
+// limited as a user limits a domain (burst 10, count 10, period 1s) with
+// the given drift.
+func keysConfig(drift float64) (*config.Config, error) {
+	y := fmt.Sprintf(`
+resources:
+  %s:
+    kind: gcra
+    burst: %d
+    count: %d
+    period: 1s
+    drift: %g
+`, resKeys, keysLimit, keysLimit, drift)
+	return config.Parse([]byte(y))
+}
+
+// keysLimit is the burst and the count per second of each key of the
+// many-keys mode.
+const keysLimit = 10
+
 // mainSlot is the reconcile slot whose count a decision on the resource
 // reads: tier 1 for tiers, spends for gcra.
-var mainSlot = map[string]int{resTiers: 1, resGCRA: local.SlotSpend}
+var mainSlot = map[string]int{resTiers: 1, resGCRA: local.SlotSpend, resKeys: local.SlotSpend}
 
 // tap is the engine as the cluster's Applier: it forwards every change to
 // the engine, then notes when a probe's count was applied, so that a probe
@@ -105,6 +128,10 @@ type node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	dead   bool
+
+	// queueFull counts memberlist's "handler queue full" log lines (a
+	// received message dropped): nil unless clusterSpec.countLog.
+	queueFull *atomic.Int64
 }
 
 // stop ends the node's loops and shuts memberlist down without leaving:
@@ -135,6 +162,10 @@ type clusterSpec struct {
 	cfg      *config.Config
 	seed     uint64
 	prefix   string // node names are prefix-0, prefix-1, …
+	// countLog gives each node a logger that counts memberlist's
+	// "handler queue full" lines (node.queueFull); without it the nodes
+	// log nothing, as gossip.New does with no logger.
+	countLog bool
 }
 
 type cluster struct {
@@ -165,9 +196,15 @@ func startCluster(spec clusterSpec) (*cluster, error) {
 		eng.Attach(rec)
 		tp := &tap{Applier: eng, seen: make(map[string]int64)}
 		rec.SetApplier(tp)
+		var qf *atomic.Int64
+		var lg *slog.Logger
+		if spec.countLog {
+			qf = new(atomic.Int64)
+			lg = slog.New(queueFullCounter{qf})
+		}
 		gn, err := gossip.New(gossip.Config{
 			Name: name, Bind: "127.0.0.1:0", Join: append([]string(nil), join...),
-			Incarnation: rec.Incarnation(), Tune: tune,
+			Incarnation: rec.Incarnation(), Tune: tune, Logger: lg,
 		}, rec)
 		if err != nil {
 			c.close()
@@ -175,7 +212,7 @@ func startCluster(spec clusterSpec) (*cluster, error) {
 		}
 		rec.SetSender(gn)
 		ctx, cancel := context.WithCancel(context.Background())
-		nd := &node{name: name, eng: eng, rec: rec, gn: gn, tap: tp, cancel: cancel}
+		nd := &node{name: name, eng: eng, rec: rec, gn: gn, tap: tp, queueFull: qf, cancel: cancel}
 		nd.wg.Go(func() { rec.Run(ctx) })
 		nd.wg.Go(func() { stepLoop(ctx, eng) })
 		c.nodes = append(c.nodes, nd)
@@ -225,3 +262,25 @@ func stepLoop(ctx context.Context, e *local.Engine) {
 		}
 	}
 }
+
+// queueFullCounter is a slog handler that keeps nothing but a count of the
+// records saying memberlist's handler queue was full: memberlist logs
+// "handler queue full, dropping message" for each received message it
+// drops because HandoffQueueDepth messages already wait for its handler
+// goroutine, and gossip routes memberlist's log to the node's logger at
+// debug level. Safe for concurrent use.
+type queueFullCounter struct{ n *atomic.Int64 }
+
+var _ slog.Handler = queueFullCounter{}
+
+func (h queueFullCounter) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h queueFullCounter) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "handler queue full") {
+		h.n.Add(1)
+	}
+	return nil
+}
+
+func (h queueFullCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h queueFullCounter) WithGroup(string) slog.Handler      { return h }

@@ -98,7 +98,9 @@ func runLoad(c *cluster, s runSpec) (runResult, error) {
 	for i, nd := range c.nodes {
 		// Stagger the nodes' schedules across one interval of their own.
 		phase := float64(i) / float64(s.n)
-		wg.Go(func() { recs[i], lates[i], errs[i] = drive(nd.eng, i, res, dom, rates[i], phase, start, end) })
+		wg.Go(func() {
+			recs[i], lates[i], errs[i] = drive(nd.eng, i, res, func() string { return dom }, rates[i], phase, start, end)
+		})
 	}
 	if s.n > 1 {
 		wg.Go(func() { probes, errs[s.n] = probeLoop(c, res, s.id, start, end) })
@@ -181,13 +183,15 @@ func runLoad(c *cluster, s runSpec) (runResult, error) {
 	return out, nil
 }
 
-// drive offers rate requests per second of resource/domain to e from start
-// until end, open loop and evenly paced: request k is due at start + (k +
-// phase)/rate, and a goroutine that wakes late issues every request that
-// came due at once, so the offered count never depends on how fast the
-// engine answers. Each decision's instant is the clock read just before it.
-// It returns the decisions and how late each was issued (ns).
-func drive(e *local.Engine, node int, resource, domain string, rate, phase float64, start, end time.Time) ([]decision, []int64, error) {
+// drive offers rate requests per second of resource to e from start until
+// end, each for one hit of the domain that domain returns (called once per
+// request, on drive's goroutine), open loop and evenly paced: request k is
+// due at start + (k + phase)/rate, and a goroutine that wakes late issues
+// every request that came due at once, so the offered count never depends
+// on how fast the engine answers. Each decision's instant is the clock read
+// just before it. It returns the decisions and how late each was issued
+// (ns).
+func drive(e *local.Engine, node int, resource string, domain func() string, rate, phase float64, start, end time.Time) ([]decision, []int64, error) {
 	iv := float64(time.Second) / rate
 	total := int(end.Sub(start).Seconds()*rate) + 1
 	recs := make([]decision, 0, total)
@@ -200,10 +204,11 @@ func drive(e *local.Engine, node int, resource, domain string, rate, phase float
 		if w := time.Until(due); w > 0 {
 			time.Sleep(w)
 		}
+		dom := domain()
 		t := time.Now()
-		d, err := e.Request(t, resource, domain, 1, 1)
+		d, err := e.Request(t, resource, dom, 1, 1)
 		if err != nil {
-			return recs, late, fmt.Errorf("request %s/%s: %w", resource, domain, err)
+			return recs, late, fmt.Errorf("request %s/%s: %w", resource, dom, err)
 		}
 		recs = append(recs, decision{at: t.UnixNano(), done: time.Now().UnixNano(), granted: d.Granted > 0, node: node, retry: int64(d.RetryAfter)})
 		late = append(late, max(0, int64(t.Sub(due))))
