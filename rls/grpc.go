@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 // standard health service (service "ratelimit", as envoyproxy/ratelimit
 // names it, and ""), on whatever listeners the caller serves it on. The
 // wall clock is read here, once per request. Replies come from a pool and
-// go back to it when the codec has marshalled them.
+// go back to it when the codec has marshalled them. Calls run on a set of
+// stream worker goroutines (streamWorkersPerProc).
 
 // HealthService is the gRPC health service name of the rate limit service.
 const HealthService = "ratelimit"
@@ -35,14 +37,28 @@ type Server struct {
 	healthy atomic.Bool
 }
 
+// streamWorkersPerProc is how many stream worker goroutines the gRPC
+// server keeps per GOMAXPROCS (grpc.NumStreamWorkers). By default grpc-go
+// starts a goroutine per call, whose stack then grows twice on the way to
+// the handler (in processRPC and in the select that reads the request),
+// copying its frames each time: under load, about a fifth of the server's
+// CPU. A worker's stack stays grown from call to call. A
+// call that finds every worker busy gets its own goroutine, as without
+// workers. 16 per core (32 on 2 cores) took that share from 18% to 2%
+// at 32 calls in flight, and to 9% at 128; an idle worker costs a
+// parked goroutine (a few KB of stack).
+const streamWorkersPerProc = 16
+
 // NewServer returns a server of svc reading the time from now (nil: the
-// wall clock), healthy.
+// wall clock), healthy. Its gRPC server keeps streamWorkersPerProc ×
+// GOMAXPROCS worker goroutines until it is stopped.
 func NewServer(svc *Service, now func() time.Time) *Server {
 	if now == nil {
 		now = time.Now
 	}
 	s := &Server{svc: svc, now: now, health: health.NewServer()}
-	s.grpc = grpc.NewServer(grpc.ForceServerCodecV2(replyCodec{encoding.GetCodecV2("proto")}))
+	s.grpc = grpc.NewServer(grpc.ForceServerCodecV2(replyCodec{encoding.GetCodecV2("proto")}),
+		grpc.NumStreamWorkers(uint32(streamWorkersPerProc*runtime.GOMAXPROCS(0))))
 	rlpb.RegisterRateLimitServiceServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.SetHealthy(true)
