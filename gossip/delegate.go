@@ -83,14 +83,8 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 	}
 	n.statesIn.Add(1)
 	n.bytesIn.Add(uint64(len(buf)))
-	p, err := packet.Decode(buf)
-	if err != nil {
-		n.dropped.Add(1)
-		n.log.Debug("gossip: dropped undecodable state", "bytes", len(buf), "err", err)
-		return
-	}
-	if p.From == n.name {
-		n.dropped.Add(1)
+	p := n.decode(buf, "state")
+	if p == nil {
 		return
 	}
 	if !n.enter() {

@@ -98,6 +98,24 @@ func (n *Node) queueFull(from []byte) {
 		"workers", len(n.recv.queues), "queue", cap(n.recv.queues[0]))
 }
 
+// decode decodes b, a sync message or a push/pull state (what, for the
+// log), and returns nil, counted in Stats.Dropped, when it is undecodable
+// or claims this node's name.
+func (n *Node) decode(b []byte, what string) *packet.Packet {
+	p, err := packet.Decode(b)
+	if err != nil {
+		n.dropped.Add(1)
+		n.log.Debug("gossip: dropped undecodable "+what, "bytes", len(b), "err", err)
+		return nil
+	}
+	if p.From == n.name {
+		n.dropped.Add(1)
+		n.log.Debug("gossip: dropped " + what + " claiming this node's name")
+		return nil
+	}
+	return p
+}
+
 // receiveLoop is a receive worker: it handles the datagrams of queue q, in
 // order, until Shutdown, and discards what is still queued then.
 func (n *Node) receiveLoop(q chan *[]byte) {
@@ -119,15 +137,8 @@ func (n *Node) receiveLoop(q chan *[]byte) {
 // receive decodes a sync message and hands it to the handler, unless it is
 // undecodable or claims this node's name (both counted in Stats.Dropped).
 func (n *Node) receive(b []byte) {
-	p, err := packet.Decode(b)
-	if err != nil {
-		n.dropped.Add(1)
-		n.log.Debug("gossip: dropped undecodable message", "bytes", len(b), "err", err)
-		return
-	}
-	if p.From == n.name {
-		n.dropped.Add(1)
-		n.log.Debug("gossip: dropped message claiming this node's name")
+	p := n.decode(b, "message")
+	if p == nil {
 		return
 	}
 	if !n.enter() {

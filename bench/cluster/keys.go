@@ -269,12 +269,7 @@ func runKeys(c *cluster, s keysSpec) (keysResult, error) {
 	if err := errors.Join(errs...); err != nil {
 		return out, err
 	}
-	// A probe waits for the next tick (≤ 1.1 × sync) and the network.
-	time.Sleep(2*s.sync + 300*time.Millisecond)
-	seen := make([]map[string]int64, s.n)
-	for i, nd := range c.nodes {
-		seen[i] = nd.tap.take()
-	}
+	seen := c.probeSightings(s.sync)
 	fin := drain(c)
 	out.drain = time.Since(end)
 

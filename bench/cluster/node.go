@@ -241,6 +241,18 @@ func (c *cluster) allLive() bool {
 }
 
 // close stops every node.
+// probeSightings waits until the last probes can have arrived (a probe
+// waits for the next tick, at most 1.1 × sync, and the network) and takes
+// what each node's tap saw of them.
+func (c *cluster) probeSightings(sync time.Duration) []map[string]int64 {
+	time.Sleep(2*sync + 300*time.Millisecond)
+	seen := make([]map[string]int64, len(c.nodes))
+	for i, nd := range c.nodes {
+		seen[i] = nd.tap.take()
+	}
+	return seen
+}
+
 func (c *cluster) close() {
 	var wg sync.WaitGroup
 	for _, n := range c.nodes {

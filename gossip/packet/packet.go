@@ -586,15 +586,7 @@ var decPool = sync.Pool{New: func() any { return new(decoder) }}
 // never panics, and it never allocates more than the input's length can
 // justify. Integers may use any msgpack integer encoding whose value fits the
 // field. Safe for concurrent use.
-func Decode(b []byte) (*Packet, error) {
-	dc := decPool.Get().(*decoder)
-	dc.r.Reset(b)
-	dc.grp, dc.ent = -1, -1
-	p, err := dc.packet()
-	dc.r.Reset(nil)
-	decPool.Put(dc)
-	return p, err
-}
+func Decode(b []byte) (*Packet, error) { return withDecoder(b, (*decoder).packet) }
 
 // PeekFrom returns the origin name of the message b, read from its header
 // alone (the version and the name), without decoding the rest: a sub-slice
@@ -603,14 +595,18 @@ func Decode(b []byte) (*Packet, error) {
 // Decode would (wrapping ErrMalformed or ErrVersion). An error in the rest
 // of the message goes unnoticed, so a name is no promise that b decodes.
 // It allocates nothing unless it fails. Safe for concurrent use.
-func PeekFrom(b []byte) ([]byte, error) {
+func PeekFrom(b []byte) ([]byte, error) { return withDecoder(b, (*decoder).header) }
+
+// withDecoder runs read on a pooled decoder over b and returns it to the
+// pool.
+func withDecoder[T any](b []byte, read func(*decoder) (T, error)) (T, error) {
 	dc := decPool.Get().(*decoder)
 	dc.r.Reset(b)
 	dc.grp, dc.ent = -1, -1
-	from, err := dc.header()
+	v, err := read(dc)
 	dc.r.Reset(nil)
 	decPool.Put(dc)
-	return from, err
+	return v, err
 }
 
 func (dc *decoder) where(field string) string {
