@@ -13,7 +13,7 @@
 //
 // memberlist delivers every datagram on one goroutine, behind a queue of
 // 4096 that it drops from when full. NotifyMsg only checks the size, reads
-// the sender's name (packet.PeekFrom), copies the datagram and queues it
+// the sender's name (packet.Peek), copies the datagram and queues it
 // for the receive worker the name hashes to (Config.ReceiveWorkers), which
 // decodes it and calls Handler.HandlePacket: one origin's messages in the
 // order memberlist delivered them, origins in parallel (receive.go). A

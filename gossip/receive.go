@@ -48,7 +48,7 @@ func (r *receiver) queueFor(from []byte) chan *[]byte {
 }
 
 // handoff is NotifyMsg's work: it counts the datagram b, drops it if it
-// is oversized or has no readable sender (packet.PeekFrom), and otherwise
+// is oversized or has no readable sender (packet.Peek), and otherwise
 // queues a copy for its sender's worker, or drops it (Stats.QueueDrops)
 // when that queue is full. It never blocks; b is not kept. After Shutdown
 // it discards b.
@@ -63,7 +63,7 @@ func (n *Node) handoff(b []byte) {
 		n.log.Debug("gossip: dropped oversized message", "bytes", len(b))
 		return
 	}
-	from, err := packet.PeekFrom(b)
+	_, from, err := packet.Peek(b)
 	if err != nil { // Decode would fail the same way
 		n.dropped.Add(1)
 		n.log.Debug("gossip: dropped undecodable message", "bytes", len(b), "err", err)

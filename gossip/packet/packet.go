@@ -18,12 +18,16 @@ import (
 	"github.com/obol-dev/obol/internal/wire/mpwire"
 )
 
-// WireVersion is the version of the sync message format that Encode and Split
-// write and the only one Decode reads.
+// WireVersion is the version of the unsequenced sync message: Encode and
+// Split write it for a Packet whose Seq is 0. SeqVersion is the sequenced
+// one, written for a Packet with a Seq; Decode reads both. RequestVersion
+// is the version number of a Request (EncodeRequest, DecodeRequest).
 //
-// Version 1, every value a msgpack array or a compact int:
+// Every value a msgpack array or a compact int:
 //
 //	message = [1, from str, incarnation uint, full bool, base int, groups]
+//	        | [2, from str, incarnation uint, seq uint, full bool, base int, groups]
+//	request = [3, from str, incarnation uint, target uint, seqs, hashes]
 //	group   = [hash uint, name, counts, marks, gauges]
 //	name    = nil | [resource str, domain str]
 //	counts  = [slot uint, bucket−base uint, value uint, …]   (3 per Count)
@@ -32,8 +36,18 @@ import (
 //
 // Entries are grouped by key hash, so a hash is sent once per message; bucket
 // starts and tier entries are sent as offsets from base (the least of them in
-// the packet), which keeps them to one to three bytes instead of nine.
-const WireVersion = 1
+// the packet), which keeps them to one to three bytes instead of nine. The
+// origin name is the second element of every message, which Peek reads
+// without decoding the rest.
+const (
+	WireVersion    = 1
+	SeqVersion     = 2
+	RequestVersion = 3
+)
+
+// maxSeq is the greatest seq: a stream that would pass it (never, at any
+// real rate) is refused rather than wrapped.
+const maxSeq = math.MaxUint64 / 2
 
 // ErrMalformed is wrapped by every Decode error about bytes that are not a
 // well-formed version-1 message (truncated, wrong type, bad length, trailing
@@ -59,7 +73,12 @@ type Packet struct {
 	From        string // origin node name
 	Incarnation uint64 // origin's incarnation (its start time, unix ns); a higher one replaces a lower one's state
 	Full        bool   // a full snapshot (push/pull) rather than a delta
-	Names       []Name
+	// Seq is the message's place in its origin's stream (1, 2, …), or 0
+	// for an unsequenced message. Split numbers the messages of a packet
+	// Seq, Seq+1, …; a snapshot's Seq is the last one its origin had sent
+	// when it was taken (every earlier message's content is in it).
+	Seq   uint64
+	Names []Name
 	Counts      []Count
 	Marks       []Mark
 	Gauges      []Gauge
@@ -262,8 +281,15 @@ func (g *group) empty() bool { return g.c0 == g.c1 && g.m0 == g.m1 && g.g0 == g.
 
 // headerLen returns the encoded size of a message header, up to and excluding
 // the groups array header.
+// With a Seq it counts the seq of the packet's last possible message (one
+// per entry and group at most), so that it bounds every message's header.
 func (gp *grouped) headerLen() int {
-	return 1 + uintLen(WireVersion) + strLen(gp.p.From) + uintLen(gp.p.Incarnation) + 1 + intLen(gp.base)
+	n := 1 + 1 + strLen(gp.p.From) + uintLen(gp.p.Incarnation) + 1 + intLen(gp.base)
+	if gp.p.Seq != 0 {
+		last := gp.p.Seq + uint64(len(gp.counts)+len(gp.marks)+len(gp.gauges)+len(gp.groups))
+		n += uintLen(last)
+	}
+	return n
 }
 
 // Encode returns p as one message of any size (for push/pull state).
@@ -284,7 +310,7 @@ func Encode(p *Packet) ([]byte, error) {
 	e := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(e)
 	e.Reset(buf)
-	if err := gp.encode(e, gp.groups); err != nil {
+	if err := gp.encode(e, gp.groups, 0); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -327,7 +353,7 @@ func Split(p *Packet, max int) ([][]byte, error) {
 	start := 0
 	for i, end := range pl.ends {
 		at := buf.Len()
-		if err := gp.encode(e, pl.plan[start:end]); err != nil {
+		if err := gp.encode(e, pl.plan[start:end], uint64(i)); err != nil {
 			return nil, err
 		}
 		n := buf.Len()
@@ -439,11 +465,15 @@ func checkPacket(p *Packet) error {
 	if p.From == "" {
 		return fmt.Errorf("%w: empty From (the origin node name is required)", ErrInvalid)
 	}
+	if p.Seq > maxSeq {
+		return fmt.Errorf("%w: Seq %d is past the stream's range (at most %d)", ErrInvalid, p.Seq, uint64(maxSeq))
+	}
 	return nil
 }
 
-// encode writes one message holding groups.
-func (gp *grouped) encode(e *msgpack.Encoder, groups []group) error {
+// encode writes one message holding groups, the k-th of its packet (its seq
+// is the packet's Seq+k when it has one).
+func (gp *grouped) encode(e *msgpack.Encoder, groups []group, k uint64) error {
 	p := gp.p
 	var err error
 	w := func(e2 error) {
@@ -451,10 +481,18 @@ func (gp *grouped) encode(e *msgpack.Encoder, groups []group) error {
 			err = e2
 		}
 	}
-	w(e.EncodeArrayLen(6))
-	w(e.EncodeUint(WireVersion))
-	w(e.EncodeString(p.From))
-	w(e.EncodeUint(p.Incarnation))
+	if p.Seq == 0 {
+		w(e.EncodeArrayLen(6))
+		w(e.EncodeUint(WireVersion))
+		w(e.EncodeString(p.From))
+		w(e.EncodeUint(p.Incarnation))
+	} else {
+		w(e.EncodeArrayLen(7))
+		w(e.EncodeUint(SeqVersion))
+		w(e.EncodeString(p.From))
+		w(e.EncodeUint(p.Incarnation))
+		w(e.EncodeUint(p.Seq + k))
+	}
 	w(e.EncodeBool(p.Full))
 	w(e.EncodeInt(gp.base))
 	w(e.EncodeArrayLen(len(groups)))
@@ -581,21 +619,42 @@ type decoder struct {
 var decPool = sync.Pool{New: func() any { return new(decoder) }}
 
 // Decode parses one message made by Encode or Split. It is strict: any input
-// that is not exactly one well-formed version-1 message is an error wrapping
-// ErrMalformed (or ErrVersion) that names the field and what was wrong. It
+// that is not exactly one well-formed version-1 or version-2 message is an
+// error wrapping ErrMalformed (or ErrVersion, a Request among them) that
+// names the field and what was wrong. It
 // never panics, and it never allocates more than the input's length can
 // justify. Integers may use any msgpack integer encoding whose value fits the
 // field. Safe for concurrent use.
 func Decode(b []byte) (*Packet, error) { return withDecoder(b, (*decoder).packet) }
 
-// PeekFrom returns the origin name of the message b, read from its header
-// alone (the version and the name), without decoding the rest: a sub-slice
-// of b, not a copy, valid while b is. Whenever Decode(b) succeeds, PeekFrom
-// returns its From; when the header itself is wrong it returns the error
-// Decode would (wrapping ErrMalformed or ErrVersion). An error in the rest
-// of the message goes unnoticed, so a name is no promise that b decodes.
-// It allocates nothing unless it fails. Safe for concurrent use.
-func PeekFrom(b []byte) ([]byte, error) { return withDecoder(b, (*decoder).header) }
+// Kind is what a message is, by its version: a sync message (KindSync,
+// versions 1 and 2, read by Decode) or a request (KindRequest, read by
+// DecodeRequest).
+type Kind uint8
+
+const (
+	KindSync    Kind = 1
+	KindRequest Kind = RequestVersion
+)
+
+// Peek returns the kind and the origin name of the message b, read from its
+// header alone (the version and the name), without decoding the rest: the
+// name is a sub-slice of b, not a copy, valid while b is. Whenever Decode(b)
+// or DecodeRequest(b) succeeds, Peek returns its kind and From; when the
+// header itself is wrong it returns the error both would (wrapping
+// ErrMalformed or ErrVersion). An error in the rest of the message goes
+// unnoticed, so a name is no promise that b decodes. It allocates nothing
+// unless it fails. Safe for concurrent use.
+func Peek(b []byte) (Kind, []byte, error) {
+	h, err := withDecoder(b, (*decoder).header)
+	if err != nil {
+		return 0, nil, err
+	}
+	if h.version == RequestVersion {
+		return KindRequest, h.from, nil
+	}
+	return KindSync, h.from, nil
+}
 
 // withDecoder runs read on a pooled decoder over b and returns it to the
 // pool.
@@ -754,46 +813,69 @@ func (dc *decoder) offset(field string, base int64) (int64, error) {
 	return int64(uint64(base) + v), nil
 }
 
-// header reads a message's header up to its origin name, which it returns
-// (a sub-slice of the input): the one reading of it that Decode and
-// PeekFrom share.
-func (dc *decoder) header() ([]byte, error) {
+// head is a message's header up to its origin name.
+type head struct {
+	version uint64
+	from    []byte // a sub-slice of the input
+}
+
+// header reads a message's header up to its origin name: the one reading of
+// it that Decode, DecodeRequest and Peek share.
+func (dc *decoder) header() (head, error) {
 	n, err := dc.arr("message", 0)
 	if err != nil {
-		return nil, err
+		return head{}, err
 	}
 	if n < 1 {
-		return nil, dc.fail("message", 0, "empty array (want the version first)")
+		return head{}, dc.fail("message", 0, "empty array (want the version first)")
 	}
 	v, err := dc.uint("version")
 	if err != nil {
-		return nil, err
+		return head{}, err
 	}
-	if v != WireVersion {
-		return nil, fmt.Errorf("%w: version %d (this build reads %d)", ErrVersion, v, WireVersion)
+	want := 0
+	switch v {
+	case WireVersion, RequestVersion:
+		want = 6
+	case SeqVersion:
+		want = 7
+	default:
+		return head{}, fmt.Errorf("%w: version %d (this build reads %d to %d)", ErrVersion, v, WireVersion, RequestVersion)
 	}
-	if n != 6 {
-		return nil, dc.fail("message", 0, "array of %d elements, want 6 for version 1", n)
+	if n != want {
+		return head{}, dc.fail("message", 0, "array of %d elements, want %d for version %d", n, want, v)
 	}
 	at := dc.pos()
 	from, err := dc.strBytes("from")
 	if err != nil {
-		return nil, err
+		return head{}, err
 	}
 	if len(from) == 0 {
-		return nil, dc.fail("from", at, "empty origin name")
+		return head{}, dc.fail("from", at, "empty origin name")
 	}
-	return from, nil
+	return head{version: v, from: from}, nil
 }
 
 func (dc *decoder) packet() (*Packet, error) {
-	from, err := dc.header()
+	h, err := dc.header()
 	if err != nil {
 		return nil, err
 	}
-	p := &Packet{From: string(from)}
+	if h.version == RequestVersion {
+		return nil, fmt.Errorf("%w: version %d is a request, not a sync message (DecodeRequest reads it)", ErrVersion, h.version)
+	}
+	p := &Packet{From: string(h.from)}
 	if p.Incarnation, err = dc.uint("incarnation"); err != nil {
 		return nil, err
+	}
+	if h.version == SeqVersion {
+		at := dc.pos()
+		if p.Seq, err = dc.uint("seq"); err != nil {
+			return nil, err
+		}
+		if p.Seq == 0 || p.Seq > maxSeq {
+			return nil, dc.fail("seq", at, "want 1 to %d, got %d", uint64(maxSeq), p.Seq)
+		}
 	}
 	if p.Full, err = dc.bool("full"); err != nil {
 		return nil, err

@@ -206,6 +206,12 @@ func TestSizeHelpers(t *testing.T) {
 // in a few buckets, marks and gauges, drawn from r.
 func randomPacket(r *rand.Rand, n int) *Packet {
 	p := &Packet{From: "node-" + strings.Repeat("x", r.IntN(40)), Incarnation: r.Uint64(), Full: r.IntN(2) == 0}
+	switch r.IntN(4) {
+	case 0:
+		p.Seq = 1 + r.Uint64N(200) // across the one-byte boundary
+	case 1:
+		p.Seq = 1 + r.Uint64N(1<<40)
+	}
 	now := int64(1_700_000_000_000) + r.Int64N(1e9)
 	keys := r.IntN(n + 1)
 	for k := range keys {
@@ -424,7 +430,22 @@ func TestDecodeMalformed(t *testing.T) {
 		{name: "a map, not an array", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeMapLen(0) }), wantErr: ErrMalformed, msg: "want an array, got a map"},
 		{name: "nil", in: []byte{0xc0}, wantErr: ErrMalformed, msg: "want an array, got nil"},
 		{name: "empty array", in: []byte{0x90}, wantErr: ErrMalformed, msg: "empty array"},
-		{name: "version 2", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeUint(2) }), wantErr: ErrVersion, msg: "version 2"},
+		{name: "version 9", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeUint(9) }), wantErr: ErrVersion, msg: "version 9"},
+		{name: "a request", in: mustRequest(&Request{From: "a", Seqs: []uint64{1}}), wantErr: ErrVersion, msg: "version 3 is a request"},
+		{name: "seq 0", in: enc(func(e *msgpack.Encoder) {
+			_ = e.EncodeArrayLen(7)
+			_ = e.EncodeUint(2)
+			_ = e.EncodeString("a")
+			_ = e.EncodeUint(1)
+			_ = e.EncodeUint(0)
+		}), wantErr: ErrMalformed, msg: "seq at byte 5: want 1 to"},
+		{name: "seq past the range", in: enc(func(e *msgpack.Encoder) {
+			_ = e.EncodeArrayLen(7)
+			_ = e.EncodeUint(2)
+			_ = e.EncodeString("a")
+			_ = e.EncodeUint(1)
+			_ = e.EncodeUint(math.MaxUint64)
+		}), wantErr: ErrMalformed, msg: "got 18446744073709551615"},
 		{name: "version 0", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(1); _ = e.EncodeUint(0) }), wantErr: ErrVersion, msg: "version 0"},
 		{name: "version is a string", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeString("1") }), wantErr: ErrMalformed, msg: "version at byte 1: want an unsigned integer, got a string"},
 		{name: "version negative", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeInt(-1) }), wantErr: ErrMalformed, msg: "version"},
@@ -732,10 +753,10 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// TestPeekFrom reads the origin from the header alone: what Decode reads
+// TestPeek reads the origin from the header alone: what Decode reads
 // when the message is whole, Decode's error when the header is wrong, and
 // the name still when only the rest is wrong.
-func TestPeekFrom(t *testing.T) {
+func TestPeek(t *testing.T) {
 	long := strings.Repeat("n", 300) // a str16 header
 	tests := []struct {
 		name       string
@@ -754,7 +775,9 @@ func TestPeekFrom(t *testing.T) {
 		{name: "empty input", in: nil, wantErr: ErrMalformed, msg: "message"},
 		{name: "a map", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeMapLen(0) }), wantErr: ErrMalformed, msg: "want an array, got a map"},
 		{name: "empty array", in: []byte{0x90}, wantErr: ErrMalformed, msg: "empty array"},
-		{name: "version 2", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeUint(2); _ = e.EncodeString("a") }), wantErr: ErrVersion, msg: "version 2"},
+		{name: "a sequenced message", in: first(Split(&Packet{From: "b", Seq: 9, Counts: []Count{{Hash: 1, Value: 1}}}, 1309)), want: "b"},
+		{name: "version 2 of 6 fields", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeUint(2); _ = e.EncodeString("a") }), wantErr: ErrMalformed, msg: "array of 6 elements, want 7 for version 2"},
+		{name: "version 4", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeUint(4); _ = e.EncodeString("a") }), wantErr: ErrVersion, msg: "version 4"},
 		{name: "five fields", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(5); _ = e.EncodeUint(1); _ = e.EncodeString("a") }), wantErr: ErrMalformed, msg: "array of 5 elements, want 6"},
 		{name: "from is binary", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeUint(1); _ = e.EncodeBytes([]byte("a")) }), wantErr: ErrMalformed, msg: "from at byte 2: want a string, got binary"},
 		{name: "from empty", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeUint(1); _ = e.EncodeString("") }), wantErr: ErrMalformed, msg: "empty origin"},
@@ -763,28 +786,31 @@ func TestPeekFrom(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			from, err := PeekFrom(tc.in)
+			kind, from, err := Peek(tc.in)
 			p, derr := Decode(tc.in)
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.msg) {
-					t.Fatalf("PeekFrom = %q, %v; want an error wrapping %v mentioning %q", from, err, tc.wantErr, tc.msg)
+					t.Fatalf("Peek = %q, %v; want an error wrapping %v mentioning %q", from, err, tc.wantErr, tc.msg)
 				}
 				if derr == nil || derr.Error() != err.Error() {
-					t.Fatalf("PeekFrom's error %q, Decode's %v: want the same", err, derr)
+					t.Fatalf("Peek's error %q, Decode's %v: want the same", err, derr)
 				}
 				return
 			}
 			if err != nil || string(from) != tc.want {
-				t.Fatalf("PeekFrom = %q, %v; want %q", from, err, tc.want)
+				t.Fatalf("Peek = %q, %v; want %q", from, err, tc.want)
+			}
+			if kind != KindSync {
+				t.Fatalf("Peek's kind %d, want KindSync", kind)
 			}
 			if tc.decodeFail != (derr != nil) {
 				t.Fatalf("Decode error %v, want one: %v", derr, tc.decodeFail)
 			}
 			if derr == nil && p.From != tc.want {
-				t.Fatalf("Decode's From %q, PeekFrom's %q", p.From, from)
+				t.Fatalf("Decode's From %q, Peek's %q", p.From, from)
 			}
-			if n := testing.AllocsPerRun(10, func() { _, _ = PeekFrom(tc.in) }); n != 0 {
-				t.Errorf("PeekFrom allocates %v times, want 0", n)
+			if n := testing.AllocsPerRun(10, func() { _, _, _ = Peek(tc.in) }); n != 0 {
+				t.Errorf("Peek allocates %v times, want 0", n)
 			}
 		})
 	}
@@ -798,10 +824,10 @@ func first(msgs [][]byte, err error) []byte {
 	return msgs[0]
 }
 
-// FuzzPeekFrom: PeekFrom agrees with Decode. When Decode succeeds, PeekFrom
-// returns its From; when PeekFrom fails, Decode fails with the same error;
-// and a name PeekFrom returns is the bytes of b that hold it.
-func FuzzPeekFrom(f *testing.F) {
+// FuzzPeek: Peek agrees with Decode. When Decode succeeds, Peek
+// returns its From; when Peek fails, Decode fails with the same error;
+// and a name Peek returns is the bytes of b that hold it.
+func FuzzPeek(f *testing.F) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for range 8 {
 		f.Add(mustEncode(randomPacket(r, 6)))
@@ -812,25 +838,35 @@ func FuzzPeekFrom(f *testing.F) {
 	f.Add([]byte{0x96, 0x01, 0xa1, 'a'})
 	f.Add([]byte{0x96, 0x02})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		from, err := PeekFrom(b)
+		kind, from, err := Peek(b)
 		p, derr := Decode(b)
+		if kind == KindRequest {
+			r, rerr := DecodeRequest(b)
+			if derr == nil || !errors.Is(derr, ErrVersion) {
+				t.Fatalf("Decode of a request: %v, want ErrVersion", derr)
+			}
+			if rerr == nil && r.From != string(from) {
+				t.Fatalf("DecodeRequest's From %q, Peek's %q", r.From, from)
+			}
+			return
+		}
 		if err != nil {
 			if from != nil {
-				t.Fatalf("PeekFrom returned %q with error %v", from, err)
+				t.Fatalf("Peek returned %q with error %v", from, err)
 			}
 			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrVersion) {
 				t.Fatalf("error %v wraps neither ErrMalformed nor ErrVersion", err)
 			}
 			if derr == nil || derr.Error() != err.Error() {
-				t.Fatalf("PeekFrom's error %q, Decode's %v: want the same", err, derr)
+				t.Fatalf("Peek's error %q, Decode's %v: want the same", err, derr)
 			}
 			return
 		}
 		if len(from) == 0 || !bytes.Contains(b, from) {
-			t.Fatalf("PeekFrom = %q, not a name in the input", from)
+			t.Fatalf("Peek = %q, not a name in the input", from)
 		}
 		if derr == nil && p.From != string(from) {
-			t.Fatalf("Decode's From %q, PeekFrom's %q", p.From, from)
+			t.Fatalf("Decode's From %q, Peek's %q", p.From, from)
 		}
 	})
 }
@@ -881,11 +917,11 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
-func BenchmarkPeekFrom(b *testing.B) {
+func BenchmarkPeek(b *testing.B) {
 	buf := first(Split(benchPacket(), 1309))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := PeekFrom(buf); err != nil {
+		if _, _, err := Peek(buf); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,0 +1,284 @@
+package stream
+
+import (
+	"slices"
+	"strings"
+)
+
+// Options tune a receiver. The zero value of a field is its default.
+type Options struct {
+	// Wait is how long a gap stays open before it is asked for: time for
+	// a datagram that is only late (reordered) to arrive, ns. 0 = 5 ms.
+	Wait int64
+	// Retry is the least time between two asks of one seq, ns. It should
+	// be longer than a round trip through a busy peer's receive queue.
+	// 0 = 200 ms.
+	Retry int64
+	// Tries is how many times a seq is asked for before the receiver
+	// gives up on it and resyncs with its origin. 0 = 5.
+	Tries int
+	// MaxGap is the most seqs an origin may have missing at once; a gap
+	// wider than that (a long partition, a peer far behind) resyncs with
+	// the origin instead of asking message by message. 0 = 256.
+	MaxGap int
+}
+
+// Defaults of Options.
+const (
+	DefaultWait   = 5e6
+	DefaultRetry  = 200e6
+	DefaultTries  = 5
+	DefaultMaxGap = 256
+)
+
+func (o Options) withDefaults() Options {
+	if o.Wait <= 0 {
+		o.Wait = DefaultWait
+	}
+	if o.Retry <= 0 {
+		o.Retry = DefaultRetry
+	}
+	if o.Tries <= 0 {
+		o.Tries = DefaultTries
+	}
+	if o.MaxGap <= 0 {
+		o.MaxGap = DefaultMaxGap
+	}
+	return o
+}
+
+// In is a receiver's view of the streams it hears: per origin, the
+// highest seq heard and the seqs missing below it. The zero value is not
+// usable: call NewIn. Not safe for concurrent use.
+type In struct {
+	opt     Options
+	origins map[string]*origin
+	open    int // origins with something missing or a resync to ask
+}
+
+type origin struct {
+	inc     uint64
+	high    uint64 // the highest seq heard or covered
+	missing []miss // ascending seq
+	resync  bool
+}
+
+// miss is a seq not heard yet.
+type miss struct {
+	seq   uint64
+	since int64 // when its gap opened, ns
+	asked int64 // when it was last asked for, ns (0: never)
+	tries int
+}
+
+// NewIn returns a receiver that hears nothing yet.
+func NewIn(o Options) *In {
+	return &In{opt: o.withDefaults(), origins: make(map[string]*origin)}
+}
+
+// stream returns from's state for incarnation inc, starting it at seq
+// high when it is new or inc is a newer incarnation; nil when inc is older
+// than the one followed (its messages are stale: the merge ignores them).
+func (in *In) stream(from string, inc, high uint64) (*origin, bool) {
+	o := in.origins[from]
+	switch {
+	case o == nil:
+		o = &origin{inc: inc, high: high}
+		in.origins[strings.Clone(from)] = o
+		return o, true
+	case inc < o.inc:
+		return nil, false
+	case inc > o.inc:
+		in.setOpen(o, false)
+		*o = origin{inc: inc, high: high}
+		return o, true
+	}
+	return o, false
+}
+
+func (in *In) setOpen(o *origin, resync bool) {
+	was := len(o.missing) > 0 || o.resync
+	if !resync {
+		o.missing = o.missing[:0]
+	}
+	o.resync = resync
+	if now := len(o.missing) > 0 || o.resync; now != was {
+		if now {
+			in.open++
+		} else {
+			in.open--
+		}
+	}
+}
+
+// Heard records that message seq of from's incarnation inc arrived at now,
+// and reports whether it is news: false for one heard before (a repair
+// that crossed a late original, a duplicate) and true otherwise, a stale
+// incarnation's included (the merge judges those). The first seq heard of
+// an incarnation starts its stream: nothing before it is asked for (a
+// joiner's push/pull covers it).
+func (in *In) Heard(from string, inc, seq uint64, now int64) bool {
+	if seq == 0 {
+		return true // unsequenced
+	}
+	o, fresh := in.stream(from, inc, seq)
+	if o == nil || fresh {
+		return true
+	}
+	switch {
+	case seq > o.high:
+		gap := seq - o.high - 1
+		if gap > 0 {
+			if gap+uint64(len(o.missing)) > uint64(in.opt.MaxGap) {
+				in.setOpen(o, true) // too much to ask for: a snapshot instead
+				o.missing = o.missing[:0]
+			} else {
+				was := len(o.missing) > 0 || o.resync
+				for s := o.high + 1; s < seq; s++ {
+					o.missing = append(o.missing, miss{seq: s, since: now})
+				}
+				if !was {
+					in.open++
+				}
+			}
+		}
+		o.high = seq
+		return true
+	case seq == o.high:
+		return false
+	}
+	i, ok := slices.BinarySearchFunc(o.missing, seq, func(m miss, s uint64) int {
+		switch {
+		case m.seq < s:
+			return -1
+		case m.seq > s:
+			return 1
+		}
+		return 0
+	})
+	if !ok {
+		return false
+	}
+	o.missing = slices.Delete(o.missing, i, i+1)
+	if len(o.missing) == 0 && !o.resync {
+		in.open--
+	}
+	return true
+}
+
+// Covered records that a snapshot of from's incarnation inc holds the
+// content of every message up to seq: gaps below it close, and a stream
+// not followed yet starts there.
+func (in *In) Covered(from string, inc, seq uint64) {
+	if seq == 0 {
+		return
+	}
+	o, fresh := in.stream(from, inc, seq)
+	if o == nil || fresh {
+		return
+	}
+	was := len(o.missing) > 0 || o.resync
+	k := 0
+	for k < len(o.missing) && o.missing[k].seq <= seq {
+		k++
+	}
+	o.missing = slices.Delete(o.missing, 0, k)
+	o.high = max(o.high, seq)
+	o.resync = false
+	if was && len(o.missing) == 0 {
+		in.open--
+	}
+}
+
+// Forget drops from's stream (it left or died); a later message starts it
+// again.
+func (in *In) Forget(from string) {
+	if o := in.origins[from]; o != nil {
+		in.setOpen(o, false)
+		delete(in.origins, from)
+	}
+}
+
+// Pending reports whether any origin has a gap open or a resync to ask.
+func (in *In) Pending() bool { return in.open > 0 }
+
+// NextDue returns the earliest instant, ns, at which Due has something to
+// do, and false when nothing is pending.
+func (in *In) NextDue() (int64, bool) {
+	if in.open == 0 {
+		return 0, false
+	}
+	var at int64
+	found := false
+	for _, o := range in.origins {
+		if o.resync {
+			return 0, true // at once
+		}
+		for _, m := range o.missing {
+			t := m.since + in.opt.Wait
+			if m.asked != 0 {
+				t = m.asked + in.opt.Retry
+			}
+			if !found || t < at {
+				at, found = t, true
+			}
+		}
+	}
+	return at, found
+}
+
+// Due returns what is due at now: it calls ask with each origin whose
+// missing seqs are due to be asked for (open for Wait, not asked within
+// Retry), at most limit per call, in seq order, origins in name order; and
+// it returns the origins to resync with instead, in name order (a gap
+// wider than MaxGap, or seqs asked Tries times in vain), whose gaps it
+// closes. A message of a closed gap that still arrives is taken for a
+// duplicate: the resync's snapshot holds what it held.
+func (in *In) Due(now int64, limit int, ask func(from string, inc uint64, seqs []uint64)) (resync []string) {
+	if in.open == 0 {
+		return nil
+	}
+	names := make([]string, 0, in.open)
+	for name, o := range in.origins {
+		if len(o.missing) > 0 || o.resync {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	var seqs []uint64
+	for _, name := range names {
+		o := in.origins[name]
+		if !o.resync {
+			for i := range o.missing {
+				if o.missing[i].tries >= in.opt.Tries && now-o.missing[i].asked >= in.opt.Retry {
+					o.resync = true
+					break
+				}
+			}
+		}
+		if o.resync {
+			resync = append(resync, name)
+			o.missing = o.missing[:0]
+			o.resync = false
+			in.open--
+			continue
+		}
+		seqs = seqs[:0]
+		for i := range o.missing {
+			m := &o.missing[i]
+			if now-m.since < in.opt.Wait || (m.asked != 0 && now-m.asked < in.opt.Retry) {
+				continue
+			}
+			m.asked, m.tries = now, m.tries+1
+			seqs = append(seqs, m.seq)
+			if len(seqs) == limit {
+				ask(name, o.inc, seqs)
+				seqs = seqs[:0]
+			}
+		}
+		if len(seqs) > 0 {
+			ask(name, o.inc, seqs)
+		}
+	}
+	return resync
+}

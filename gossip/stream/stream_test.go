@@ -1,0 +1,211 @@
+package stream
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+)
+
+func msgs(n, size int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = make([]byte, size)
+	}
+	return out
+}
+
+func TestOutKeepsTheRecentMessages(t *testing.T) {
+	o := NewOut(4, 1000)
+	if o.Next() != 1 || o.Last() != 0 {
+		t.Fatalf("a new stream: Next %d, Last %d; want 1, 0", o.Next(), o.Last())
+	}
+	if _, ok := o.Get(0); ok {
+		t.Fatal("seq 0 kept")
+	}
+	o.Sent(msgs(3, 10))
+	if o.Last() != 3 {
+		t.Fatalf("Last %d, want 3", o.Last())
+	}
+	for s := uint64(1); s <= 3; s++ {
+		if m, ok := o.Get(s); !ok || len(m) != 10 {
+			t.Fatalf("seq %d not kept", s)
+		}
+	}
+	o.Sent(msgs(3, 10)) // 4..6: the ring of 4 keeps 3..6
+	for s, want := range map[uint64]bool{1: false, 2: false, 3: true, 6: true, 7: false} {
+		if _, ok := o.Get(s); ok != want {
+			t.Errorf("Get(%d) kept = %v, want %v", s, ok, want)
+		}
+	}
+	if n, b := o.Kept(); n != 4 || b != 40 {
+		t.Fatalf("Kept = %d, %d; want 4, 40", n, b)
+	}
+}
+
+func TestOutBoundsTheBytes(t *testing.T) {
+	o := NewOut(100, 250)
+	o.Sent(msgs(5, 100)) // 500 bytes: keeps the last two
+	if n, b := o.Kept(); n != 2 || b != 200 {
+		t.Fatalf("Kept = %d, %d; want 2, 200", n, b)
+	}
+	if _, ok := o.Get(3); ok {
+		t.Fatal("seq 3 kept past the byte bound")
+	}
+	o.Sent([][]byte{make([]byte, 1000)}) // larger than the bound alone: still kept
+	if n, _ := o.Kept(); n != 1 {
+		t.Fatalf("kept %d, want the newest alone", n)
+	}
+	if _, ok := o.Get(6); !ok {
+		t.Fatal("the newest message is not kept")
+	}
+}
+
+const ms = int64(1e6)
+
+type ask struct {
+	from string
+	inc  uint64
+	seqs []uint64
+}
+
+func due(in *In, now int64, limit int) ([]ask, []string) {
+	var asks []ask
+	rs := in.Due(now, limit, func(from string, inc uint64, seqs []uint64) {
+		asks = append(asks, ask{from, inc, append([]uint64(nil), seqs...)})
+	})
+	return asks, rs
+}
+
+// TestInFindsGaps follows one origin through loss, reordering,
+// duplicates, repair, retries and giving up, on fixed instants.
+func TestInFindsGaps(t *testing.T) {
+	in := NewIn(Options{Wait: 5 * ms, Retry: 100 * ms, Tries: 2, MaxGap: 10})
+	steps := []struct {
+		at     int64
+		heard  uint64 // 0: call Due instead
+		fresh  bool
+		asks   []ask
+		resync []string
+	}{
+		{at: 0, heard: 7, fresh: true},                      // the first seq starts the stream
+		{at: 1 * ms, heard: 8, fresh: true},                 //
+		{at: 1 * ms, heard: 8, fresh: false},                // a duplicate
+		{at: 2 * ms, heard: 11, fresh: true},                // 9 and 10 missing
+		{at: 3 * ms, heard: 9, fresh: true},                 // 9 was only late
+		{at: 4 * ms},                                        // 10 missing for 2 ms: not yet asked
+		{at: 7 * ms, asks: []ask{{"a", 1, []uint64{10}}}},   // open 5 ms: asked
+		{at: 50 * ms},                                       // asked 43 ms ago: not again
+		{at: 107 * ms, asks: []ask{{"a", 1, []uint64{10}}}}, // retried
+		{at: 150 * ms, heard: 12, fresh: true},              //
+		{at: 206 * ms},                                      // two tries made, the last one 99 ms ago
+		{at: 207 * ms, resync: []string{"a"}},               // given up: resync
+		{at: 300 * ms},                                      // nothing left
+		{at: 301 * ms, heard: 10, fresh: false},             // too late: the resync's snapshot holds it
+		{at: 302 * ms, heard: 30, fresh: true},              // a gap of 17 > MaxGap
+		{at: 302 * ms, resync: []string{"a"}},               // resync at once
+		{at: 303 * ms, heard: 25, fresh: false},             // below high, not missing
+	}
+	for i, st := range steps {
+		if st.heard != 0 {
+			if got := in.Heard("a", 1, st.heard, st.at); got != st.fresh {
+				t.Fatalf("step %d: Heard(%d) = %v, want %v", i, st.heard, got, st.fresh)
+			}
+			continue
+		}
+		asks, rs := due(in, st.at, 128)
+		if !reflect.DeepEqual(asks, st.asks) || !reflect.DeepEqual(rs, st.resync) {
+			t.Fatalf("step %d at %d ms: Due = %v, %v; want %v, %v", i, st.at/ms, asks, rs, st.asks, st.resync)
+		}
+	}
+	if in.Pending() {
+		t.Fatal("pending after everything was settled")
+	}
+}
+
+func TestInIncarnations(t *testing.T) {
+	in := NewIn(Options{})
+	in.Heard("a", 5, 10, 0)
+	in.Heard("a", 5, 13, 0) // 11, 12 missing
+	if !in.Pending() {
+		t.Fatal("no gap open")
+	}
+	if !in.Heard("a", 4, 1, 0) { // an older incarnation: the merge's to judge
+		t.Fatal("a stale incarnation's message was taken for a duplicate")
+	}
+	if !in.Pending() {
+		t.Fatal("a stale message closed the gap")
+	}
+	in.Heard("a", 6, 3, 0) // a restart: a new stream from seq 3
+	if in.Pending() {
+		t.Fatal("the old incarnation's gap is still open")
+	}
+	if in.Heard("a", 6, 3, 0) {
+		t.Fatal("the new stream's first seq heard twice is news")
+	}
+	in.Heard("a", 6, 6, 0)
+	in.Forget("a")
+	if in.Pending() {
+		t.Fatal("a forgotten origin has a gap open")
+	}
+	if !in.Heard("a", 6, 9, 0) {
+		t.Fatal("a forgotten origin's next message is not news")
+	}
+}
+
+func TestInCovered(t *testing.T) {
+	in := NewIn(Options{Wait: ms})
+	in.Covered("a", 1, 20) // a snapshot first: the stream starts after 20
+	in.Heard("a", 1, 23, 0)
+	asks, _ := due(in, ms, 128)
+	if want := []ask{{"a", 1, []uint64{21, 22}}}; !reflect.DeepEqual(asks, want) {
+		t.Fatalf("asks %v, want %v", asks, want)
+	}
+	in.Heard("a", 1, 26, 2*ms)
+	in.Covered("a", 1, 24) // a later snapshot holds 21..24
+	asks, _ = due(in, 300*ms, 128)
+	if want := []ask{{"a", 1, []uint64{25}}}; !reflect.DeepEqual(asks, want) {
+		t.Fatalf("after the snapshot, asks %v, want %v", asks, want)
+	}
+	in.Covered("a", 1, 30)
+	if in.Pending() {
+		t.Fatal("a snapshot past every gap left one open")
+	}
+	if in.Heard("a", 1, 28, 0) {
+		t.Fatal("a message the snapshot covered is news")
+	}
+}
+
+// TestInDueOrderAndLimit: origins in name order, seqs ascending, at most
+// limit seqs an ask; NextDue says when.
+func TestInDueOrderAndLimit(t *testing.T) {
+	in := NewIn(Options{Wait: 5 * ms, MaxGap: 1000})
+	for _, name := range []string{"c", "a", "b"} {
+		in.Heard(name, 1, 1, 0)
+		in.Heard(name, 1, 6, 2*ms) // 2..5 missing
+	}
+	if at, ok := in.NextDue(); !ok || at != 7*ms {
+		t.Fatalf("NextDue = %d, %v; want 7 ms", at, ok)
+	}
+	asks, _ := due(in, 7*ms, 3)
+	var got []string
+	for _, a := range asks {
+		got = append(got, fmt.Sprint(a.from, a.seqs))
+	}
+	want := []string{"a[2 3 4]", "a[5]", "b[2 3 4]", "b[5]", "c[2 3 4]", "c[5]"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("asks %v, want %v", got, want)
+	}
+	if at, ok := in.NextDue(); !ok || at != 7*ms+DefaultRetry {
+		t.Fatalf("NextDue = %d, %v; want 7 ms + Retry", at, ok)
+	}
+}
+
+func BenchmarkInHeard(b *testing.B) {
+	in := NewIn(Options{})
+	b.ReportAllocs()
+	var s uint64
+	for b.Loop() {
+		s++
+		in.Heard("node-1", 1, s, int64(s))
+	}
+}
