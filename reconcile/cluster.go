@@ -44,6 +44,16 @@ type Sender interface {
 	Live() int
 }
 
+// Repairer is implemented by a Sender whose peers may all repair a lost
+// message by asking for it again (gossip.Node over sequenced streams).
+// While Repairs reports true, a change ships once: no resends, the key's
+// name on its first shipment only, and an empty packet on the first idle
+// tick after a shipment, so that a peer that lost the last message of a
+// burst sees the gap. Otherwise changes follow the resend schedule.
+type Repairer interface {
+	Repairs() bool
+}
+
 // Options configure a Cluster. The zero value of each field is a usable
 // default except Name.
 type Options struct {
@@ -109,6 +119,7 @@ type Cluster struct {
 	live    atomic.Int64
 
 	kick      chan struct{}
+	shipped   atomic.Bool // the last Step or Flush sent entries
 	flushGap  time.Duration
 	lastFlush atomic.Int64  // Unix ns of the last Flush (0: none yet)
 	tick      atomic.Uint32 // Steps taken: the schedule of resends counts in ticks
@@ -319,11 +330,26 @@ func (c *Cluster) FlushAt(now time.Time) time.Time {
 	return now
 }
 
+// shipsOnce reports whether the sender's peers all repair loss
+// (Repairer).
+func (c *Cluster) shipsOnce() bool {
+	b := c.sender.Load()
+	if b == nil {
+		return false
+	}
+	r, ok := b.s.(Repairer)
+	return ok && r.Repairs()
+}
+
 // Flush ships, at now, the keys that reached their drift threshold.
 func (c *Cluster) Flush(now time.Time) {
 	c.lastFlush.Store(now.UnixNano())
 	ms := now.UnixMilli()
 	s := c.tick.Load()
+	mode := shipFlush
+	if c.shipsOnce() {
+		mode = shipOnce
+	}
 	pkt := c.packet()
 	for _, r := range c.resources() {
 		if !r.urgentFlag.Swap(false) {
@@ -338,7 +364,7 @@ func (c *Cluster) Flush(now time.Time) {
 			sh := &r.shards[i]
 			sh.mu.Lock()
 			if all || len(sh.urgent) > 0 {
-				r.flush(sh, p, s, ms, pkt, all)
+				r.flush(sh, p, s, ms, pkt, all, mode)
 			}
 			sh.mu.Unlock()
 		}
@@ -358,6 +384,11 @@ func (c *Cluster) Step(now time.Time) {
 	}
 	s := c.tick.Add(1)
 	housekeeping := s%4 == 0
+	once := c.shipsOnce()
+	mode := shipTick
+	if once {
+		mode = shipOnce
+	}
 	pkt := c.packet()
 	for _, r := range c.resources() {
 		p := r.p.Load()
@@ -367,7 +398,7 @@ func (c *Cluster) Step(now time.Time) {
 			sh := &r.shards[i]
 			sh.mu.Lock()
 			if len(sh.dirty) > 0 {
-				r.ship(sh, p, s, ms, pkt)
+				r.ship(sh, p, s, ms, pkt, mode)
 			}
 			sh.mu.Unlock()
 		}
@@ -375,10 +406,12 @@ func (c *Cluster) Step(now time.Time) {
 			r.sweep(p, s, ms)
 		}
 	}
-	c.stepGauges(pkt, s, false)
+	c.stepGauges(pkt, s, false, once)
 	// An idle node still sends an empty packet every fourth tick: peers
-	// read a silence as loss and resync (gossip.Config.ResyncAfter).
-	c.send(pkt, housekeeping)
+	// read a silence as loss and resync (gossip.Config.ResyncAfter). When
+	// changes ship once, the first idle tick after a shipment sends one
+	// too: its seq shows a peer that lost the last message its gap.
+	c.send(pkt, housekeeping || (once && c.shipped.Load()))
 	if housekeeping {
 		c.mu.Lock()
 		c.tab.sweep(ms, 2*int64(c.interval/time.Millisecond)+1000, c.life)
@@ -451,9 +484,10 @@ func (c *Cluster) life(resource string, slot uint32, mark bool) (int64, bool) {
 
 // stepGauges reads this node's holds at tick s and appends to pkt the ones
 // due (every nonzero one every eighth tick, and all of them with a
-// watermark when all is set, for a snapshot). A gauge that fell to zero is
-// forgotten once its resends are over.
-func (c *Cluster) stepGauges(pkt *packet.Packet, s uint32, all bool) {
+// watermark when all is set, for a snapshot; a change once when once is
+// set, else on the resend schedule). A gauge that fell to zero is
+// forgotten once its shipments are over.
+func (c *Cluster) stepGauges(pkt *packet.Packet, s uint32, all, once bool) {
 	b := c.applier.Load()
 	if b == nil {
 		return
@@ -480,16 +514,21 @@ func (c *Cluster) stepGauges(pkt *packet.Packet, s uint32, all bool) {
 			c.gver++
 			g.value, g.version, g.changed = v, c.gver, s
 		}
-		if all || due(s, g.changed) || (refresh && g.value != 0) {
+		changed := g.changed == s
+		if all || (once && changed) || (!once && due(s, g.changed)) || (refresh && g.value != 0) {
 			pkt.Gauges = append(pkt.Gauges, packet.Gauge{Hash: h, Value: g.value, Version: g.version})
-			if g.names > 0 || all || int32(s-g.changed) > 2 || refresh {
+			if g.names > 0 || all || (!once && int32(s-g.changed) > 2) || refresh {
 				pkt.Names = append(pkt.Names, packet.Name{Hash: h, Resource: g.resource, Domain: g.domain})
-				if g.names > 0 && !all {
+				switch {
+				case all:
+				case once:
+					g.names = 0
+				case g.names > 0:
 					g.names--
 				}
 			}
 		}
-		if g.value == 0 && !pending(s, g.changed) {
+		if g.value == 0 && (once || !pending(s, g.changed)) {
 			delete(c.gauges, h)
 		}
 	}
@@ -509,6 +548,7 @@ func (c *Cluster) send(pkt *packet.Packet, heartbeat bool) bool {
 	if b == nil {
 		return false
 	}
+	c.shipped.Store(len(pkt.Counts) > 0 || len(pkt.Marks) > 0 || len(pkt.Gauges) > 0)
 	if err := b.s.Send(pkt); err != nil {
 		if c.stats.sendErrors.Add(1) == 1 {
 			c.log.Warn("gossip send failed", "err", err)
@@ -602,7 +642,7 @@ func (c *Cluster) Snapshot() *packet.Packet {
 	for _, r := range c.resources() {
 		r.snapshot(r.p.Load(), c.tick.Load(), ms, pkt)
 	}
-	c.stepGauges(pkt, c.tick.Load(), true)
+	c.stepGauges(pkt, c.tick.Load(), true, false)
 	return pkt
 }
 

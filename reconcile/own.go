@@ -72,6 +72,7 @@ type ownMark struct {
 	slot    uint32
 	at      int64
 	changed uint32
+	unsent  bool // changed since it was last shipped
 }
 
 // ownKey is this node's record of one key.
@@ -127,11 +128,11 @@ func (k *ownKey) add(p *params, slot int, at, n int64, next uint32) {
 func (k *ownKey) mark(slot int, at int64, next uint32) {
 	for i := range k.marks {
 		if m := &k.marks[i]; m.slot == uint32(slot) {
-			m.at, m.changed = at, next
+			m.at, m.changed, m.unsent = at, next, true
 			return
 		}
 	}
-	k.marks = append(k.marks, ownMark{slot: uint32(slot), at: at, changed: next})
+	k.marks = append(k.marks, ownMark{slot: uint32(slot), at: at, changed: next, unsent: true})
 }
 
 // touch marks k changed and ships it at once when its unshipped hits reach
@@ -218,6 +219,12 @@ const (
 	// shipAll ships every live bucket and leaves the schedule as it was (a
 	// snapshot for one peer, or a sweep that only drops).
 	shipAll
+	// shipOnce ships what changed since it was last shipped, once: the
+	// buckets and tier entries, and the key's name on its first shipment.
+	// Used, on the tick and for drift flushes alike, when every peer
+	// repairs a lost message by asking for it (Repairer): nothing is
+	// resent and no key stays on the dirty list.
+	shipOnce
 )
 
 // collect appends k's entries to pkt at tick s as mode says: the buckets
@@ -232,7 +239,7 @@ const (
 // burst offset, so peers must see it. A tiers bucket that aged out counts
 // in no window any more and goes unshipped.
 func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *packet.Packet, mode shipMode) bool {
-	all := mode == shipAll
+	all, once := mode == shipAll, mode == shipOnce
 	keep := k.counts[:0]
 	shipped, late, ahead := false, false, false
 	for _, c := range k.counts {
@@ -243,7 +250,7 @@ func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *packet.Pac
 			}
 			continue // out of every window: forget it
 		}
-		if all || (mode == shipFlush && c.unsent) || (mode == shipTick && due(s, c.changed)) {
+		if all || ((mode == shipFlush || once) && c.unsent) || (mode == shipTick && due(s, c.changed)) {
 			pkt.Counts = append(pkt.Counts, packet.Count{Hash: k.hash, Slot: c.slot, Bucket: c.bucket, Value: c.value})
 			shipped = true
 			late = late || int32(s-c.changed) > 2
@@ -251,7 +258,7 @@ func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *packet.Pac
 				c.unsent = false
 			}
 		}
-		ahead = ahead || pending(s, c.changed)
+		ahead = ahead || (!once && pending(s, c.changed))
 		keep = append(keep, c)
 	}
 	k.counts = keep
@@ -260,17 +267,23 @@ func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *packet.Pac
 		if int(m.slot) < len(p.mark) && m.at+p.mark[m.slot] <= now {
 			continue
 		}
-		if shipped || all || due(s, m.changed) {
+		if all || (once && m.unsent) || (!once && (shipped || due(s, m.changed))) {
 			pkt.Marks = append(pkt.Marks, packet.Mark{Hash: k.hash, Slot: m.slot, At: m.at})
 			shipped = true
+			if !all {
+				m.unsent = false
+			}
 		}
-		ahead = ahead || pending(s, m.changed)
+		ahead = ahead || (!once && pending(s, m.changed))
 		mk = append(mk, m)
 	}
 	k.marks = mk
 	if shipped && (k.names > 0 || all || late) {
 		pkt.Names = append(pkt.Names, packet.Name{Hash: k.hash, Resource: r.name, Domain: k.domain})
-		if k.names > 0 && !all {
+		switch {
+		case once:
+			k.names = 0 // what a peer missed, it asks for again, the name with it
+		case k.names > 0 && !all:
 			k.names--
 		}
 	}
@@ -284,28 +297,30 @@ func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *packet.Pac
 
 // flush collects what the shard's urgent keys (every dirty key when all
 // is set: the resource's global threshold was reached) have not shipped yet
-// into pkt. The dirty list stays for the next tick.
-func (r *Res) flush(sh *ownShard, p *params, s uint32, now int64, pkt *packet.Packet, all bool) {
+// into pkt, as mode says (shipFlush, or shipOnce). The dirty list stays for
+// the next tick.
+func (r *Res) flush(sh *ownShard, p *params, s uint32, now int64, pkt *packet.Packet, all bool, mode shipMode) {
 	if all {
 		for _, k := range sh.dirty {
-			r.collect(p, k, s, now, pkt, shipFlush)
+			r.collect(p, k, s, now, pkt, mode)
 		}
 	} else {
 		for _, k := range sh.urgent {
 			if k.urgent {
-				r.collect(p, k, s, now, pkt, shipFlush)
+				r.collect(p, k, s, now, pkt, mode)
 			}
 		}
 	}
 	sh.urgent = sh.urgent[:0]
 }
 
-// ship collects the shard's dirty keys into pkt at tick s, and keeps on the
-// dirty list those with shipments ahead.
-func (r *Res) ship(sh *ownShard, p *params, s uint32, now int64, pkt *packet.Packet) {
+// ship collects the shard's dirty keys into pkt at tick s, as mode says
+// (shipTick, or shipOnce), and keeps on the dirty list those with
+// shipments ahead.
+func (r *Res) ship(sh *ownShard, p *params, s uint32, now int64, pkt *packet.Packet, mode shipMode) {
 	keep := sh.dirty[:0]
 	for _, k := range sh.dirty {
-		if r.collect(p, k, s, now, pkt, shipTick) {
+		if r.collect(p, k, s, now, pkt, mode) {
 			keep = append(keep, k)
 		} else {
 			k.dirty = false

@@ -1,0 +1,110 @@
+package reconcile_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/reconcile"
+)
+
+// repairing is a memSender whose peers repair loss (reconcile.Repairer).
+type repairing struct {
+	memSender
+	on bool
+}
+
+func (r *repairing) Repairs() bool { return r.on }
+
+// sentSince returns the packets sent since the first n.
+func sentSince(net *memNet, n int) []*packet.Packet {
+	net.mu.Lock()
+	defer net.mu.Unlock()
+	return append([]*packet.Packet(nil), net.sent[n:]...)
+}
+
+func sentCount(net *memNet) int {
+	net.mu.Lock()
+	defer net.mu.Unlock()
+	return len(net.sent)
+}
+
+// TestShipOnceWhenPeersRepair: with a Repairer sender a change ships on
+// the next tick and never again; the key's name rides its first shipment
+// only; a tier entry ships when it changes, not with every count; the
+// first idle tick sends one empty packet (its seq shows a lost last
+// message), the next ones only the heartbeat. Without repair the
+// same change is resent.
+func TestShipOnceWhenPeersRepair(t *testing.T) {
+	fc := clock.NewFake(t0)
+	net, nodes := cluster(t, fc, "a", "b")
+	a, b := nodes[0], nodes[1]
+	rs := &repairing{memSender: memSender{net, "a"}, on: true}
+	a.c.SetSender(rs)
+	tick := func() []*packet.Packet {
+		n := sentCount(net)
+		fc.Advance(250 * time.Millisecond)
+		a.c.Step(fc.Now())
+		return sentSince(net, n)
+	}
+	tick() // the first Step counts the live nodes
+	for range 3 {
+		req(t, a, fc.Now(), "t/prison", "u", 1) // 5 a second: the second hit enters tier 2
+	}
+	first := tick()
+	if len(first) != 1 || len(first[0].Counts) == 0 || len(first[0].Names) != 1 || len(first[0].Marks) == 0 {
+		t.Fatalf("the first tick shipped %+v; want one packet with counts, a mark and the name", first)
+	}
+	if d := req(t, b, fc.Now(), "t/prison", "u", 0); d.TierHits != 3 {
+		t.Fatalf("b counts %d hits, want 3", d.TierHits)
+	}
+	idle := tick()
+	if len(idle) != 1 || len(idle[0].Counts)+len(idle[0].Marks)+len(idle[0].Names)+len(idle[0].Gauges) != 0 {
+		t.Fatalf("the first idle tick sent %+v, want one empty packet", idle)
+	}
+	for i := range 6 {
+		for _, p := range tick() {
+			if len(p.Counts)+len(p.Marks)+len(p.Names)+len(p.Gauges) != 0 {
+				t.Fatalf("idle tick %d sent %+v, want nothing but heartbeats (no resends)", i+2, p)
+			}
+		}
+	}
+	shipped := func(dom string) (counts, names int) {
+		for _, p := range tick() {
+			for _, c := range p.Counts {
+				if c.Hash == reconcile.KeyHash("t/one", dom) {
+					counts++
+				}
+			}
+			names += len(p.Names)
+		}
+		return counts, names
+	}
+	req(t, a, fc.Now(), "t/one", "v", 1)
+	if c, n := shipped("v"); c == 0 || n != 1 {
+		t.Fatalf("a new key shipped %d counts, %d names; want its counts and its name", c, n)
+	}
+	req(t, a, fc.Now(), "t/one", "v", 1)
+	if c, n := shipped("v"); c == 0 || n != 0 {
+		t.Fatalf("the key's next change shipped %d counts, %d names; want counts alone", c, n)
+	}
+
+	// Without repair the same kind of change is resent on the schedule.
+	rs.on = false
+	req(t, a, fc.Now(), "t/one", "w", 1)
+	shipments := 0
+	for range 20 {
+		for _, p := range tick() {
+			for _, c := range p.Counts {
+				if c.Hash == reconcile.KeyHash("t/one", "w") {
+					shipments++
+					break
+				}
+			}
+		}
+	}
+	if shipments != 3 {
+		t.Fatalf("without repair the change shipped %d times, want 3 (1, 2 and 3 ticks after; at 5 its 1 s window is over)", shipments)
+	}
+}
