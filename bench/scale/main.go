@@ -40,6 +40,7 @@ type options struct {
 	loss          float64
 	encrypt       bool
 	tickOnly      bool
+	unsequenced   bool
 	flushGap      time.Duration
 	seed          uint64
 }
@@ -79,6 +80,7 @@ func run(args []string, out, log io.Writer) error {
 	fs.Float64Var(&o.loss, "loss", 0, "datagram loss probability")
 	fs.BoolVar(&o.encrypt, "encrypt", true, "count AES-GCM's 29 bytes per datagram")
 	fs.BoolVar(&o.tickOnly, "tick-only", false, "ship on the tick only")
+	fs.BoolVar(&o.unsequenced, "unsequenced", false, "ship as without sequenced streams: unsequenced messages, changes resent on a schedule (the mode before repair)")
 	fs.DurationVar(&o.flushGap, "flush-gap", 0, "least time between two drift flushes of a node (0: reconcile's default, negative: none)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed")
 	quick := fs.Bool("quick", false, "N 10,50,100, K 1,1000, 1.25 s runs")
@@ -143,8 +145,8 @@ func limitFor(n, k int, rate float64) int {
 }
 
 func table(o options, out, log io.Writer) error {
-	fmt.Fprintf(out, "sync %s, drift %g, delay %s, loss %g, encrypt %v, tick-only %v, %s per run (%s measured), seed %d\n",
-		o.sync, o.drift, o.delay, o.loss, o.encrypt, o.tickOnly, o.d, o.d-o.warm, o.seed)
+	fmt.Fprintf(out, "sync %s, drift %g, delay %s, loss %g, encrypt %v, tick-only %v, unsequenced %v, %s per run (%s measured), seed %d\n",
+		o.sync, o.drift, o.delay, o.loss, o.encrypt, o.tickOnly, o.unsequenced, o.d, o.d-o.warm, o.seed)
 	fmt.Fprintf(out, "%5s %7s %8s %7s %9s %9s %8s %8s %9s %9s %9s %10s %9s %9s %10s %7s\n",
 		"n", "keys", "hits/s", "limit", "B/hit/pr", "B/node/s", "dgram/s", "merge/s", "decB/s", "worst/L", "mean/L", "false den", "conv p50", "conv p99", "unconverged", "wall")
 	var rows []row
@@ -162,7 +164,7 @@ func table(o options, out, log io.Writer) error {
 			}
 			sc := clustersim.Scenario{
 				Resource: rc, Nodes: n, Keys: k, Rate: rate, SyncInterval: o.sync, Delay: delay, Loss: o.loss,
-				Encrypt: o.encrypt, Label: "obol", TickOnly: o.tickOnly, FlushGap: o.flushGap, Duration: o.d, Warmup: o.warm, Seed: o.seed,
+				Encrypt: o.encrypt, Label: "obol", TickOnly: o.tickOnly, Unsequenced: o.unsequenced, FlushGap: o.flushGap, Duration: o.d, Warmup: o.warm, Seed: o.seed,
 				MaxEvents: 2_000_000_000,
 			}
 			fmt.Fprintf(log, "n=%d keys=%d rate=%.0f/s per node ...\n", n, k, rate)

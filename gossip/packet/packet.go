@@ -77,11 +77,11 @@ type Packet struct {
 	// for an unsequenced message. Split numbers the messages of a packet
 	// Seq, Seq+1, …; a snapshot's Seq is the last one its origin had sent
 	// when it was taken (every earlier message's content is in it).
-	Seq   uint64
-	Names []Name
-	Counts      []Count
-	Marks       []Mark
-	Gauges      []Gauge
+	Seq    uint64
+	Names  []Name
+	Counts []Count
+	Marks  []Mark
+	Gauges []Gauge
 }
 
 // Name resolves a key hash to the resource and domain it was made from.

@@ -133,7 +133,12 @@ func TestDecodeRequestMalformed(t *testing.T) {
 		{"a sync message", mustEncode(&Packet{From: "a"}), ErrVersion, "is a sync message"},
 		{"truncated", enc(hdr), ErrMalformed, "seqs at byte 6: truncated"},
 		{"seqs not an array", enc(func(e *msgpack.Encoder) { hdr(e); _ = e.EncodeString("x") }), ErrMalformed, "seqs at byte 6: want an array, got a string"},
-		{"seq 0", enc(func(e *msgpack.Encoder) { hdr(e); _ = e.EncodeArrayLen(1); _ = e.EncodeUint(0); _ = e.EncodeArrayLen(0) }), ErrMalformed, "want 1 to"},
+		{"seq 0", enc(func(e *msgpack.Encoder) {
+			hdr(e)
+			_ = e.EncodeArrayLen(1)
+			_ = e.EncodeUint(0)
+			_ = e.EncodeArrayLen(0)
+		}), ErrMalformed, "want 1 to"},
 		{"too many hashes", enc(func(e *msgpack.Encoder) {
 			hdr(e)
 			_ = e.EncodeArrayLen(0)
@@ -142,7 +147,12 @@ func TestDecodeRequestMalformed(t *testing.T) {
 				_ = e.EncodeUint(1)
 			}
 		}), ErrMalformed, "129 items, at most 128"},
-		{"hash negative", enc(func(e *msgpack.Encoder) { hdr(e); _ = e.EncodeArrayLen(0); _ = e.EncodeArrayLen(1); _ = e.EncodeInt(-1) }), ErrMalformed, "want an unsigned integer"},
+		{"hash negative", enc(func(e *msgpack.Encoder) {
+			hdr(e)
+			_ = e.EncodeArrayLen(0)
+			_ = e.EncodeArrayLen(1)
+			_ = e.EncodeInt(-1)
+		}), ErrMalformed, "want an unsigned integer"},
 		{"trailing", append(mustRequest(&Request{From: "a"}), 0), ErrMalformed, "1 trailing bytes"},
 		{"array longer than input", enc(func(e *msgpack.Encoder) { hdr(e); _ = e.EncodeArrayLen(100) }), ErrMalformed, "longer than"},
 	} {

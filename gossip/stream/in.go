@@ -10,12 +10,14 @@ type Options struct {
 	// Wait is how long a gap stays open before it is asked for: time for
 	// a datagram that is only late (reordered) to arrive, ns. 0 = 5 ms.
 	Wait int64
-	// Retry is the least time between two asks of one seq, ns. It should
-	// be longer than a round trip through a busy peer's receive queue.
-	// 0 = 200 ms.
+	// Retry is the least time between the first two asks of one seq, ns;
+	// it doubles after each ask (Retry, 2·Retry, 4·Retry, …), so that a
+	// peer slow to answer (a long receive queue) is not asked ever more
+	// often. 0 = 50 ms.
 	Retry int64
 	// Tries is how many times a seq is asked for before the receiver
-	// gives up on it and resyncs with its origin. 0 = 5.
+	// gives up on it and resyncs with its origin (with the defaults, 1.55
+	// s after the first ask). 0 = 5.
 	Tries int
 	// MaxGap is the most seqs an origin may have missing at once; a gap
 	// wider than that (a long partition, a peer far behind) resyncs with
@@ -26,7 +28,7 @@ type Options struct {
 // Defaults of Options.
 const (
 	DefaultWait   = 5e6
-	DefaultRetry  = 200e6
+	DefaultRetry  = 50e6
 	DefaultTries  = 5
 	DefaultMaxGap = 256
 )
@@ -217,7 +219,7 @@ func (in *In) NextDue() (int64, bool) {
 		for _, m := range o.missing {
 			t := m.since + in.opt.Wait
 			if m.asked != 0 {
-				t = m.asked + in.opt.Retry
+				t = m.asked + in.retry(m.tries)
 			}
 			if !found || t < at {
 				at, found = t, true
@@ -227,9 +229,15 @@ func (in *In) NextDue() (int64, bool) {
 	return at, found
 }
 
+// retry is how long after its tries-th ask a seq is asked again (or, after
+// the last, given up on): Retry doubled tries−1 times.
+func (in *In) retry(tries int) int64 {
+	return in.opt.Retry << min(max(tries-1, 0), 20)
+}
+
 // Due returns what is due at now: it calls ask with each origin whose
-// missing seqs are due to be asked for (open for Wait, not asked within
-// Retry), at most limit per call, in seq order, origins in name order; and
+// missing seqs are due to be asked for (open for Wait, and past their
+// retry since the last ask), at most limit per call, in seq order, origins in name order; and
 // it returns the origins to resync with instead, in name order (a gap
 // wider than MaxGap, or seqs asked Tries times in vain), whose gaps it
 // closes. A message of a closed gap that still arrives is taken for a
@@ -250,7 +258,7 @@ func (in *In) Due(now int64, limit int, ask func(from string, inc uint64, seqs [
 		o := in.origins[name]
 		if !o.resync {
 			for i := range o.missing {
-				if o.missing[i].tries >= in.opt.Tries && now-o.missing[i].asked >= in.opt.Retry {
+				if m := &o.missing[i]; m.tries >= in.opt.Tries && now-m.asked >= in.retry(m.tries) {
 					o.resync = true
 					break
 				}
@@ -266,7 +274,7 @@ func (in *In) Due(now int64, limit int, ask func(from string, inc uint64, seqs [
 		seqs = seqs[:0]
 		for i := range o.missing {
 			m := &o.missing[i]
-			if now-m.since < in.opt.Wait || (m.asked != 0 && now-m.asked < in.opt.Retry) {
+			if now-m.since < in.opt.Wait || (m.asked != 0 && now-m.asked < in.retry(m.tries)) {
 				continue
 			}
 			m.asked, m.tries = now, m.tries+1

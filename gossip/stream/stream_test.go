@@ -79,7 +79,7 @@ func due(in *In, now int64, limit int) ([]ask, []string) {
 // TestInFindsGaps follows one origin through loss, reordering,
 // duplicates, repair, retries and giving up, on fixed instants.
 func TestInFindsGaps(t *testing.T) {
-	in := NewIn(Options{Wait: 5 * ms, Retry: 100 * ms, Tries: 2, MaxGap: 10})
+	in := NewIn(Options{Wait: 5 * ms, Retry: 100 * ms, Tries: 3, MaxGap: 10})
 	steps := []struct {
 		at     int64
 		heard  uint64 // 0: call Due instead
@@ -95,15 +95,17 @@ func TestInFindsGaps(t *testing.T) {
 		{at: 4 * ms},                                        // 10 missing for 2 ms: not yet asked
 		{at: 7 * ms, asks: []ask{{"a", 1, []uint64{10}}}},   // open 5 ms: asked
 		{at: 50 * ms},                                       // asked 43 ms ago: not again
-		{at: 107 * ms, asks: []ask{{"a", 1, []uint64{10}}}}, // retried
+		{at: 107 * ms, asks: []ask{{"a", 1, []uint64{10}}}}, // retried after Retry
 		{at: 150 * ms, heard: 12, fresh: true},              //
-		{at: 206 * ms},                                      // two tries made, the last one 99 ms ago
-		{at: 207 * ms, resync: []string{"a"}},               // given up: resync
-		{at: 300 * ms},                                      // nothing left
-		{at: 301 * ms, heard: 10, fresh: false},             // too late: the resync's snapshot holds it
-		{at: 302 * ms, heard: 30, fresh: true},              // a gap of 17 > MaxGap
-		{at: 302 * ms, resync: []string{"a"}},               // resync at once
-		{at: 303 * ms, heard: 25, fresh: false},             // below high, not missing
+		{at: 306 * ms},                                      // the second retry waits 2·Retry
+		{at: 307 * ms, asks: []ask{{"a", 1, []uint64{10}}}}, // three tries made
+		{at: 706 * ms},                                      // the last try's 4·Retry not over
+		{at: 707 * ms, resync: []string{"a"}},               // given up: resync
+		{at: 800 * ms},                                      // nothing left
+		{at: 801 * ms, heard: 10, fresh: false},             // too late: the resync's snapshot holds it
+		{at: 802 * ms, heard: 30, fresh: true},              // a gap of 17 > MaxGap
+		{at: 802 * ms, resync: []string{"a"}},               // resync at once
+		{at: 803 * ms, heard: 25, fresh: false},             // below high, not missing
 	}
 	for i, st := range steps {
 		if st.heard != 0 {

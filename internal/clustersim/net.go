@@ -25,18 +25,29 @@ var _ reconcile.Sender = (*sender)(nil)
 // have not yet detected.
 func (sd *sender) Live() int { return sd.s.live }
 
-// Send splits p into datagrams at the budget, decodes each once, and
-// schedules it for every peer it is not lost or cut to. Bytes are counted
-// for every peer memberlist would send to, the dead but undetected too.
+// Repairs reports whether messages are numbered and repaired, so that a
+// change ships once (reconcile.Repairer): unless Scenario.Unsequenced.
+func (sd *sender) Repairs() bool { return !sd.s.sc.Unsequenced }
+
+// Send splits p into datagrams at the budget (numbered, unless
+// Scenario.Unsequenced), decodes each once, and schedules it for every
+// peer it is not lost or cut to. Bytes are counted for every peer
+// memberlist would send to, the dead but undetected too.
 func (sd *sender) Send(p *packet.Packet) error {
 	s := sd.s
-	msgs, err := packet.Split(p, s.budget)
+	nd := s.nodes[sd.from]
+	cp := *p
+	if nd.out != nil {
+		cp.Seq = nd.out.Next()
+	}
+	msgs, err := packet.Split(&cp, s.budget)
 	if err != nil {
 		s.err = fmt.Errorf("clustersim: node %d: split: %w", sd.from, err)
 		return err
 	}
-	measured := s.now >= s.warm
-	nd := s.nodes[sd.from]
+	if nd.out != nil {
+		nd.out.Sent(msgs)
+	}
 	for _, b := range msgs {
 		pkt, err := packet.Decode(b)
 		if err != nil {
@@ -52,29 +63,11 @@ func (sd *sender) Send(p *packet.Packet) error {
 			if peer.dead && s.detected(j) {
 				continue // memberlist no longer lists it
 			}
-			if measured {
-				nd.cnt.bytes += int64(len(b) + s.overhead)
-				nd.cnt.payload += int64(len(b))
-				nd.cnt.datagrams++
-				s.res.Bytes += int64(len(b) + s.overhead)
-				s.res.PayloadBytes += int64(len(b))
-				s.res.Datagrams++
-			}
-			if peer.dead || s.cut(sd.from, j) {
-				if measured {
-					s.res.Cut++
-				}
-				continue
-			}
-			if s.sc.Loss > 0 && s.netRand.Float64() < s.sc.Loss {
-				if measured {
-					s.res.Lost++
-				}
+			if !s.wire(nd, j, len(b)) {
 				continue
 			}
 			if s.jitter > 0 {
-				at := s.now + s.delay + s.netRand.Int64N(s.jitter)
-				s.q.push(event{at: at, kind: evDeliver, dg: dg, to: []int32{int32(j)}})
+				s.q.push(event{at: s.arrival(), kind: evDeliver, dg: dg, to: []int32{int32(j)}})
 				continue
 			}
 			to = append(to, int32(j))
@@ -84,6 +77,43 @@ func (sd *sender) Send(p *packet.Packet) error {
 		}
 	}
 	return nil
+}
+
+// wire counts a datagram of size payload bytes sent by nd to node j, and
+// reports whether it arrives: not to a dead node, across a partition, or
+// when Loss takes it.
+func (s *sim) wire(nd *node, j int, size int) bool {
+	measured := s.now >= s.warm
+	if measured {
+		nd.cnt.bytes += int64(size + s.overhead)
+		nd.cnt.payload += int64(size)
+		nd.cnt.datagrams++
+		s.res.Bytes += int64(size + s.overhead)
+		s.res.PayloadBytes += int64(size)
+		s.res.Datagrams++
+	}
+	if s.nodes[j].dead || s.cut(nd.idx, j) {
+		if measured {
+			s.res.Cut++
+		}
+		return false
+	}
+	if s.sc.Loss > 0 && s.netRand.Float64() < s.sc.Loss {
+		if measured {
+			s.res.Lost++
+		}
+		return false
+	}
+	return true
+}
+
+// arrival is when a datagram sent now arrives: after Delay and a draw of
+// Jitter.
+func (s *sim) arrival() int64 {
+	if s.jitter > 0 {
+		return s.now + s.delay + s.netRand.Int64N(s.jitter)
+	}
+	return s.now + s.delay
 }
 
 // detected reports whether node j's death is known to the others.
@@ -128,6 +158,9 @@ func (s *sim) deliver(e event) {
 			nd.cnt.merges++
 			nd.cnt.decodeBytes += int64(e.dg.size)
 			s.res.Delivered++
+		}
+		if !s.heard(nd, e.dg.pkt) {
+			continue
 		}
 		nd.rec.HandlePacket(e.dg.pkt)
 	}

@@ -17,6 +17,9 @@ const (
 	evDetect                     // survivors learn of the node's death
 	evProbe                      // a probe hit (Scenario.ProbeEvery)
 	evFlush                      // the node's drift flush, deferred to the end of its gap
+	evRepair                     // the node asks for what its peers' streams are missing
+	evAsk                        // a Request from node from reaches node
+	evState                      // a push/pull snapshot from node from reaches node
 )
 
 type event struct {
@@ -26,6 +29,9 @@ type event struct {
 	node int32
 	dg   *datagram
 	to   []int32 // evDeliver: the receivers
+	from int32   // evAsk, evState: the sender
+	req  *packet.Request
+	st   *packet.Packet // evState: the snapshot
 }
 
 // datagram is one sent datagram, decoded once for every receiver.

@@ -49,6 +49,10 @@ type Result struct {
 	// dead receivers); over the whole run: ticks, drift flushes, events.
 	Bytes, PayloadBytes, Datagrams, Delivered, Lost, Cut int64
 	Ticks, Flushes, Events                               int64
+	// Repair over the measured span: seqs asked for, messages sent again
+	// from a ring, resyncs (snapshot exchanges), and datagrams that
+	// arrived twice (a repair that crossed a late original; not merged).
+	Asked, Resent, Resyncs, Duplicates int64
 	// DatagramOverhead is the bytes added to each datagram's payload.
 	DatagramOverhead int
 	// Nodes are the per-node figures.

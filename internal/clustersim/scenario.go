@@ -86,6 +86,13 @@ type Scenario struct {
 	// (reconcile.Options.FlushGap): 0 = reconcile's default, negative =
 	// none.
 	FlushGap time.Duration
+	// Unsequenced ships as agents without sequenced streams do (gossip
+	// Config.Unsequenced, or a mesh with a peer of an earlier release):
+	// unsequenced messages, each change resent on reconcile's schedule,
+	// no repair. By default messages are numbered and a change ships
+	// once; a receiver asks for what it missed and the origin sends it
+	// again from its ring, or resyncs (see the package doc).
+	Unsequenced bool
 	// Delay is the one-way network delay (0 = DefaultDelay; use NoDelay
 	// for none), Jitter a uniform extra in [0, Jitter).
 	Delay, Jitter time.Duration

@@ -12,6 +12,7 @@ import (
 
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/gossip"
+	"github.com/obol-dev/obol/gossip/stream"
 	"github.com/obol-dev/obol/internal/clock"
 	"github.com/obol-dev/obol/local"
 	"github.com/obol-dev/obol/reconcile"
@@ -32,20 +33,23 @@ var base = time.Unix(1_700_000_000, 0)
 
 // node is one simulated agent.
 type node struct {
-	idx     int
-	name    string
-	eng     *local.Engine
-	rec     *reconcile.Cluster
-	jit     *rand.Rand // the tick's jitter
-	dead    bool
-	rate    float64 // requests per second
-	phase   float64
-	k       int64 // requests issued
-	next    int64 // ns: the next request
-	cnt     nodeCounts
-	lastSmp int64           // ns: when it last started a sample (−1: never)
-	flushAt bool            // a deferred drift flush is in the queue
-	own     map[int32]int64 // key → the bucket (ms) its last grant fell in
+	idx      int
+	name     string
+	eng      *local.Engine
+	rec      *reconcile.Cluster
+	jit      *rand.Rand // the tick's jitter
+	dead     bool
+	rate     float64 // requests per second
+	phase    float64
+	k        int64 // requests issued
+	next     int64 // ns: the next request
+	cnt      nodeCounts
+	lastSmp  int64           // ns: when it last started a sample (−1: never)
+	flushAt  bool            // a deferred drift flush is in the queue
+	own      map[int32]int64 // key → the bucket (ms) its last grant fell in
+	out      *stream.Out     // its numbered stream (nil: Unsequenced)
+	in       *stream.In      // its peers' streams
+	repairAt int64           // when its queued evRepair runs (−1: none queued)
 }
 
 type sim struct {
@@ -81,6 +85,7 @@ type sim struct {
 	curFrom   int32 // the origin of the packet being merged (−1: none)
 	err       error
 	dec       local.Decision
+	byName    map[string]int
 }
 
 // Run simulates s and returns what it measured. It fails for a scenario
@@ -185,8 +190,13 @@ func setup(s Scenario) (*sim, error) {
 	cfg := &config.Config{Resources: map[string]*config.Resource{sm.resName: &rc}}
 	rates := spread(s, limitPerS(&rc))
 	sm.live = s.Nodes
+	sm.byName = make(map[string]int, s.Nodes)
 	for i := range s.Nodes {
-		nd := &node{idx: i, name: nodePrefix + strconv.Itoa(i), rate: rates[i], lastSmp: -1, own: map[int32]int64{}}
+		nd := &node{idx: i, name: nodePrefix + strconv.Itoa(i), rate: rates[i], lastSmp: -1, own: map[int32]int64{}, repairAt: -1}
+		if !s.Unsequenced {
+			nd.out = stream.NewOut(gossip.RepairMessages, gossip.RepairBytes)
+			nd.in = stream.NewIn(stream.Options{})
+		}
 		nd.jit = rand.New(rand.NewPCG(s.Seed, uint64(i)+1))
 		nd.rec = reconcile.New(reconcile.Options{
 			// An incarnation is a start time in ns, as the agent's: its
@@ -200,6 +210,7 @@ func setup(s Scenario) (*sim, error) {
 		nd.rec.SetSender(&sender{s: sm, from: i})
 		nd.phase = float64(i) / float64(s.Nodes)
 		sm.nodes = append(sm.nodes, nd)
+		sm.byName[nd.name] = i
 	}
 	return sm, nil
 }
@@ -349,6 +360,19 @@ func (sm *sim) loop(ctx context.Context) error {
 				sm.res.Flushes++
 				nd.rec.Flush(sm.at(e.at))
 			}
+		case evRepair:
+			nd.repairAt = -1
+			if !nd.dead {
+				sm.repair(nd)
+			}
+		case evAsk:
+			if !nd.dead {
+				sm.answer(nd, e.from, e.req)
+			}
+		case evState:
+			if !nd.dead {
+				sm.state(nd, e.from, e.st)
+			}
 		case evProbe:
 			sm.events++
 			sm.probe(int(e.node))
@@ -362,6 +386,9 @@ func (sm *sim) loop(ctx context.Context) error {
 			for _, o := range sm.nodes {
 				if !o.dead {
 					o.rec.NodeGone(nd.name)
+					if o.in != nil {
+						o.in.Forget(nd.name)
+					}
 				}
 			}
 		}

@@ -1,0 +1,166 @@
+package clustersim
+
+import (
+	"fmt"
+
+	"github.com/obol-dev/obol/gossip/packet"
+)
+
+// repair.go is the sequenced streams' repair on the simulated network, as
+// gossip runs it on memberlist, with the same package (gossip/stream):
+// every node numbers its messages and keeps the recent ones; a receiver
+// that finds a gap asks the origin for the missing seqs (a Request
+// datagram, lost and cut like any other), and the origin sends them again
+// from its ring, or, for one no longer there, and when the receiver gives
+// up or the gap is too wide, the two exchange snapshots (memberlist's
+// push/pull over TCP: not lost, but cut by partitions and dead nodes).
+
+// heard tells nd's receiver of p, and reports whether p is news to merge;
+// it schedules nd's repair when a gap is open.
+func (s *sim) heard(nd *node, p *packet.Packet) bool {
+	if nd.in == nil || p.Seq == 0 {
+		return true
+	}
+	fresh := nd.in.Heard(p.From, p.Incarnation, p.Seq, s.now)
+	if !fresh && s.now >= s.warm {
+		s.res.Duplicates++
+	}
+	s.scheduleRepair(nd)
+	return fresh
+}
+
+// scheduleRepair queues nd's next repair at its receiver's NextDue, unless
+// one is queued no later.
+func (s *sim) scheduleRepair(nd *node) {
+	at, ok := nd.in.NextDue()
+	if !ok {
+		return
+	}
+	at = max(at, s.now)
+	if nd.repairAt >= 0 && nd.repairAt <= at {
+		return
+	}
+	nd.repairAt = at
+	s.q.push(event{at: at, kind: evRepair, node: int32(nd.idx)})
+}
+
+// repair sends nd's due asks and runs the resyncs its receiver gave up to.
+func (s *sim) repair(nd *node) {
+	s.events++
+	resync := nd.in.Due(s.now, packet.MaxRequestItems, func(from string, inc uint64, seqs []uint64) {
+		j := s.index(from)
+		if j < 0 {
+			return
+		}
+		r := &packet.Request{From: nd.name, Incarnation: nd.rec.Incarnation(), Target: inc, Seqs: append([]uint64(nil), seqs...)}
+		b, err := packet.EncodeRequest(r)
+		if err != nil {
+			s.err = fmt.Errorf("clustersim: node %d: request: %w", nd.idx, err)
+			return
+		}
+		if s.now >= s.warm {
+			s.res.Asked += int64(len(seqs))
+		}
+		if s.wire(nd, j, len(b)) {
+			s.q.push(event{at: s.arrival(), kind: evAsk, node: int32(j), from: int32(nd.idx), req: r})
+		}
+	})
+	for _, from := range resync {
+		if j := s.index(from); j >= 0 {
+			s.resync(nd, s.nodes[j])
+		}
+	}
+	s.scheduleRepair(nd)
+}
+
+// answer is origin's reply to a Request from node from: the messages its
+// ring still holds, sent again to the asker alone; a resync when any is
+// gone.
+func (s *sim) answer(origin *node, from int32, r *packet.Request) {
+	s.events++
+	if r.Target != origin.rec.Incarnation() || origin.out == nil {
+		return // another incarnation's stream: the asker learns of the new one
+	}
+	asker := s.nodes[from]
+	gone := false
+	for _, seq := range r.Seqs {
+		b, ok := origin.out.Get(seq)
+		if !ok {
+			gone = true
+			continue
+		}
+		pkt, err := packet.Decode(b)
+		if err != nil {
+			s.err = fmt.Errorf("clustersim: node %d: a kept datagram does not decode: %w", origin.idx, err)
+			return
+		}
+		if s.now >= s.warm {
+			s.res.Resent++
+		}
+		if s.wire(origin, int(from), len(b)) {
+			dg := &datagram{from: int32(origin.idx), size: len(b), pkt: pkt}
+			s.q.push(event{at: s.arrival(), kind: evDeliver, dg: dg, to: []int32{from}})
+		}
+	}
+	if gone {
+		s.resync(origin, asker)
+	}
+}
+
+// resync exchanges snapshots between a and b, as memberlist's push/pull:
+// each one's state (with the last seq of its stream) reaches the other
+// after Delay, unless a partition cuts them or either is dead. The bytes
+// count as each node's.
+func (s *sim) resync(a, b *node) {
+	if a.dead || b.dead || s.cut(a.idx, b.idx) {
+		return
+	}
+	if s.now >= s.warm {
+		s.res.Resyncs++
+	}
+	for _, x := range [2][2]*node{{a, b}, {b, a}} {
+		src, dst := x[0], x[1]
+		st := src.rec.Snapshot()
+		st.From, st.Incarnation, st.Full = src.name, src.rec.Incarnation(), true
+		if src.out != nil {
+			st.Seq = src.out.Last()
+		}
+		enc, err := packet.Encode(st)
+		if err != nil {
+			s.err = fmt.Errorf("clustersim: node %d: snapshot: %w", src.idx, err)
+			return
+		}
+		if s.now >= s.warm {
+			src.cnt.bytes += int64(len(enc))
+			src.cnt.payload += int64(len(enc))
+			s.res.Bytes += int64(len(enc))
+			s.res.PayloadBytes += int64(len(enc))
+		}
+		dec, err := packet.Decode(enc)
+		if err != nil {
+			s.err = fmt.Errorf("clustersim: node %d: its snapshot does not decode: %w", src.idx, err)
+			return
+		}
+		s.q.push(event{at: s.now + s.delay, kind: evState, node: int32(dst.idx), from: int32(src.idx), st: dec})
+	}
+}
+
+// state merges a snapshot that reached nd: it covers its origin's stream
+// up to the snapshot's seq.
+func (s *sim) state(nd *node, from int32, st *packet.Packet) {
+	s.events++
+	if nd.in != nil {
+		nd.in.Covered(st.From, st.Incarnation, st.Seq)
+	}
+	s.curFrom = from
+	nd.rec.HandlePacket(st)
+	s.curFrom = -1
+}
+
+// index returns the index of the node named name, −1 for none.
+func (s *sim) index(name string) int {
+	if i, ok := s.byName[name]; ok {
+		return i
+	}
+	return -1
+}
