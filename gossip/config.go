@@ -119,10 +119,18 @@ type Config struct {
 	// ReceiveQueue is how many datagrams may wait for each worker. A
 	// datagram whose worker's queue is full is dropped, never waited for,
 	// counted in Stats.QueueDrops and logged at warn (at most once a
-	// minute); the sender's resends and resyncs repair it as they repair
-	// any loss. Full queues hold up to ReceiveWorkers × ReceiveQueue ×
-	// MaxDatagram bytes. 0: 1024; at most 65536.
+	// minute); the receiver asks its origin for it again (see Node.Repairs), or
+	// the sender's resends and resyncs repair it, as they repair any loss.
+	// Full queues hold up to ReceiveWorkers × ReceiveQueue × MaxDatagram
+	// bytes. 0: 1024; at most 65536.
 	ReceiveQueue int
+	// Unsequenced makes the node send unsequenced (version-1) messages,
+	// as releases before sequenced streams did, so that its reconcile
+	// layer resends every change on its schedule instead of shipping it
+	// once: for comparisons, and a way back should repair misbehave. The
+	// node still follows and repairs its peers' numbered streams. Off, a
+	// node numbers its messages whenever every live peer reads them.
+	Unsequenced bool
 }
 
 // ErrConfig is wrapped by every Config.Validate error.

@@ -52,13 +52,22 @@ func (d *delegate) LocalState(join bool) []byte {
 	if !n.enter() {
 		return nil
 	}
+	// The snapshot holds every message sent before it is taken: a peer
+	// that merges it need not ask for those (numbered only while every
+	// peer reads version 2).
+	var seq uint64
+	if n.Repairs() {
+		n.sendMu.Lock()
+		seq = n.out.Next()
+		n.sendMu.Unlock()
+	}
 	p := n.h.Snapshot()
 	n.exit()
 	if p == nil {
 		p = &packet.Packet{}
 	}
 	cp := *p
-	cp.From, cp.Incarnation, cp.Full = n.name, n.inc, true
+	cp.From, cp.Incarnation, cp.Full, cp.Seq = n.name, n.inc, true, seq
 	b, err := packet.Encode(&cp)
 	if err != nil {
 		n.log.Warn("gossip: snapshot not encoded", "err", err)
@@ -93,6 +102,7 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 	defer n.exit()
 	p.Full = true
 	n.received(p, len(buf))
+	n.covered(p)
 	n.h.HandlePacket(p)
 }
 
@@ -172,6 +182,7 @@ func (d *delegate) NotifyLeave(node *memberlist.Node) {
 	} else {
 		n.log.Warn("gossip: peer declared dead", "node", node.Name, "addr", node.Address(), "incarnation", inc)
 	}
+	n.forget(node.Name)
 	n.mu.Lock()
 	n.gone = append(n.gone, goneEvent{name: node.Name, inc: inc})
 	n.mu.Unlock()
@@ -226,6 +237,7 @@ func (n *Node) member(node *memberlist.Node, state string) {
 	defer n.mu.Unlock()
 	ps := n.peer(node.Name)
 	ps.addr = node.Address()
+	ps.protoMax = node.DMax
 	if ok {
 		ps.inc = inc
 		ps.leaving = leaving
@@ -244,6 +256,7 @@ func (n *Node) member(node *memberlist.Node, state string) {
 			delete(n.peers, name)
 		}
 	}
+	n.recountRepair()
 }
 
 // received records a packet or state of size bytes from p.From.

@@ -114,16 +114,9 @@ func (n *Node) beaconStep(now time.Time) int {
 		if ps.state != "dead" || ps.leaving || now.Sub(ps.changed) > goneRetention || name == n.name {
 			continue
 		}
-		host, port, err := net.SplitHostPort(ps.addr)
-		if err != nil {
-			continue
+		if m := memberNode(name, ps.addr); m != nil {
+			to = append(to, m)
 		}
-		p, err := strconv.Atoi(port)
-		ip := net.ParseIP(host)
-		if err != nil || ip == nil {
-			continue
-		}
-		to = append(to, &memberlist.Node{Name: name, Addr: ip, Port: uint16(p)})
 	}
 	n.mu.Unlock()
 	for _, m := range to {

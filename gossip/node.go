@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/gossip/stream"
 	"github.com/obol-dev/obol/internal/clock"
 )
 
@@ -76,6 +77,12 @@ type Stats struct {
 	StatesSkipped         uint64 // snapshots not sent because they exceeded the push/pull limit
 	Resyncs               uint64 // push/pulls started with a peer back from a silence or a death
 	QueueDrops            uint64 // sync messages dropped because their receive worker's queue was full (not in Dropped)
+	// Repair of sequenced streams: seqs this node asked its peers for,
+	// messages it sent again when asked, push/pulls started because a gap
+	// could not be filled (also in Resyncs), messages heard twice (not
+	// merged again), key names asked for and names told.
+	Asked, Resent, RepairResyncs, Duplicates uint64
+	NamesAsked, NamesSent                    uint64
 }
 
 // Node is one member of the gossip mesh. Its methods are safe for concurrent
@@ -101,6 +108,16 @@ type Node struct {
 	bytesIn, bytesOut, packetsIn, packetsOut atomic.Uint64
 	statesIn, statesOut, dropped, sendErrors atomic.Uint64
 	statesSkipped, resyncs, queueDrops       atomic.Uint64
+	asked, resent, repairResyncs, duplicates atomic.Uint64
+	namesAsked, namesSent                    atomic.Uint64
+
+	unsequenced bool
+	allRepair   atomic.Bool   // every live peer repairs (recountRepair)
+	sendMu      sync.Mutex    // numbers messages and sends them in order
+	out         *stream.Out   // this node's stream (under sendMu)
+	inMu        sync.Mutex    // guards in
+	in          *stream.In    // the peers' streams
+	repairKick  chan struct{} // wakes the repair loop
 
 	recv         receiver      // the receive workers' queues
 	dropsLogged  atomic.Uint64 // queueDrops when last logged
@@ -131,6 +148,7 @@ type peerState struct {
 	pktInc   uint64 // highest incarnation seen in its packets
 	leaving  bool
 	changed  time.Time // when state last changed
+	protoMax uint8     // memberlist's delegate protocol max: repairProtocol or more reads sequenced messages
 	lastSync time.Time
 	in, out  uint64
 	resynced time.Time // last push/pull this node started with it
@@ -171,7 +189,12 @@ func New(cfg Config, h Handler) (*Node, error) {
 		wake:        make(chan struct{}, 1),
 		done:        make(chan struct{}),
 		recv:        newReceiver(set.workers, set.queue),
+		unsequenced: cfg.Unsequenced,
+		out:         stream.NewOut(RepairMessages, RepairBytes),
+		in:          newIn(),
+		repairKick:  make(chan struct{}, 1),
 	}
+	n.allRepair.Store(true) // alone: nobody to wait for
 
 	mc := profile(cfg)
 	mc.Delegate = (*delegate)(n)
@@ -212,6 +235,8 @@ func New(cfg Config, h Handler) (*Node, error) {
 			go n.every(set.clk, func() time.Duration { return set.beaconEvery }, n.beaconStep)
 		}
 	}
+	n.wg.Add(1)
+	go n.repairLoop(set.clk)
 	if set.rejoinEvery > 0 {
 		every, rng := set.rejoinEvery, set.rng // rng: this goroutine's alone
 		n.wg.Add(1)
@@ -286,10 +311,12 @@ func (n *Node) Live() int { return n.ml.NumMembers() }
 
 // Send splits p into messages of at most Budget bytes and sends each, best
 // effort over UDP, to every live member except self. From and Incarnation
-// are set to this node's (p is not modified). It does not wait for the
-// network beyond handing datagrams to the kernel. It returns
-// packet.ErrTooLarge from packet.Split, or every send failure joined (each
-// also counted in Stats.SendErrors); with no other member it sends nothing.
+// are set to this node's, and, while the node Repairs, the messages are
+// the next of its numbered stream and kept to be sent again (p is not
+// modified). It does not wait for the network beyond handing datagrams to
+// the kernel. It returns packet.ErrTooLarge from packet.Split, or every
+// send failure joined (each also counted in Stats.SendErrors); with no
+// other member it sends nothing.
 func (n *Node) Send(p *packet.Packet) error {
 	if p == nil {
 		return fmt.Errorf("%w: nil packet", packet.ErrInvalid)
@@ -298,10 +325,19 @@ func (n *Node) Send(p *packet.Packet) error {
 		return ErrShutdown
 	}
 	cp := *p
-	cp.From, cp.Incarnation = n.name, n.inc
+	cp.From, cp.Incarnation, cp.Seq = n.name, n.inc, 0
+	n.sendMu.Lock() // one stream, sent in order
+	defer n.sendMu.Unlock()
+	numbered := n.Repairs()
+	if numbered {
+		cp.Seq = n.out.Next()
+	}
 	msgs, err := packet.Split(&cp, n.budget)
 	if err != nil {
 		return err
+	}
+	if numbered {
+		n.out.Sent(msgs)
 	}
 	var errs []error
 	for _, m := range n.ml.Members() {
@@ -359,6 +395,9 @@ func (n *Node) Stats() Stats {
 		StatesSkipped: n.statesSkipped.Load(),
 		Resyncs:       n.resyncs.Load(),
 		QueueDrops:    n.queueDrops.Load(),
+		Asked:         n.asked.Load(), Resent: n.resent.Load(),
+		RepairResyncs: n.repairResyncs.Load(), Duplicates: n.duplicates.Load(),
+		NamesAsked: n.namesAsked.Load(), NamesSent: n.namesSent.Load(),
 	}
 }
 

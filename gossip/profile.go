@@ -89,6 +89,14 @@ func profile(c Config) *memberlist.Config {
 		}
 	}
 	mc.EnableCompression = false
+	// The delegate protocol's range says what this build reads: version 1
+	// reads sequenced messages and answers Requests (repair.go). A node
+	// speaks version 0 (what every release accepts), so memberlist's
+	// version check lets old and new nodes share a mesh, and a sender
+	// numbers its messages only while every live peer's max is 1 or more.
+	mc.DelegateProtocolMin = 0
+	mc.DelegateProtocolVersion = 0
+	mc.DelegateProtocolMax = repairProtocol
 	mc.DeadNodeReclaimTime = deadNodeReclaim
 	mc.HandoffQueueDepth = handoffQueueDepth
 	mc.UDPBufferSize = MaxDatagram

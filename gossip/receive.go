@@ -135,8 +135,23 @@ func (n *Node) receiveLoop(q chan *[]byte) {
 }
 
 // receive decodes a sync message and hands it to the handler, unless it is
-// undecodable or claims this node's name (both counted in Stats.Dropped).
+// undecodable or claims this node's name (both counted in Stats.Dropped),
+// or was heard before (Stats.Duplicates); a request it answers.
 func (n *Node) receive(b []byte) {
+	if kind, _, err := packet.Peek(b); err == nil && kind == packet.KindRequest {
+		r, err := packet.DecodeRequest(b)
+		if err != nil || r.From == n.name {
+			n.dropped.Add(1)
+			n.log.Debug("gossip: dropped request", "bytes", len(b), "err", err)
+			return
+		}
+		if !n.enter() {
+			return
+		}
+		defer n.exit()
+		n.answer(r)
+		return
+	}
 	p := n.decode(b, "message")
 	if p == nil {
 		return
@@ -146,5 +161,7 @@ func (n *Node) receive(b []byte) {
 	}
 	defer n.exit()
 	n.received(p, len(b))
-	n.h.HandlePacket(p)
+	if n.heard(p) {
+		n.h.HandlePacket(p)
+	}
 }

@@ -1,5 +1,22 @@
 package gossip
 
+// Sequenced streams and their repair: Send numbers a node's messages while
+// every live peer reads them (Repairs), keeps the recent ones, and sends
+// them again to a peer that asks; the receive path notes every seq heard
+// (gossip/stream), and the repair loop asks origins for the gaps, or
+// resyncs with a push/pull when a gap cannot be filled.
+
+import (
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/gossip/stream"
+	"github.com/obol-dev/obol/internal/clock"
+)
+
 // RepairMessages and RepairBytes bound the ring of recent sync messages a
 // node keeps to send again when a peer asks for one it missed: the last
 // RepairMessages messages, fewer when they hold more than RepairBytes. A
@@ -8,3 +25,277 @@ const (
 	RepairMessages = 4096
 	RepairBytes    = 4 << 20
 )
+
+// repairProtocol is memberlist's delegate protocol max of a node that
+// reads sequenced messages and answers Requests.
+const repairProtocol = 1
+
+// NameSource is implemented by a Handler that can tell the names of key
+// hashes it shipped (reconcile.Cluster): a peer that received counts of a
+// hash whose name it does not know asks for it with a Request, and the
+// node answers with the names Names returns. Must not block.
+type NameSource interface {
+	Names(hashes []uint64) []packet.Name
+}
+
+// Repairs reports whether the node numbers its messages: unless
+// Config.Unsequenced, while every live peer reads sequenced messages and
+// asks for what it misses (memberlist's delegate protocol max of 1 or
+// more). A change can then ship once (reconcile.Repairer). Cheap: the
+// answer is kept up to date by membership events.
+func (n *Node) Repairs() bool { return !n.unsequenced && n.allRepair.Load() }
+
+// recountRepair recomputes whether every live peer repairs (n.mu held).
+func (n *Node) recountRepair() {
+	all := true
+	for name, ps := range n.peers {
+		if name != n.name && ps.state == "alive" && ps.protoMax < repairProtocol {
+			all = false
+			break
+		}
+	}
+	n.allRepair.Store(all)
+}
+
+// heard tells the receiver of p's seq and reports whether p is news: a
+// message heard before (a repair that crossed a late original) is not
+// merged again.
+func (n *Node) heard(p *packet.Packet) bool {
+	if p.Seq == 0 {
+		return true
+	}
+	now := n.clk.Now().UnixNano()
+	n.inMu.Lock()
+	fresh := n.in.Heard(p.From, p.Incarnation, p.Seq, now)
+	pending := n.in.Pending()
+	n.inMu.Unlock()
+	if pending {
+		n.kickRepair()
+	}
+	if !fresh {
+		n.duplicates.Add(1)
+	}
+	return fresh
+}
+
+// covered tells the receiver that a snapshot p holds its origin's stream
+// up to p.Seq.
+func (n *Node) covered(p *packet.Packet) {
+	if p.Seq == 0 {
+		return
+	}
+	n.inMu.Lock()
+	n.in.Covered(p.From, p.Incarnation, p.Seq)
+	n.inMu.Unlock()
+}
+
+// forget drops what the receiver knows of name's stream.
+func (n *Node) forget(name string) {
+	n.inMu.Lock()
+	n.in.Forget(name)
+	n.inMu.Unlock()
+}
+
+// kickRepair wakes the repair loop: a gap is open.
+func (n *Node) kickRepair() {
+	select {
+	case n.repairKick <- struct{}{}:
+	default:
+	}
+}
+
+// repairLoop runs repairStep, on clk, whenever the receiver has a gap open
+// or a resync to ask: at each instant its NextDue says, until nothing is
+// pending; then it waits for the next kick. It runs until Shutdown.
+func (n *Node) repairLoop(clk clock.Clock) {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.done:
+			return
+		case <-n.repairKick:
+		}
+		for {
+			n.inMu.Lock()
+			at, ok := n.in.NextDue()
+			n.inMu.Unlock()
+			if !ok {
+				break
+			}
+			if wait := time.Duration(at - clk.Now().UnixNano()); wait > 0 {
+				select {
+				case <-n.done:
+					return
+				case <-clk.After(wait):
+				}
+			}
+			n.repairStep(clk.Now())
+		}
+	}
+}
+
+// ask is one Request for the repair loop to send.
+type ask struct {
+	to  string
+	req packet.Request
+}
+
+// repairStep is the repair loop's step: it sends the asks due at now to
+// their origins and queues a push/pull with each origin the receiver gave
+// up on; it returns how many asks it sent.
+func (n *Node) repairStep(now time.Time) int {
+	if n.stopped() {
+		return 0
+	}
+	var asks []ask
+	n.inMu.Lock()
+	if !n.in.Pending() {
+		n.inMu.Unlock()
+		return 0
+	}
+	resync := n.in.Due(now.UnixNano(), packet.MaxRequestItems, func(from string, inc uint64, seqs []uint64) {
+		asks = append(asks, ask{to: from, req: packet.Request{From: n.name, Incarnation: n.inc, Target: inc, Seqs: append([]uint64(nil), seqs...)}})
+	})
+	n.inMu.Unlock()
+	sent := 0
+	for i := range asks {
+		a := &asks[i]
+		if n.sendRequest(a.to, &a.req) {
+			n.asked.Add(uint64(len(a.req.Seqs)))
+			sent++
+		}
+	}
+	if len(resync) > 0 {
+		n.mu.Lock()
+		for _, name := range resync {
+			n.repairResyncs.Add(1)
+			n.queueResyncLocked(name, n.peer(name), now)
+		}
+		n.mu.Unlock()
+	}
+	return sent
+}
+
+// AskNames asks the node named origin, of incarnation inc, for the names
+// of hashes (at most packet.MaxRequestItems), best effort: the answer, if
+// any, arrives as a sync message holding the names. Safe for concurrent
+// use; reconcile calls it for counts whose key it cannot name.
+func (n *Node) AskNames(origin string, inc uint64, hashes []uint64) {
+	if n.stopped() || len(hashes) == 0 {
+		return
+	}
+	hashes = hashes[:min(len(hashes), packet.MaxRequestItems)]
+	if n.sendRequest(origin, &packet.Request{From: n.name, Incarnation: n.inc, Target: inc, Hashes: hashes}) {
+		n.namesAsked.Add(uint64(len(hashes)))
+	}
+}
+
+// sendRequest sends r to the member named to, and reports whether it went.
+func (n *Node) sendRequest(to string, r *packet.Request) bool {
+	b, err := packet.EncodeRequest(r)
+	if err != nil {
+		n.log.Debug("gossip: request not encoded", "err", err)
+		return false
+	}
+	return n.sendTo(to, b)
+}
+
+// sendTo sends datagram b to the member named to, best effort, counting
+// it; false when the member's address is unknown or the send failed.
+func (n *Node) sendTo(to string, b []byte) bool {
+	n.mu.Lock()
+	var addr string
+	if ps := n.peers[to]; ps != nil {
+		addr = ps.addr
+	}
+	n.mu.Unlock()
+	m := memberNode(to, addr)
+	if m == nil {
+		return false
+	}
+	if err := n.ml.SendBestEffort(m, b); err != nil {
+		n.sendErrors.Add(1)
+		return false
+	}
+	n.packetsOut.Add(1)
+	n.bytesOut.Add(uint64(len(b)))
+	n.mu.Lock()
+	n.peer(to).out += uint64(len(b))
+	n.mu.Unlock()
+	return true
+}
+
+// memberNode is the memberlist node to send to name at addr ("ip:port"),
+// nil when addr is not one.
+func memberNode(name, addr string) *memberlist.Node {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil
+	}
+	p, err := strconv.Atoi(port)
+	ip := net.ParseIP(host)
+	if err != nil || ip == nil || p <= 0 || p > 65535 {
+		return nil
+	}
+	return &memberlist.Node{Name: name, Addr: ip, Port: uint16(p)}
+}
+
+// answer serves a peer's Request: the messages of this incarnation's
+// stream it asks for, sent again to it alone from the ring (a push/pull
+// with it when any is no longer kept), and the names of the hashes it
+// asks for, when the handler can tell them (NameSource).
+func (n *Node) answer(r *packet.Request) {
+	if r.Target != n.inc {
+		return // another incarnation's stream: the asker will hear of this one
+	}
+	if len(r.Seqs) > 0 {
+		msgs := make([][]byte, 0, len(r.Seqs))
+		gone := false
+		n.sendMu.Lock()
+		for _, s := range r.Seqs {
+			if b, ok := n.out.Get(s); ok {
+				msgs = append(msgs, b)
+			} else {
+				gone = true
+			}
+		}
+		n.sendMu.Unlock()
+		for _, b := range msgs {
+			if n.sendTo(r.From, b) {
+				n.resent.Add(1)
+			}
+		}
+		if gone {
+			now := n.clk.Now()
+			n.mu.Lock()
+			n.repairResyncs.Add(1)
+			n.queueResyncLocked(r.From, n.peer(r.From), now)
+			n.mu.Unlock()
+		}
+	}
+	if len(r.Hashes) > 0 {
+		ns, ok := n.h.(NameSource)
+		if !ok {
+			return
+		}
+		names := ns.Names(r.Hashes)
+		if len(names) == 0 {
+			return
+		}
+		msgs, err := packet.Split(&packet.Packet{From: n.name, Incarnation: n.inc, Names: names}, n.budget)
+		if err != nil {
+			n.log.Debug("gossip: names not encoded", "err", err)
+			return
+		}
+		sent := false
+		for _, b := range msgs {
+			sent = n.sendTo(r.From, b) || sent
+		}
+		if sent {
+			n.namesSent.Add(uint64(len(names)))
+		}
+	}
+}
+
+// newIn is the receiver a node starts with.
+func newIn() *stream.In { return stream.NewIn(stream.Options{}) }

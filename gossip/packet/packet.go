@@ -75,8 +75,9 @@ type Packet struct {
 	Full        bool   // a full snapshot (push/pull) rather than a delta
 	// Seq is the message's place in its origin's stream (1, 2, …), or 0
 	// for an unsequenced message. Split numbers the messages of a packet
-	// Seq, Seq+1, …; a snapshot's Seq is the last one its origin had sent
-	// when it was taken (every earlier message's content is in it).
+	// Seq, Seq+1, …; a snapshot's Seq is the one its origin's next
+	// message was to get when it was taken (every earlier message's
+	// content is in it).
 	Seq    uint64
 	Names  []Name
 	Counts []Count

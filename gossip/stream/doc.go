@@ -11,7 +11,7 @@
 // asked for (In.Due), again every Options.Retry, at most Options.Tries
 // times; then, or when a gap is wider than Options.MaxGap, the receiver
 // resyncs with the origin instead (a full snapshot). A snapshot that holds
-// everything up to a seq closes the gaps below it (In.Covered).
+// every message before a seq closes the gaps below it (In.Covered).
 //
 // The package is pure: no clock, no network, no goroutines; time is an
 // argument in nanoseconds. gossip runs it over memberlist and the cluster

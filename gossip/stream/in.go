@@ -60,6 +60,7 @@ type In struct {
 
 type origin struct {
 	inc     uint64
+	start   uint64 // the seq the stream was started at
 	high    uint64 // the highest seq heard or covered
 	missing []miss // ascending seq
 	resync  bool
@@ -85,14 +86,14 @@ func (in *In) stream(from string, inc, high uint64) (*origin, bool) {
 	o := in.origins[from]
 	switch {
 	case o == nil:
-		o = &origin{inc: inc, high: high}
+		o = &origin{inc: inc, start: high, high: high}
 		in.origins[strings.Clone(from)] = o
 		return o, true
 	case inc < o.inc:
 		return nil, false
 	case inc > o.inc:
 		in.setOpen(o, false)
-		*o = origin{inc: inc, high: high}
+		*o = origin{inc: inc, start: high, high: high}
 		return o, true
 	}
 	return o, false
@@ -118,7 +119,8 @@ func (in *In) setOpen(o *origin, resync bool) {
 // that crossed a late original, a duplicate) and true otherwise, a stale
 // incarnation's included (the merge judges those). The first seq heard of
 // an incarnation starts its stream: nothing before it is asked for (a
-// joiner's push/pull covers it).
+// joiner's push/pull covers it), and what arrives from before it (a
+// message overtaken by a later one) is news.
 func (in *In) Heard(from string, inc, seq uint64, now int64) bool {
 	if seq == 0 {
 		return true // unsequenced
@@ -148,6 +150,8 @@ func (in *In) Heard(from string, inc, seq uint64, now int64) bool {
 		return true
 	case seq == o.high:
 		return false
+	case seq < o.start:
+		return true // from before the stream started here: untracked
 	}
 	i, ok := slices.BinarySearchFunc(o.missing, seq, func(m miss, s uint64) int {
 		switch {
@@ -168,24 +172,29 @@ func (in *In) Heard(from string, inc, seq uint64, now int64) bool {
 	return true
 }
 
-// Covered records that a snapshot of from's incarnation inc holds the
-// content of every message up to seq: gaps below it close, and a stream
-// not followed yet starts there.
-func (in *In) Covered(from string, inc, seq uint64) {
-	if seq == 0 {
+// Covered records that a snapshot of from's incarnation inc, taken when
+// the origin's next message was to be seq next, holds the content of every
+// message before next: gaps below it close, and a stream not followed yet
+// starts there (a loss of message next itself is then found).
+func (in *In) Covered(from string, inc, next uint64) {
+	if next == 0 {
 		return
 	}
-	o, fresh := in.stream(from, inc, seq)
-	if o == nil || fresh {
+	o, fresh := in.stream(from, inc, next-1)
+	if o == nil {
+		return
+	}
+	if fresh {
+		o.start = next
 		return
 	}
 	was := len(o.missing) > 0 || o.resync
 	k := 0
-	for k < len(o.missing) && o.missing[k].seq <= seq {
+	for k < len(o.missing) && o.missing[k].seq < next {
 		k++
 	}
 	o.missing = slices.Delete(o.missing, 0, k)
-	o.high = max(o.high, seq)
+	o.high = max(o.high, next-1)
 	o.resync = false
 	if was && len(o.missing) == 0 {
 		in.open--

@@ -88,6 +88,7 @@ func TestInFindsGaps(t *testing.T) {
 		resync []string
 	}{
 		{at: 0, heard: 7, fresh: true},                      // the first seq starts the stream
+		{at: 0, heard: 6, fresh: true},                      // one overtaken: untracked, news
 		{at: 1 * ms, heard: 8, fresh: true},                 //
 		{at: 1 * ms, heard: 8, fresh: false},                // a duplicate
 		{at: 2 * ms, heard: 11, fresh: true},                // 9 and 10 missing
@@ -156,24 +157,31 @@ func TestInIncarnations(t *testing.T) {
 
 func TestInCovered(t *testing.T) {
 	in := NewIn(Options{Wait: ms})
-	in.Covered("a", 1, 20) // a snapshot first: the stream starts after 20
+	in.Covered("a", 1, 21) // a snapshot first, taken before message 21: the stream starts there
 	in.Heard("a", 1, 23, 0)
 	asks, _ := due(in, ms, 128)
 	if want := []ask{{"a", 1, []uint64{21, 22}}}; !reflect.DeepEqual(asks, want) {
 		t.Fatalf("asks %v, want %v", asks, want)
 	}
 	in.Heard("a", 1, 26, 2*ms)
-	in.Covered("a", 1, 24) // a later snapshot holds 21..24
+	in.Covered("a", 1, 25) // a later snapshot holds 21..24
 	asks, _ = due(in, 300*ms, 128)
 	if want := []ask{{"a", 1, []uint64{25}}}; !reflect.DeepEqual(asks, want) {
 		t.Fatalf("after the snapshot, asks %v, want %v", asks, want)
 	}
-	in.Covered("a", 1, 30)
+	in.Covered("a", 1, 31)
 	if in.Pending() {
 		t.Fatal("a snapshot past every gap left one open")
 	}
 	if in.Heard("a", 1, 28, 0) {
 		t.Fatal("a message the snapshot covered is news")
+	}
+	// A snapshot taken before anything was sent starts the stream at 1:
+	// the loss of the very first message is found.
+	in.Covered("b", 1, 1)
+	in.Heard("b", 1, 2, 0)
+	if asks, _ := due(in, 300*ms, 128); !reflect.DeepEqual(asks, []ask{{"b", 1, []uint64{1}}}) {
+		t.Fatalf("asks %v, want b's seq 1", asks)
 	}
 }
 

@@ -123,7 +123,7 @@ func (s *sim) resync(a, b *node) {
 		st := src.rec.Snapshot()
 		st.From, st.Incarnation, st.Full = src.name, src.rec.Incarnation(), true
 		if src.out != nil {
-			st.Seq = src.out.Last()
+			st.Seq = src.out.Next()
 		}
 		enc, err := packet.Encode(st)
 		if err != nil {
