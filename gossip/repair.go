@@ -178,10 +178,19 @@ func (n *Node) repairStep(now time.Time) int {
 
 // AskNames asks the node named origin, of incarnation inc, for the names
 // of hashes (at most packet.MaxRequestItems), best effort: the answer, if
-// any, arrives as a sync message holding the names. Safe for concurrent
-// use; reconcile calls it for counts whose key it cannot name.
+// any, arrives as a sync message holding the names. A peer of an earlier
+// release, which would not answer, is not asked. Safe for concurrent use;
+// reconcile calls it for counts whose key it cannot name
+// (reconcile.NameAsker).
 func (n *Node) AskNames(origin string, inc uint64, hashes []uint64) {
 	if n.stopped() || len(hashes) == 0 {
+		return
+	}
+	n.mu.Lock()
+	ps := n.peers[origin]
+	answers := ps != nil && ps.protoMax >= repairProtocol // an earlier release would drop the Request
+	n.mu.Unlock()
+	if !answers {
 		return
 	}
 	hashes = hashes[:min(len(hashes), packet.MaxRequestItems)]

@@ -69,8 +69,11 @@ type Options struct {
 	TickOnly bool
 	// FlushGap is the least time between two drift flushes: keys that
 	// reach their threshold sooner after a flush are shipped together at
-	// the end of the gap, in one flush. 0 = DefaultFlushGap; negative =
-	// none (every threshold reached is a flush at once).
+	// the end of the gap, in one flush. 0 = DefaultFlushGap, shortened to
+	// a hundredth of the shortest window of any resource (so that the
+	// hits a gap holds back are at most 1% of a limit); negative = none
+	// (every threshold reached is a flush at once); a positive value is
+	// used as is.
 	FlushGap time.Duration
 	// Clock is the time source of Run and of merges; nil = the real clock.
 	Clock clock.Clock
@@ -86,11 +89,14 @@ type Options struct {
 }
 
 // DefaultFlushGap is Options.FlushGap's default. When every hit reaches the
-// drift threshold (N > drift·limit, where the threshold is one hit), a hot
-// key would otherwise be a datagram to every peer per hit; with the gap a
-// node sends at most 500 flushes a second, and the hits it admits during
-// one gap reach peers up to a gap later (see docs/cluster.md's bound).
-const DefaultFlushGap = 2 * time.Millisecond
+// drift threshold (N > drift·limit, where the threshold is one hit), a
+// busy key, or many sparse ones, would otherwise be a datagram to every
+// peer per hit, most of its bytes the datagram's own overhead; with the
+// gap a node sends at most 100 flushes a second, and the hits it admits
+// during one gap reach peers up to a gap later (see docs/cluster.md's
+// bound). It is shortened to a hundredth of the shortest window of any
+// resource.
+const DefaultFlushGap = 10 * time.Millisecond
 
 // Cluster is this node's side of the cluster model: its own hits to ship
 // and what its peers told it. Safe for concurrent use.
@@ -119,7 +125,10 @@ type Cluster struct {
 	live    atomic.Int64
 
 	kick      chan struct{}
-	shipped   atomic.Bool // the last Step or Flush sent entries
+	gapAuto   bool         // flushGap is the default, capped by minLife
+	minLife   atomic.Int64 // ms: the shortest window of any resource (0: none)
+	sentLast  atomic.Bool  // the last Step or Flush sent entries
+	named     nameMemory  // the names this node shipped lately
 	flushGap  time.Duration
 	lastFlush atomic.Int64  // Unix ns of the last Flush (0: none yet)
 	tick      atomic.Uint32 // Steps taken: the schedule of resends counts in ticks
@@ -171,7 +180,7 @@ func New(o Options) *Cluster {
 	}
 	switch {
 	case c.flushGap == 0:
-		c.flushGap = DefaultFlushGap
+		c.flushGap, c.gapAuto = DefaultFlushGap, true
 	case c.flushGap < 0:
 		c.flushGap = 0
 	}
@@ -207,6 +216,15 @@ func (c *Cluster) Recorder(name string, rc *config.Resource) local.Recorder {
 		c.res[name] = r
 	}
 	r.p.Store(p)
+	var least int64
+	for _, x := range c.res {
+		for _, l := range x.p.Load().life {
+			if l > 0 && (least == 0 || l < least) {
+				least = l
+			}
+		}
+	}
+	c.minLife.Store(least)
 	return r
 }
 
@@ -321,13 +339,26 @@ func (c *Cluster) packet() *packet.Packet {
 // end of the gap after the last flush (Options.FlushGap).
 func (c *Cluster) FlushAt(now time.Time) time.Time {
 	last := c.lastFlush.Load()
-	if last == 0 || c.flushGap == 0 {
+	gap := c.gap()
+	if last == 0 || gap == 0 {
 		return now
 	}
-	if at := time.Unix(0, last).Add(c.flushGap); at.After(now) {
+	if at := time.Unix(0, last).Add(gap); at.After(now) {
 		return at
 	}
 	return now
+}
+
+// gap is the flush gap in force: Options.FlushGap, or by default
+// DefaultFlushGap capped at a hundredth of the shortest window.
+func (c *Cluster) gap() time.Duration {
+	if !c.gapAuto {
+		return c.flushGap
+	}
+	if l := c.minLife.Load(); l > 0 {
+		return min(c.flushGap, time.Duration(l)*time.Millisecond/100)
+	}
+	return c.flushGap
 }
 
 // shipsOnce reports whether the sender's peers all repair loss
@@ -411,10 +442,11 @@ func (c *Cluster) Step(now time.Time) {
 	// read a silence as loss and resync (gossip.Config.ResyncAfter). When
 	// changes ship once, the first idle tick after a shipment sends one
 	// too: its seq shows a peer that lost the last message its gap.
-	c.send(pkt, housekeeping || (once && c.shipped.Load()))
+	c.send(pkt, housekeeping || (once && c.sentLast.Load()))
 	if housekeeping {
 		c.mu.Lock()
 		c.tab.sweep(ms, 2*int64(c.interval/time.Millisecond)+1000, c.life)
+		asks := c.tab.takeAsks()
 		ops, expired := c.tab.expireSilent(ms, c.silence(), nil)
 		var conflicts []string
 		for name := range c.tab.origins {
@@ -423,6 +455,8 @@ func (c *Cluster) Step(now time.Time) {
 			}
 		}
 		c.mu.Unlock()
+		c.askNames(asks)
+		c.named.sweep(ms)
 		c.apply(ops, ms)
 		for _, name := range expired {
 			c.stats.silentExpired.Add(1)
@@ -548,7 +582,7 @@ func (c *Cluster) send(pkt *packet.Packet, heartbeat bool) bool {
 	if b == nil {
 		return false
 	}
-	c.shipped.Store(len(pkt.Counts) > 0 || len(pkt.Marks) > 0 || len(pkt.Gauges) > 0)
+	c.sentLast.Store(len(pkt.Counts) > 0 || len(pkt.Marks) > 0 || len(pkt.Gauges) > 0)
 	if err := b.s.Send(pkt); err != nil {
 		if c.stats.sendErrors.Add(1) == 1 {
 			c.log.Warn("gossip send failed", "err", err)
@@ -586,7 +620,9 @@ func (c *Cluster) HandlePacket(p *packet.Packet) {
 	c.mu.Lock()
 	ops, ok := c.tab.merge(p, now, (*buf)[:0])
 	*buf = ops
+	asks := c.tab.takeAsks()
 	c.mu.Unlock()
+	c.askNames(asks)
 	if !ok {
 		c.stats.stale.Add(1)
 		return

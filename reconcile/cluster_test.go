@@ -265,10 +265,10 @@ func TestFlushAtKeepsTheGap(t *testing.T) {
 		now  time.Time
 		want time.Time
 	}{
-		{name: "at the flush", now: ms(10), want: ms(12)},
-		{name: "within the gap", now: ms(11), want: ms(12)},
-		{name: "at the gap's end", now: ms(12), want: ms(12)},
-		{name: "after the gap", now: ms(15), want: ms(15)},
+		{name: "at the flush", now: ms(10), want: ms(20)},
+		{name: "within the gap", now: ms(11), want: ms(20)},
+		{name: "at the gap's end", now: ms(20), want: ms(20)},
+		{name: "after the gap", now: ms(25), want: ms(25)},
 	} {
 		if got := c.FlushAt(tc.now); !got.Equal(tc.want) {
 			t.Errorf("%s: FlushAt = %v, want %v", tc.name, got.Sub(t0), tc.want.Sub(t0))
@@ -279,8 +279,25 @@ func TestFlushAtKeepsTheGap(t *testing.T) {
 	if got := none.FlushAt(ms(11)); !got.Equal(ms(11)) {
 		t.Errorf("no gap: FlushAt = %v, want now", got.Sub(t0))
 	}
-	if reconcile.DefaultFlushGap != 2*time.Millisecond {
-		t.Errorf("DefaultFlushGap = %v; the docs say 2 ms", reconcile.DefaultFlushGap)
+	if reconcile.DefaultFlushGap != 10*time.Millisecond {
+		t.Errorf("DefaultFlushGap = %v; the docs say 10 ms", reconcile.DefaultFlushGap)
+	}
+	// The default gap is at most a hundredth of the shortest window: a
+	// resource with a 300 ms window makes it 3 ms; a set gap stays.
+	short, err := config.ParseResource([]byte(`{"kind":"tiers","tiers":"10,0.3,0.3,0"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		gap  time.Duration
+		want time.Time
+	}{{0, ms(13)}, {7 * time.Millisecond, ms(17)}} {
+		c := reconcile.New(reconcile.Options{Name: "c", Incarnation: 1, Clock: clock.NewFake(t0), FlushGap: tc.gap})
+		c.Recorder("t/short", short)
+		c.Flush(ms(10))
+		if got := c.FlushAt(ms(11)); !got.Equal(tc.want) {
+			t.Errorf("FlushGap %v, a 300 ms window: FlushAt = %v, want %v", tc.gap, got.Sub(t0), tc.want.Sub(t0))
+		}
 	}
 }
 
@@ -304,7 +321,7 @@ func TestRunCoalescesFlushesWithinTheGap(t *testing.T) {
 	if got := flushes(); got != 1 {
 		t.Fatalf("flushes = %d within the gap, want 1", got)
 	}
-	fc.Advance(2 * time.Millisecond)
+	fc.Advance(reconcile.DefaultFlushGap) // the test's windows are 1 s or more
 	waitFor(t, "the flush at the gap's end", func() bool { return flushes() == 2 })
 	net.mu.Lock()
 	last := net.sent[len(net.sent)-1]

@@ -1,6 +1,11 @@
 package reconcile
 
-import "github.com/obol-dev/obol/gossip/packet"
+import (
+	"cmp"
+	"slices"
+
+	"github.com/obol-dev/obol/gossip/packet"
+)
 
 // merge.go is the merge of peers' packets, pure: no clock, no locks, no I/O.
 // Per origin it keeps the highest cumulative count seen for each (key, slot,
@@ -111,14 +116,22 @@ type table struct {
 	// since replaced: resolving checks each origin's key), so that a name
 	// arriving resolves its key without a look at every origin.
 	waiting map[uint64][]*origin
-	self    string
+	// asked is when each waiting hash's name was last asked for (ms);
+	// asks, the asks merge found to make, for the caller to send.
+	asked map[uint64]int64
+	asks  []nameAsk
+	// idle is, per name no origin's key uses, when a key last used it
+	// (ms): it is kept NameTTL from then (see NameTTL).
+	idle map[uint64]int64
+	self string
 }
 
 func newTable(self string) *table {
-	return &table{origins: make(map[string]*origin), names: make(map[uint64]keyName), waiting: make(map[uint64][]*origin), self: self}
+	return &table{origins: make(map[string]*origin), names: make(map[uint64]keyName), waiting: make(map[uint64][]*origin),
+		asked: make(map[uint64]int64), idle: make(map[uint64]int64), self: self}
 }
 
-func (o *origin) key(h uint64, t *table) *remoteKey {
+func (o *origin) key(h uint64, t *table, now int64) *remoteKey {
 	k, ok := o.keys[h]
 	if !ok {
 		_, named := t.names[h]
@@ -126,9 +139,29 @@ func (o *origin) key(h uint64, t *table) *remoteKey {
 		o.keys[h] = k
 		if !named {
 			t.waiting[h] = append(t.waiting[h], o)
+			if _, asked := t.asked[h]; !asked {
+				t.ask(o, h, now)
+			}
 		}
 	}
 	return k
+}
+
+// ask records that origin o is to be asked for the name of h at now.
+func (t *table) ask(o *origin, h uint64, now int64) {
+	t.asked[h] = now
+	if n := len(t.asks); n > 0 && t.asks[n-1].origin == o.name && t.asks[n-1].inc == o.inc {
+		t.asks[n-1].hashes = append(t.asks[n-1].hashes, h)
+		return
+	}
+	t.asks = append(t.asks, nameAsk{origin: o.name, inc: o.inc, hashes: []uint64{h}})
+}
+
+// takeAsks returns the asks recorded since the last call.
+func (t *table) takeAsks() []nameAsk {
+	a := t.asks
+	t.asks = nil
+	return a
 }
 
 // merge folds p into the table at now (ms) and appends to out what the
@@ -163,6 +196,7 @@ func (t *table) merge(p *packet.Packet, now int64, out []op) ([]op, bool) {
 			continue
 		}
 		t.names[n.Hash] = keyName{n.Resource, n.Domain}
+		t.idle[n.Hash] = now                   // kept a while even if nothing uses it yet
 		for _, ob := range t.waiting[n.Hash] { // apply what was waiting for the name
 			if k, ok := ob.keys[n.Hash]; ok && !k.resolved {
 				k.resolved = true
@@ -170,9 +204,10 @@ func (t *table) merge(p *packet.Packet, now int64, out []op) ([]op, bool) {
 			}
 		}
 		delete(t.waiting, n.Hash)
+		delete(t.asked, n.Hash)
 	}
 	for _, m := range p.Marks {
-		k := o.key(m.Hash, t)
+		k := o.key(m.Hash, t, now)
 		k.seen = now
 		if !k.setMark(m.Slot, m.At) {
 			continue
@@ -182,7 +217,7 @@ func (t *table) merge(p *packet.Packet, now int64, out []op) ([]op, bool) {
 		}
 	}
 	for _, c := range p.Counts {
-		k := o.key(c.Hash, t)
+		k := o.key(c.Hash, t, now)
 		k.seen = now
 		if d := k.setCount(c.Slot, c.Bucket, c.Value); d > 0 && k.resolved {
 			out = t.emit(out, opCount, c.Hash, int(c.Slot), c.Bucket, int64(d))
@@ -194,7 +229,7 @@ func (t *table) merge(p *packet.Packet, now int64, out []op) ([]op, bool) {
 			watermark = max(watermark, g.Version)
 			continue
 		}
-		k := o.key(g.Hash, t)
+		k := o.key(g.Hash, t, now)
 		k.seen = now
 		if g.Version <= k.gver {
 			continue
@@ -302,11 +337,13 @@ func (t *table) gone(name string, out []op) []op {
 // kept, in ms.
 const unresolvedTTL = 10 * 60 * 1000
 
-// sweep forgets what can no longer matter at now: buckets past their slot's
-// lifetime (life reports it, and false for a resource no longer configured),
-// entries past their tier's active and cooldown, keys left empty, and names
-// no origin uses. A bucket is kept for its lifetime plus grace, so a late
-// duplicate finds it and is not applied twice.
+// sweep forgets what can no longer matter at now: buckets past their
+// slot's lifetime (life reports it, and false for a resource no longer
+// configured), entries past their tier's active and cooldown, keys left
+// empty, and names no origin has used for NameTTL (sooner past MaxNames).
+// A bucket is kept for its lifetime plus grace, so a late duplicate finds
+// it and is not applied twice. It asks again (into the asks) for names
+// asked for more than askAgain ago that have not come.
 func (t *table) sweep(now, grace int64, life func(resource string, slot uint32, mark bool) (int64, bool)) {
 	used := make(map[uint64]bool)
 	for _, o := range t.origins {
@@ -317,6 +354,9 @@ func (t *table) sweep(now, grace int64, life func(resource string, slot uint32, 
 					delete(o.keys, h)
 				} else {
 					used[h] = true
+					if at, ok := t.asked[h]; (!ok || now-at > askAgain) && !o.gone {
+						t.ask(o, h, now)
+					}
 				}
 				continue
 			}
@@ -336,6 +376,7 @@ func (t *table) sweep(now, grace int64, life func(resource string, slot uint32, 
 			k.marks = ms
 			if len(k.counts) == 0 && len(k.marks) == 0 && k.gauge == 0 {
 				delete(o.keys, h)
+				t.idle[h] = max(t.idle[h], k.seen)
 				continue
 			}
 			used[h] = true
@@ -345,13 +386,39 @@ func (t *table) sweep(now, grace int64, life func(resource string, slot uint32, 
 		}
 	}
 	for h := range t.names {
-		if !used[h] {
-			delete(t.names, h)
+		if used[h] {
+			delete(t.idle, h)
+			continue
 		}
+		if at, ok := t.idle[h]; !ok || now-at > NameTTL {
+			delete(t.names, h)
+			delete(t.idle, h)
+		}
+	}
+	if over := len(t.idle) - MaxNames; over > 0 {
+		t.dropIdle(over)
 	}
 	for h := range t.waiting {
 		if !used[h] {
 			delete(t.waiting, h)
+			delete(t.asked, h)
 		}
+	}
+}
+
+// dropIdle forgets the n names unused longest.
+func (t *table) dropIdle(n int) {
+	type idle struct {
+		h  uint64
+		at int64
+	}
+	all := make([]idle, 0, len(t.idle))
+	for h, at := range t.idle {
+		all = append(all, idle{h, at})
+	}
+	slices.SortFunc(all, func(a, b idle) int { return cmp.Compare(a.at, b.at) })
+	for _, x := range all[:n] {
+		delete(t.names, x.h)
+		delete(t.idle, x.h)
 	}
 }

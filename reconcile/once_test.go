@@ -108,3 +108,95 @@ func TestShipOnceWhenPeersRepair(t *testing.T) {
 		t.Fatalf("without repair the change shipped %d times, want 3 (1, 2 and 3 ticks after; at 5 its 1 s window is over)", shipments)
 	}
 }
+
+// asking is a repairing sender that can ask peers for names
+// (reconcile.NameAsker), answered at once from the origin's Names.
+type asking struct {
+	repairing
+	asked []uint64
+}
+
+func (s *asking) AskNames(origin string, inc uint64, hashes []uint64) {
+	s.asked = append(s.asked, hashes...)
+	s.net.mu.Lock()
+	o := s.net.nodes[origin]
+	me := s.net.nodes[s.from]
+	s.net.mu.Unlock()
+	if o == nil || me == nil || o.Incarnation() != inc {
+		return
+	}
+	if names := o.Names(hashes); len(names) > 0 {
+		me.HandlePacket(&packet.Packet{From: origin, Incarnation: inc, Names: names})
+	}
+}
+
+// TestNamesOncePerKey: shipping once, a key's name is left out while its
+// peers keep it (NameTTL since its last shipment), even after the sender
+// forgot the key itself; a peer that lacks it anyway (it restarted) asks
+// the origin, and counts what waited for the name.
+func TestNamesOncePerKey(t *testing.T) {
+	fc := clock.NewFake(t0)
+	net, nodes := cluster(t, fc, "a", "b")
+	a, b := nodes[0], nodes[1]
+	a.c.SetSender(&asking{repairing: repairing{memSender: memSender{net, "a"}, on: true}})
+	bs := &asking{repairing: repairing{memSender: memSender{net, "b"}, on: true}}
+	b.c.SetSender(bs)
+	tick := func() []*packet.Packet {
+		n := sentCount(net)
+		fc.Advance(250 * time.Millisecond)
+		a.c.Step(fc.Now())
+		b.c.Step(fc.Now())
+		return sentSince(net, n)
+	}
+	names := func(ps []*packet.Packet) int {
+		n := 0
+		for _, p := range ps {
+			if p.From == "a" {
+				n += len(p.Names)
+			}
+		}
+		return n
+	}
+	tick()
+	req(t, a, fc.Now(), "t/one", "u", 1)
+	if n := names(tick()); n != 1 {
+		t.Fatalf("the first shipment carried %d names, want 1", n)
+	}
+	for range 40 { // 10 s: the key's 1 s window is long over; a forgets it, b keeps its name
+		tick()
+	}
+	req(t, a, fc.Now(), "t/one", "u", 1)
+	if n := names(tick()); n != 0 {
+		t.Fatalf("a shipment within NameTTL carried %d names, want none", n)
+	}
+	if d := req(t, b, fc.Now(), "t/one", "u", 0); d.TierHits != 1 {
+		t.Fatalf("b counts %d hits of u in its window, want 1 (it kept the name)", d.TierHits)
+	}
+	if len(bs.asked) != 0 {
+		t.Fatalf("b asked for %d names it had", len(bs.asked))
+	}
+
+	// b restarts: a new cluster under the same name, knowing no name.
+	b2 := reconcile.New(reconcile.Options{Name: "b", Incarnation: 9, Clock: fc})
+	b2.SetSender(bs)
+	b.e.Attach(b2)
+	net.mu.Lock()
+	net.nodes["b"] = b2
+	net.mu.Unlock()
+	req(t, a, fc.Now(), "t/one", "u", 1)
+	n := sentCount(net)
+	fc.Advance(250 * time.Millisecond)
+	a.c.Step(fc.Now())
+	if got := names(sentSince(net, n)); got != 0 {
+		t.Fatalf("a named u again (%d names) though within NameTTL", got)
+	}
+	if len(bs.asked) != 1 || bs.asked[0] != reconcile.KeyHash("t/one", "u") {
+		t.Fatalf("the restarted b asked for %v, want u's hash", bs.asked)
+	}
+	if d := req(t, b, fc.Now(), "t/one", "u", 0); d.TierHits != 2 {
+		t.Fatalf("b counts %d hits of u in its window, want 2: the one before the restart, and the one whose name it asked for", d.TierHits)
+	}
+	if got := b2.Stats().NamesAsked; got != 1 {
+		t.Fatalf("NamesAsked = %d, want 1", got)
+	}
+}

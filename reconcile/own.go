@@ -278,13 +278,16 @@ func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *packet.Pac
 		mk = append(mk, m)
 	}
 	k.marks = mk
-	if shipped && (k.names > 0 || all || late) {
-		pkt.Names = append(pkt.Names, packet.Name{Hash: k.hash, Resource: r.name, Domain: k.domain})
-		switch {
-		case once:
-			k.names = 0 // what a peer missed, it asks for again, the name with it
-		case k.names > 0 && !all:
-			k.names--
+	if shipped {
+		// The memory of names shipped decides when changes ship once
+		// (peers keep names NameTTL and ask for the ones they lack);
+		// otherwise the key's first shipments and late resends carry it.
+		named := !all && r.c.named.ship(k.hash, r.name, k.domain, now, once) // a snapshot is for one peer
+		if all || (once && named) || (!once && (k.names > 0 || late)) {
+			pkt.Names = append(pkt.Names, packet.Name{Hash: k.hash, Resource: r.name, Domain: k.domain})
+			if k.names > 0 && !all && !once {
+				k.names--
+			}
 		}
 	}
 	if all {

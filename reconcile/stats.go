@@ -23,6 +23,9 @@ type Stats struct {
 	// (see Cluster.Step); NameConflicts housekeeping ticks that found two
 	// live agents under one node name.
 	SilentExpired, NameConflicts uint64
+	// NamesAsked counts key hashes whose names this node asked their
+	// origin for (counts arrived for a key it could not name).
+	NamesAsked uint64
 	// MergeLag is, per merged delta, how old its newest bucket was on
 	// arrival: the sender's wait to ship plus the network, plus up to one
 	// bucket width (the hit is dated to its bucket's start).
@@ -72,7 +75,7 @@ func (h *lagHistogram) load() Histogram {
 
 type statsCounters struct {
 	packetsSent, flushes, sendErrors, packetsMerged, stale, nodesGone atomic.Uint64
-	silentExpired, nameConflicts                                      atomic.Uint64
+	silentExpired, nameConflicts, namesAsked                          atomic.Uint64
 	countsApplied                                                     atomic.Int64
 	lag                                                               lagHistogram
 }
@@ -85,7 +88,8 @@ func (c *Cluster) Stats() Stats {
 		PacketsMerged: s.packetsMerged.Load(), Stale: s.stale.Load(),
 		CountsApplied: uint64(s.countsApplied.Load()), NodesGone: s.nodesGone.Load(),
 		SilentExpired: s.silentExpired.Load(), NameConflicts: s.nameConflicts.Load(),
-		MergeLag: s.lag.load(),
+		NamesAsked: s.namesAsked.Load(),
+		MergeLag:   s.lag.load(),
 	}
 }
 

@@ -29,6 +29,21 @@ func (sd *sender) Live() int { return sd.s.live }
 // change ships once (reconcile.Repairer): unless Scenario.Unsequenced.
 func (sd *sender) Repairs() bool { return !sd.s.sc.Unsequenced }
 
+// AskNames sends origin a Request for the names of hashes
+// (reconcile.NameAsker), as gossip.Node does.
+func (sd *sender) AskNames(origin string, inc uint64, hashes []uint64) {
+	s := sd.s
+	j := s.index(origin)
+	if j < 0 {
+		return
+	}
+	nd := s.nodes[sd.from]
+	s.sendRequest(nd, j, &packet.Request{From: nd.name, Incarnation: nd.rec.Incarnation(), Target: inc, Hashes: append([]uint64(nil), hashes...)})
+	if s.now >= s.warm {
+		s.res.NamesAsked += int64(len(hashes))
+	}
+}
+
 // Send splits p into datagrams at the budget (numbered, unless
 // Scenario.Unsequenced), decodes each once, and schedules it for every
 // peer it is not lost or cut to. Bytes are counted for every peer

@@ -52,17 +52,9 @@ func (s *sim) repair(nd *node) {
 		if j < 0 {
 			return
 		}
-		r := &packet.Request{From: nd.name, Incarnation: nd.rec.Incarnation(), Target: inc, Seqs: append([]uint64(nil), seqs...)}
-		b, err := packet.EncodeRequest(r)
-		if err != nil {
-			s.err = fmt.Errorf("clustersim: node %d: request: %w", nd.idx, err)
-			return
-		}
+		s.sendRequest(nd, j, &packet.Request{From: nd.name, Incarnation: nd.rec.Incarnation(), Target: inc, Seqs: append([]uint64(nil), seqs...)})
 		if s.now >= s.warm {
 			s.res.Asked += int64(len(seqs))
-		}
-		if s.wire(nd, j, len(b)) {
-			s.q.push(event{at: s.arrival(), kind: evAsk, node: int32(j), from: int32(nd.idx), req: r})
 		}
 	})
 	for _, from := range resync {
@@ -73,17 +65,33 @@ func (s *sim) repair(nd *node) {
 	s.scheduleRepair(nd)
 }
 
+// sendRequest sends r from nd to node j.
+func (s *sim) sendRequest(nd *node, j int, r *packet.Request) {
+	b, err := packet.EncodeRequest(r)
+	if err != nil {
+		s.err = fmt.Errorf("clustersim: node %d: request: %w", nd.idx, err)
+		return
+	}
+	if s.wire(nd, j, len(b)) {
+		s.q.push(event{at: s.arrival(), kind: evAsk, node: int32(j), from: int32(nd.idx), req: r})
+	}
+}
+
 // answer is origin's reply to a Request from node from: the messages its
-// ring still holds, sent again to the asker alone; a resync when any is
-// gone.
+// ring still holds, sent again to the asker alone (a resync when any is
+// gone), and the names of the hashes it remembers, in unsequenced
+// messages to the asker.
 func (s *sim) answer(origin *node, from int32, r *packet.Request) {
 	s.events++
-	if r.Target != origin.rec.Incarnation() || origin.out == nil {
+	if r.Target != origin.rec.Incarnation() {
 		return // another incarnation's stream: the asker learns of the new one
 	}
 	asker := s.nodes[from]
 	gone := false
 	for _, seq := range r.Seqs {
+		if origin.out == nil {
+			break
+		}
 		b, ok := origin.out.Get(seq)
 		if !ok {
 			gone = true
@@ -104,6 +112,29 @@ func (s *sim) answer(origin *node, from int32, r *packet.Request) {
 	}
 	if gone {
 		s.resync(origin, asker)
+	}
+	if len(r.Hashes) == 0 {
+		return
+	}
+	names := origin.rec.Names(r.Hashes)
+	if len(names) == 0 {
+		return
+	}
+	msgs, err := packet.Split(&packet.Packet{From: origin.name, Incarnation: origin.rec.Incarnation(), Names: names}, s.budget)
+	if err != nil {
+		s.err = fmt.Errorf("clustersim: node %d: names: %w", origin.idx, err)
+		return
+	}
+	for _, b := range msgs {
+		pkt, err := packet.Decode(b)
+		if err != nil {
+			s.err = fmt.Errorf("clustersim: node %d: its names do not decode: %w", origin.idx, err)
+			return
+		}
+		if s.wire(origin, int(from), len(b)) {
+			dg := &datagram{from: int32(origin.idx), size: len(b), pkt: pkt}
+			s.q.push(event{at: s.arrival(), kind: evDeliver, dg: dg, to: []int32{from}})
+		}
 	}
 }
 

@@ -53,6 +53,9 @@ type Result struct {
 	// from a ring, resyncs (snapshot exchanges), and datagrams that
 	// arrived twice (a repair that crossed a late original; not merged).
 	Asked, Resent, Resyncs, Duplicates int64
+	// NamesAsked counts key hashes whose names a node asked the origin
+	// for (measured span).
+	NamesAsked int64
 	// DatagramOverhead is the bytes added to each datagram's payload.
 	DatagramOverhead int
 	// Nodes are the per-node figures.
