@@ -42,8 +42,14 @@ type ClusterCounters struct {
 	Dropped               uint64 // datagrams that failed to decode
 	QueueDrops            uint64 // datagrams dropped on a full receive queue
 	SendErrors            uint64
-	Live                  int // live members, this node included
-	Merge                 reconcile.Stats
+	// Repair of numbered streams (gossip.Stats): seqs asked for, messages
+	// sent again, push/pulls for gaps that could not be filled, messages
+	// heard twice; key names asked for and told.
+	Asked, Resent, RepairResyncs, Duplicates uint64
+	NamesAsked, NamesSent                    uint64
+	Sequenced                                bool // this node numbers its messages (every live peer reads them)
+	Live                                     int  // live members, this node included
+	Merge                                    reconcile.Stats
 }
 
 // peerReply is one node of GET /v1/peers.
@@ -95,7 +101,13 @@ var (
 	descGossipPackets = prometheus.NewDesc("obol_gossip_packets_total", "Gossip datagrams by direction (in, out).", []string{"direction"}, nil)
 	descGossipDropped = prometheus.NewDesc("obol_gossip_dropped_packets_total", "Gossip datagrams dropped because they could not be decoded (or came from another mesh).", nil, nil)
 	descGossipErrors  = prometheus.NewDesc("obol_gossip_send_errors_total", "Failed gossip sends.", nil, nil)
-	descQueueDrops    = prometheus.NewDesc("obol_gossip_receive_queue_drops_total", "Gossip datagrams dropped because the receive worker of their sender was behind (its queue full); resends and resyncs repair the loss.", nil, nil)
+	descQueueDrops    = prometheus.NewDesc("obol_gossip_receive_queue_drops_total", "Gossip datagrams dropped because the receive worker of their sender was behind (its queue full); asks, resends and resyncs repair the loss.", nil, nil)
+	descAsked         = prometheus.NewDesc("obol_gossip_repair_asked_total", "Sequence numbers of peers' gossip messages this node found missing and asked for again.", nil, nil)
+	descResent        = prometheus.NewDesc("obol_gossip_repair_resent_total", "Gossip messages this node sent again because a peer asked for them.", nil, nil)
+	descRepairResyncs = prometheus.NewDesc("obol_gossip_repair_resyncs_total", "Push/pulls started because a gap in a gossip stream could not be filled message by message.", nil, nil)
+	descDuplicates    = prometheus.NewDesc("obol_gossip_duplicates_total", "Numbered gossip messages that arrived twice (not merged again).", nil, nil)
+	descNames         = prometheus.NewDesc("obol_gossip_names_total", "Key names asked of peers (asked) and told to peers that asked (told).", []string{"op"}, nil)
+	descSequenced     = prometheus.NewDesc("obol_gossip_sequenced", "1 while this node numbers its gossip messages and ships each change once (every live peer reads numbered messages), 0 while it resends changes on the schedule (a peer of an earlier release is in the mesh).", nil, nil)
 	descLive          = prometheus.NewDesc("obol_cluster_live_nodes", "Live members of the mesh, this node included.", nil, nil)
 	descMerged        = prometheus.NewDesc("obol_cluster_packets_merged_total", "Peers' sync packets merged.", nil, nil)
 	descFlushes       = prometheus.NewDesc("obol_cluster_drift_flushes_total", "Shipments made at once because a key reached its drift threshold.", nil, nil)
@@ -106,7 +118,7 @@ var (
 )
 
 func (c clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descLive, descMerged, descFlushes, descStale, descApplied, descGone, descLag} {
+	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descAsked, descResent, descRepairResyncs, descDuplicates, descNames, descSequenced, descLive, descMerged, descFlushes, descStale, descApplied, descGone, descLag} {
 		ch <- d
 	}
 }
@@ -123,6 +135,17 @@ func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descGossipDropped, k.Dropped)
 	counter(descGossipErrors, k.SendErrors)
 	counter(descQueueDrops, k.QueueDrops)
+	counter(descAsked, k.Asked)
+	counter(descResent, k.Resent)
+	counter(descRepairResyncs, k.RepairResyncs)
+	counter(descDuplicates, k.Duplicates)
+	counter(descNames, k.NamesAsked, "asked")
+	counter(descNames, k.NamesSent, "told")
+	seq := 0.0
+	if k.Sequenced {
+		seq = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descSequenced, prometheus.GaugeValue, seq)
 	ch <- prometheus.MustNewConstMetric(descLive, prometheus.GaugeValue, float64(k.Live))
 	m := k.Merge
 	counter(descMerged, m.PacketsMerged)

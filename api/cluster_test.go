@@ -23,7 +23,8 @@ func TestClusterMetrics(t *testing.T) {
 	h := &harness{t: t, clock: &clock{t: t0}, logs: &logBuffer{}}
 	h.srv = New(testEngine(t), Options{
 		Now: h.clock.now, Logger: slog.New(slog.NewJSONHandler(h.logs, nil)), NodeName: "node-a",
-		Cluster: fakeCluster{ClusterCounters{BytesIn: 11, BytesOut: 12, PacketsIn: 13, PacketsOut: 14, Dropped: 3, QueueDrops: 7, SendErrors: 2, Live: 4}},
+		Cluster: fakeCluster{ClusterCounters{BytesIn: 11, BytesOut: 12, PacketsIn: 13, PacketsOut: 14, Dropped: 3, QueueDrops: 7, SendErrors: 2, Live: 4,
+			Asked: 21, Resent: 22, RepairResyncs: 23, Duplicates: 24, NamesAsked: 25, NamesSent: 26, Sequenced: true}},
 	})
 	page := string(h.serve().do("GET", "/metrics", "").body)
 	for _, want := range []string{
@@ -32,6 +33,13 @@ func TestClusterMetrics(t *testing.T) {
 		"obol_gossip_dropped_packets_total 3",
 		"obol_gossip_receive_queue_drops_total 7",
 		"obol_gossip_send_errors_total 2",
+		"obol_gossip_repair_asked_total 21",
+		"obol_gossip_repair_resent_total 22",
+		"obol_gossip_repair_resyncs_total 23",
+		"obol_gossip_duplicates_total 24",
+		`obol_gossip_names_total{op="asked"} 25`,
+		`obol_gossip_names_total{op="told"} 26`,
+		"obol_gossip_sequenced 1",
 		"obol_cluster_live_nodes 4",
 	} {
 		if !strings.Contains(page, want) {

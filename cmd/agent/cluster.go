@@ -124,6 +124,8 @@ func (c *clusterRun) Counters() api.ClusterCounters {
 	return api.ClusterCounters{
 		BytesIn: s.BytesIn, BytesOut: s.BytesOut, PacketsIn: s.PacketsIn, PacketsOut: s.PacketsOut,
 		Dropped: s.Dropped, QueueDrops: s.QueueDrops, SendErrors: s.SendErrors, Live: c.node.Live(), Merge: c.rec.Stats(),
+		Asked: s.Asked, Resent: s.Resent, RepairResyncs: s.RepairResyncs, Duplicates: s.Duplicates,
+		NamesAsked: s.NamesAsked, NamesSent: s.NamesSent, Sequenced: c.node.Repairs(),
 	}
 }
 
