@@ -64,6 +64,7 @@ type keysResult struct {
 	queueFull            int64
 	sendErrors           uint64
 	resyncs              uint64 // push/pulls gossip started with a peer back from a silence (Stats.Resyncs)
+	asked, resent        uint64 // seqs asked for and messages sent again (Stats.Asked, Stats.Resent)
 	udpDrops             int64
 	drain                time.Duration
 	cpu                  float64 // this process over the measured span, share of one CPU (-1 unknown)
@@ -90,8 +91,8 @@ func manyKeys(o options, stdout, stderr io.Writer) ([]keysResult, error) {
 	if !slices.Contains(ns, 1) {
 		ns = append([]int{1}, ns...)
 	}
-	fmt.Fprintf(stdout, "obol cluster bench, many keys: %d keys of %s (gcra burst %d, %d per second, drift %g), %g requests offered per node per second open loop (evenly paced, keys chosen uniformly), %v measured per run after %v warm-up; GOMAXPROCS=%d, %d CPUs\n\n",
-		o.keys, resKeys, keysLimit, keysLimit, o.drift, o.rate, o.d, o.warm, runtime.GOMAXPROCS(0), runtime.NumCPU())
+	fmt.Fprintf(stdout, "obol cluster bench, many keys: %d keys of %s (gcra burst %d, %d per second, drift %g), %g requests offered per node per second open loop (evenly paced, keys chosen uniformly), %v measured per run after %v warm-up; unsequenced %v, flush gap %v (0: the default); GOMAXPROCS=%d, %d CPUs\n\n",
+		o.keys, resKeys, keysLimit, keysLimit, o.drift, o.rate, o.d, o.warm, o.unsequenced, o.flushGap, runtime.GOMAXPROCS(0), runtime.NumCPU())
 	var out []keysResult
 	id := 0
 	for _, n := range ns {
@@ -110,7 +111,7 @@ func manyKeys(o options, stdout, stderr io.Writer) ([]keysResult, error) {
 		}
 		for _, sh := range shapes {
 			id++
-			c, err := startCluster(clusterSpec{n: n, tickOnly: sh.mode == "tick", sync: sh.sync, cfg: cfg,
+			c, err := startCluster(clusterSpec{n: n, tickOnly: sh.mode == "tick", sync: sh.sync, cfg: cfg, unsequenced: o.unsequenced, flushGap: o.flushGap,
 				seed: o.seed, prefix: fmt.Sprintf("k%d-n%d-%s-%v", o.keys, n, sh.mode, sh.sync), countLog: true})
 			if err != nil {
 				return out, err
@@ -137,6 +138,7 @@ type meshCounters struct {
 	flushes          uint64
 	sendErrors       uint64
 	resyncs          uint64
+	asked, resent    uint64
 	queueFull        int64
 	// The nodes' UDP sockets: bytes waiting in their receive queues,
 	// datagrams the kernel dropped for them; sockOK false: unknown.
@@ -161,6 +163,8 @@ func counters(c *cluster, sentFirst bool) meshCounters {
 			m.bytes += st.BytesOut
 			m.sendErrors += st.SendErrors
 			m.resyncs += st.Resyncs
+			m.asked += st.Asked
+			m.resent += st.Resent
 			for _, p := range nd.gn.Peers() {
 				m.syncBytes += p.BytesOut
 			}
@@ -313,6 +317,7 @@ func runKeys(c *cluster, s keysSpec) (keysResult, error) {
 	out.queueFull = fin.queueFull - base.queueFull
 	out.sendErrors = fin.sendErrors - base.sendErrors
 	out.resyncs = fin.resyncs - base.resyncs
+	out.asked, out.resent = fin.asked-base.asked, fin.resent-base.resent
 	out.udpDrops = -1
 	if base.sockOK && fin.sockOK {
 		out.udpDrops = fin.sockDrops - base.sockDrops
@@ -451,6 +456,8 @@ func (r keysResult) columns(floor float64) []column {
 		c("lost elsewhere", "lost_elsewhere", lost),
 		c("send errors", "send_errors", strconv.FormatUint(r.sendErrors, 10)),
 		c("resyncs", "resyncs", strconv.FormatUint(r.resyncs, 10)),
+		c("asked", "asked", strconv.FormatUint(r.asked, 10)),
+		c("resent", "resent", strconv.FormatUint(r.resent, 10)),
 		c("drain s", "drain_s", num(r.drain.Seconds(), 1)),
 		c("flushes/s/node", "flushes_per_node_s", num(r.flushNode, 0)),
 		c("B/s/node", "bytes_per_node_s", num(r.bytesNode, 0)),
@@ -495,7 +502,8 @@ func reportKeys(w io.Writer, rs []keysResult) {
 	fmt.Fprintln(w, "memberlist's probes included); queue full: datagrams memberlist dropped because HandoffQueueDepth messages waited for its handler (its \"handler queue full\" log")
 	fmt.Fprintln(w, "lines); lost elsewhere: sent − received − udp drops − queue full (what was still queued when the drain gave up; below 0 when the udp drops counted memberlist's")
 	fmt.Fprintln(w, "own packets). send errors: datagrams memberlist failed to send (Stats.SendErrors); resyncs: push/pulls (full snapshots both ways) gossip started with a peer")
-	fmt.Fprintln(w, "heard from again after 2.5 s of silence or back from the dead (Stats.Resyncs).")
+	fmt.Fprintln(w, "heard from again after 2.5 s of silence, back from the dead, or with a gap it could not fill (Stats.Resyncs); asked: seqs the receivers found missing and asked")
+	fmt.Fprintln(w, "for again (Stats.Asked); resent: messages sent again on those asks (Stats.Resent). Both are over the whole run.")
 	fmt.Fprintln(w, "flushes: drift flushes sent (reconcile Stats.Flushes). B/s/node: gossip bytes sent (sync + push/pull); B/hit/peer: sync bytes sent ÷ granted hits ÷ (N−1).")
 	fmt.Fprintln(w, "cpu µs/hit: this process's CPU time (user + system) in the measured span ÷ granted hits; cluster µs/hit: that minus the N=1 run's (the floor: engine, load and")
 	fmt.Fprintln(w, "harness with no gossip). lag: reconcile's merge lag (Stats.MergeLag: per merged delta, the age of its newest bucket on arrival), as the histogram bound the quantile")

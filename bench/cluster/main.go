@@ -41,6 +41,10 @@ type options struct {
 	// node per second.
 	keys int
 	rate float64
+	// unsequenced and flushGap: every node's gossip.Config.Unsequenced and
+	// reconcile.Options.FlushGap.
+	unsequenced bool
+	flushGap    time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -62,6 +66,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.verbose, "v", false, "describe the first false denials of each run")
 	fs.IntVar(&o.keys, "keys", 0, "many-keys mode: each request hits one of this many keys of bench/keys (gcra burst 10, 10 per second), chosen uniformly; 0: the one-key runs")
 	fs.Float64Var(&o.rate, "rate", 2000, "many-keys mode: requests offered per node per second")
+	fs.BoolVar(&o.unsequenced, "unsequenced", false, "ship as before numbered streams: unsequenced messages, every change resent on the schedule (gossip.Config.Unsequenced)")
+	fs.DurationVar(&o.flushGap, "flush-gap", 0, "least time between two drift flushes of a node (reconcile.Options.FlushGap; 0: its default, negative: none)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -182,7 +188,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		for _, sh := range shapes {
-			c, err := startCluster(clusterSpec{n: n, tickOnly: sh.mode == "tick", sync: sh.sync, cfg: cfg,
+			c, err := startCluster(clusterSpec{n: n, tickOnly: sh.mode == "tick", sync: sh.sync, cfg: cfg, unsequenced: o.unsequenced, flushGap: o.flushGap,
 				seed: o.seed, prefix: fmt.Sprintf("n%d-%s-%v", n, sh.mode, sh.sync)})
 			if err != nil {
 				return err

@@ -166,6 +166,11 @@ type clusterSpec struct {
 	// "handler queue full" lines (node.queueFull); without it the nodes
 	// log nothing, as gossip.New does with no logger.
 	countLog bool
+	// unsequenced and flushGap: gossip.Config.Unsequenced and
+	// reconcile.Options.FlushGap of every node (the shipping of earlier
+	// releases, for before/after comparisons).
+	unsequenced bool
+	flushGap    time.Duration
 }
 
 type cluster struct {
@@ -189,7 +194,7 @@ func startCluster(spec clusterSpec) (*cluster, error) {
 	for i := range spec.n {
 		name := fmt.Sprintf("%s-%d", spec.prefix, i)
 		rec := reconcile.New(reconcile.Options{
-			Name: name, SyncInterval: spec.sync, TickOnly: spec.tickOnly,
+			Name: name, SyncInterval: spec.sync, TickOnly: spec.tickOnly, FlushGap: spec.flushGap,
 			Rand: rand.New(rand.NewPCG(spec.seed, uint64(i))),
 		})
 		eng := local.New(spec.cfg)
@@ -204,7 +209,7 @@ func startCluster(spec clusterSpec) (*cluster, error) {
 		}
 		gn, err := gossip.New(gossip.Config{
 			Name: name, Bind: "127.0.0.1:0", Join: append([]string(nil), join...),
-			Incarnation: rec.Incarnation(), Tune: tune, Logger: lg,
+			Incarnation: rec.Incarnation(), Tune: tune, Logger: lg, Unsequenced: spec.unsequenced,
 		}, rec)
 		if err != nil {
 			c.close()
