@@ -128,7 +128,7 @@ type Cluster struct {
 	gapAuto   bool         // flushGap is the default, capped by minLife
 	minLife   atomic.Int64 // ms: the shortest window of any resource (0: none)
 	sentLast  atomic.Bool  // the last Step or Flush sent entries
-	named     nameMemory  // the names this node shipped lately
+	named     nameMemory   // the names this node shipped lately
 	flushGap  time.Duration
 	lastFlush atomic.Int64  // Unix ns of the last Flush (0: none yet)
 	tick      atomic.Uint32 // Steps taken: the schedule of resends counts in ticks
