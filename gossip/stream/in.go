@@ -9,7 +9,15 @@ import (
 type Options struct {
 	// Wait is how long a gap stays open before it is asked for: time for
 	// a datagram that is only late (reordered) to arrive, ns. 0 = 5 ms.
+	// It is each origin's least: a message that arrives twice (a repair
+	// that crossed its late original) doubles that origin's wait, up to
+	// MaxWait, and a gap filled by an answer to an ask takes an eighth of
+	// it back, down to Wait. (A busy receiver reorders a lot: memberlist
+	// hands the newest of its queued messages out first.)
 	Wait int64
+	// MaxWait caps an origin's wait, ns. 0 = 5 s (memberlist's queue of 4,096
+	// messages, handed out newest first, can hold seconds of them).
+	MaxWait int64
 	// Retry is the least time between the first two asks of one seq, ns;
 	// it doubles after each ask (Retry, 2·Retry, 4·Retry, …), so that a
 	// peer slow to answer (a long receive queue) is not asked ever more
@@ -27,15 +35,19 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultWait   = 5e6
-	DefaultRetry  = 50e6
-	DefaultTries  = 5
-	DefaultMaxGap = 256
+	DefaultWait    = 5e6
+	DefaultMaxWait = 5e9
+	DefaultRetry   = 50e6
+	DefaultTries   = 5
+	DefaultMaxGap  = 256
 )
 
 func (o Options) withDefaults() Options {
 	if o.Wait <= 0 {
 		o.Wait = DefaultWait
+	}
+	if o.MaxWait < o.Wait {
+		o.MaxWait = max(DefaultMaxWait, o.Wait)
 	}
 	if o.Retry <= 0 {
 		o.Retry = DefaultRetry
@@ -64,6 +76,7 @@ type origin struct {
 	high    uint64 // the highest seq heard or covered
 	missing []miss // ascending seq
 	resync  bool
+	wait    int64 // ns: how long its gaps stay open before an ask (Options.Wait)
 }
 
 // miss is a seq not heard yet.
@@ -86,14 +99,14 @@ func (in *In) stream(from string, inc, high uint64) (*origin, bool) {
 	o := in.origins[from]
 	switch {
 	case o == nil:
-		o = &origin{inc: inc, start: high, high: high}
+		o = &origin{inc: inc, start: high, high: high, wait: in.opt.Wait}
 		in.origins[strings.Clone(from)] = o
 		return o, true
 	case inc < o.inc:
 		return nil, false
 	case inc > o.inc:
 		in.setOpen(o, false)
-		*o = origin{inc: inc, start: high, high: high}
+		*o = origin{inc: inc, start: high, high: high, wait: in.opt.Wait}
 		return o, true
 	}
 	return o, false
@@ -149,6 +162,7 @@ func (in *In) Heard(from string, inc, seq uint64, now int64) bool {
 		o.high = seq
 		return true
 	case seq == o.high:
+		o.slower(in.opt.MaxWait)
 		return false
 	case seq < o.start:
 		return true // from before the stream started here: untracked
@@ -163,7 +177,11 @@ func (in *In) Heard(from string, inc, seq uint64, now int64) bool {
 		return 0
 	})
 	if !ok {
+		o.slower(in.opt.MaxWait)
 		return false
+	}
+	if o.missing[i].asked != 0 {
+		o.wait = max(in.opt.Wait, o.wait-o.wait/8)
 	}
 	o.missing = slices.Delete(o.missing, i, i+1)
 	if len(o.missing) == 0 && !o.resync {
@@ -171,6 +189,10 @@ func (in *In) Heard(from string, inc, seq uint64, now int64) bool {
 	}
 	return true
 }
+
+// slower doubles o's wait: a message arrived twice, the second copy most
+// likely an answer to an ask made while the original was only late.
+func (o *origin) slower(most int64) { o.wait = min(2*o.wait, most) }
 
 // Covered records that a snapshot of from's incarnation inc, taken when
 // the origin's next message was to be seq next, holds the content of every
@@ -226,9 +248,9 @@ func (in *In) NextDue() (int64, bool) {
 			return 0, true // at once
 		}
 		for _, m := range o.missing {
-			t := m.since + in.opt.Wait
+			t := m.since + o.wait
 			if m.asked != 0 {
-				t = m.asked + in.retry(m.tries)
+				t = m.asked + o.retry(in.opt.Retry, m.tries)
 			}
 			if !found || t < at {
 				at, found = t, true
@@ -238,10 +260,11 @@ func (in *In) NextDue() (int64, bool) {
 	return at, found
 }
 
-// retry is how long after its tries-th ask a seq is asked again (or, after
-// the last, given up on): Retry doubled tries−1 times.
-func (in *In) retry(tries int) int64 {
-	return in.opt.Retry << min(max(tries-1, 0), 20)
+// retry is how long after its tries-th ask a seq of o is asked again (or,
+// after the last, given up on): Retry (or o's wait, when longer) doubled
+// tries−1 times.
+func (o *origin) retry(base int64, tries int) int64 {
+	return max(base, o.wait) << min(max(tries-1, 0), 20)
 }
 
 // Due returns what is due at now: it calls ask with each origin whose
@@ -267,7 +290,7 @@ func (in *In) Due(now int64, limit int, ask func(from string, inc uint64, seqs [
 		o := in.origins[name]
 		if !o.resync {
 			for i := range o.missing {
-				if m := &o.missing[i]; m.tries >= in.opt.Tries && now-m.asked >= in.retry(m.tries) {
+				if m := &o.missing[i]; m.tries >= in.opt.Tries && now-m.asked >= o.retry(in.opt.Retry, m.tries) {
 					o.resync = true
 					break
 				}
@@ -283,7 +306,7 @@ func (in *In) Due(now int64, limit int, ask func(from string, inc uint64, seqs [
 		seqs = seqs[:0]
 		for i := range o.missing {
 			m := &o.missing[i]
-			if now-m.since < in.opt.Wait || (m.asked != 0 && now-m.asked < in.retry(m.tries)) {
+			if now-m.since < o.wait || (m.asked != 0 && now-m.asked < o.retry(in.opt.Retry, m.tries)) {
 				continue
 			}
 			m.asked, m.tries = now, m.tries+1

@@ -90,18 +90,18 @@ func TestInFindsGaps(t *testing.T) {
 		{at: 0, heard: 7, fresh: true},                      // the first seq starts the stream
 		{at: 0, heard: 6, fresh: true},                      // one overtaken: untracked, news
 		{at: 1 * ms, heard: 8, fresh: true},                 //
-		{at: 1 * ms, heard: 8, fresh: false},                // a duplicate
+		{at: 1 * ms, heard: 8, fresh: false},                // a duplicate: the wait doubles to 10 ms
 		{at: 2 * ms, heard: 11, fresh: true},                // 9 and 10 missing
 		{at: 3 * ms, heard: 9, fresh: true},                 // 9 was only late
-		{at: 4 * ms},                                        // 10 missing for 2 ms: not yet asked
-		{at: 7 * ms, asks: []ask{{"a", 1, []uint64{10}}}},   // open 5 ms: asked
-		{at: 50 * ms},                                       // asked 43 ms ago: not again
-		{at: 107 * ms, asks: []ask{{"a", 1, []uint64{10}}}}, // retried after Retry
+		{at: 7 * ms},                                        // 10 missing for 5 ms: not yet asked
+		{at: 12 * ms, asks: []ask{{"a", 1, []uint64{10}}}},  // open 10 ms: asked
+		{at: 50 * ms},                                       // asked 38 ms ago: not again
+		{at: 112 * ms, asks: []ask{{"a", 1, []uint64{10}}}}, // retried after Retry
 		{at: 150 * ms, heard: 12, fresh: true},              //
-		{at: 306 * ms},                                      // the second retry waits 2·Retry
-		{at: 307 * ms, asks: []ask{{"a", 1, []uint64{10}}}}, // three tries made
-		{at: 706 * ms},                                      // the last try's 4·Retry not over
-		{at: 707 * ms, resync: []string{"a"}},               // given up: resync
+		{at: 311 * ms},                                      // the second retry waits 2·Retry
+		{at: 312 * ms, asks: []ask{{"a", 1, []uint64{10}}}}, // three tries made
+		{at: 711 * ms},                                      // the last try's 4·Retry not over
+		{at: 712 * ms, resync: []string{"a"}},               // given up: resync
 		{at: 800 * ms},                                      // nothing left
 		{at: 801 * ms, heard: 10, fresh: false},             // too late: the resync's snapshot holds it
 		{at: 802 * ms, heard: 30, fresh: true},              // a gap of 17 > MaxGap
@@ -122,6 +122,36 @@ func TestInFindsGaps(t *testing.T) {
 	}
 	if in.Pending() {
 		t.Fatal("pending after everything was settled")
+	}
+}
+
+// TestInWaitAdapts: a duplicate doubles an origin's wait (up to MaxWait),
+// a gap filled after an ask takes an eighth back (down to Wait); other
+// origins keep theirs.
+func TestInWaitAdapts(t *testing.T) {
+	in := NewIn(Options{Wait: 4 * ms, MaxWait: 20 * ms})
+	in.Heard("a", 1, 1, 0)
+	in.Heard("b", 1, 1, 0)
+	for range 4 {
+		in.Heard("a", 1, 1, 0) // duplicates: 8, 16, 20, 20 ms
+	}
+	in.Heard("a", 1, 3, 0)
+	in.Heard("b", 1, 3, 0)
+	if at, _ := in.NextDue(); at != 4*ms {
+		t.Fatalf("NextDue = %d ms, want b's 4", at/ms)
+	}
+	asks, _ := due(in, 4*ms, 128)
+	if len(asks) != 1 || asks[0].from != "b" {
+		t.Fatalf("at 4 ms asks %v, want b's alone", asks)
+	}
+	asks, _ = due(in, 20*ms, 128)
+	if len(asks) != 1 || asks[0].from != "a" {
+		t.Fatalf("at 20 ms asks %v, want a's (its wait is 20 ms)", asks)
+	}
+	in.Heard("a", 1, 2, 21*ms) // answered: 20 − 20/8 = 17.5 ms
+	in.Heard("a", 1, 5, 30*ms)
+	if at, _ := in.NextDue(); at != 30*ms+17500*1000 {
+		t.Fatalf("NextDue = %d µs, want 47,500", at/1000)
 	}
 }
 
