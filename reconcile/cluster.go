@@ -438,6 +438,12 @@ func (c *Cluster) Step(now time.Time) {
 		}
 	}
 	c.stepGauges(pkt, s, false, once)
+	c.mu.Lock()
+	c.tab.reask(ms)
+	ops, asks := c.ownNames(nil, c.tab.takeAsks(), ms)
+	c.mu.Unlock()
+	c.apply(ops, ms)
+	c.askNames(asks)
 	// An idle node still sends an empty packet every fourth tick: peers
 	// read a silence as loss and resync (gossip.Config.ResyncAfter). When
 	// changes ship once, the first idle tick after a shipment sends one
@@ -446,7 +452,6 @@ func (c *Cluster) Step(now time.Time) {
 	if housekeeping {
 		c.mu.Lock()
 		c.tab.sweep(ms, 2*int64(c.interval/time.Millisecond)+1000, c.life)
-		asks := c.tab.takeAsks()
 		ops, expired := c.tab.expireSilent(ms, c.silence(), nil)
 		var conflicts []string
 		for name := range c.tab.origins {
@@ -455,7 +460,6 @@ func (c *Cluster) Step(now time.Time) {
 			}
 		}
 		c.mu.Unlock()
-		c.askNames(asks)
 		c.named.sweep(ms)
 		c.apply(ops, ms)
 		for _, name := range expired {
@@ -619,10 +623,14 @@ func (c *Cluster) HandlePacket(p *packet.Packet) {
 	}()
 	c.mu.Lock()
 	ops, ok := c.tab.merge(p, now, (*buf)[:0])
-	*buf = ops
 	asks := c.tab.takeAsks()
+	ops, asks = c.ownNames(ops, asks, now)
+	*buf = ops
 	c.mu.Unlock()
 	c.askNames(asks)
+	if ok && len(p.Names) > 0 {
+		c.named.heard(p.Names, now)
+	}
 	if !ok {
 		c.stats.stale.Add(1)
 		return

@@ -157,11 +157,50 @@ func (t *table) ask(o *origin, h uint64, now int64) {
 	t.asks = append(t.asks, nameAsk{origin: o.name, inc: o.inc, hashes: []uint64{h}})
 }
 
-// takeAsks returns the asks recorded since the last call.
+// reask records asks (into the asks) for the names asked for more than
+// askAgain before now that have not come, each of an origin still live
+// that sent counts of it.
+func (t *table) reask(now int64) {
+	for h, at := range t.asked {
+		if now-at < askAgain {
+			continue
+		}
+		for _, o := range t.waiting[h] {
+			if k, ok := o.keys[h]; ok && !k.resolved && !o.gone && t.origins[o.name] == o {
+				t.ask(o, h, now)
+				break
+			}
+		}
+	}
+}
+
+// takeAsks returns the asks recorded since the last call, one per origin
+// incarnation, in order of origin and hash (so that a run on a virtual
+// clock does not depend on map order).
 func (t *table) takeAsks() []nameAsk {
 	a := t.asks
 	t.asks = nil
-	return a
+	if len(a) < 2 && (len(a) == 0 || len(a[0].hashes) < 2) {
+		return a
+	}
+	slices.SortStableFunc(a, func(x, y nameAsk) int {
+		if c := cmp.Compare(x.origin, y.origin); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.inc, y.inc)
+	})
+	out := a[:0]
+	for _, q := range a {
+		if n := len(out); n > 0 && out[n-1].origin == q.origin && out[n-1].inc == q.inc {
+			out[n-1].hashes = append(out[n-1].hashes, q.hashes...)
+			continue
+		}
+		out = append(out, q)
+	}
+	for i := range out {
+		slices.Sort(out[i].hashes)
+	}
+	return out
 }
 
 // merge folds p into the table at now (ms) and appends to out what the
@@ -191,21 +230,7 @@ func (t *table) merge(p *packet.Packet, now int64, out []op) ([]op, bool) {
 	}
 	o.gone, o.expired = false, false
 	o.lastSync = now
-	for _, n := range p.Names {
-		if _, ok := t.names[n.Hash]; ok {
-			continue
-		}
-		t.names[n.Hash] = keyName{n.Resource, n.Domain}
-		t.idle[n.Hash] = now                   // kept a while even if nothing uses it yet
-		for _, ob := range t.waiting[n.Hash] { // apply what was waiting for the name
-			if k, ok := ob.keys[n.Hash]; ok && !k.resolved {
-				k.resolved = true
-				out = t.applyAll(n.Hash, k, out)
-			}
-		}
-		delete(t.waiting, n.Hash)
-		delete(t.asked, n.Hash)
-	}
+	out = t.learn(p.Names, now, out)
 	for _, m := range p.Marks {
 		k := o.key(m.Hash, t, now)
 		k.seen = now
@@ -257,6 +282,27 @@ func (t *table) merge(p *packet.Packet, now int64, out []op) ([]op, bool) {
 		}
 	}
 	return out, true
+}
+
+// learn records names at now and appends to out the values that waited
+// for them.
+func (t *table) learn(names []packet.Name, now int64, out []op) []op {
+	for _, n := range names {
+		if _, ok := t.names[n.Hash]; ok {
+			continue
+		}
+		t.names[n.Hash] = keyName{n.Resource, n.Domain}
+		t.idle[n.Hash] = now                   // kept a while even if nothing uses it yet
+		for _, ob := range t.waiting[n.Hash] { // apply what was waiting for the name
+			if k, ok := ob.keys[n.Hash]; ok && !k.resolved {
+				k.resolved = true
+				out = t.applyAll(n.Hash, k, out)
+			}
+		}
+		delete(t.waiting, n.Hash)
+		delete(t.asked, n.Hash)
+	}
+	return out
 }
 
 // setCount keeps the max of a cumulative count and returns what it grew by.
@@ -342,8 +388,7 @@ const unresolvedTTL = 10 * 60 * 1000
 // configured), entries past their tier's active and cooldown, keys left
 // empty, and names no origin has used for NameTTL (sooner past MaxNames).
 // A bucket is kept for its lifetime plus grace, so a late duplicate finds
-// it and is not applied twice. It asks again (into the asks) for names
-// asked for more than askAgain ago that have not come.
+// it and is not applied twice.
 func (t *table) sweep(now, grace int64, life func(resource string, slot uint32, mark bool) (int64, bool)) {
 	used := make(map[uint64]bool)
 	for _, o := range t.origins {
@@ -354,9 +399,6 @@ func (t *table) sweep(now, grace int64, life func(resource string, slot uint32, 
 					delete(o.keys, h)
 				} else {
 					used[h] = true
-					if at, ok := t.asked[h]; (!ok || now-at > askAgain) && !o.gone {
-						t.ask(o, h, now)
-					}
 				}
 				continue
 			}

@@ -7,14 +7,15 @@ import (
 )
 
 // names.go is how key names travel once per key per peer: a sender
-// remembers which names it shipped lately and leaves them out while its
-// peers keep them, a receiver keeps a name a while after its last use and
-// asks the origin for one it lacks, and the origin answers from what it
-// remembers (Names).
+// remembers which names it shipped lately, or heard a peer ship, and
+// leaves them out while its peers keep them; a receiver keeps a name a
+// while after its last use and asks the origin for one it lacks, and the
+// origin answers from what it remembers (Names).
 
 // NameTTL is how long, ms, a receiver keeps a key's name after the last
 // count of that key it merged, and how long a sender that ships once
-// counts on it: a key shipped within NameTTL of its last shipment goes
+// counts on it: a key shipped within NameTTL of its last shipment, or of
+// a peer's shipment of its name (which went to every member), goes
 // without its name. A receiver that lacks a name anyway (it started since,
 // or let the name go to stay under MaxNames) asks the origin for it.
 const NameTTL = 5 * 60 * 1000
@@ -34,8 +35,8 @@ type NameAsker interface {
 }
 
 // askAgain is how long, ms, a receiver waits for a name it asked for
-// before it asks again (at housekeeping).
-const askAgain = 1000
+// before it asks again (on the next tick after that).
+const askAgain = 200
 
 // nameMemory is the sender's memory of the names it shipped.
 type nameMemory struct {
@@ -73,6 +74,27 @@ func (s *nameMemory) ship(h uint64, resource, domain string, now int64, once boo
 	}
 	s.names[h] = n
 	return need
+}
+
+// heard records names a peer shipped at now: that peer sent them to every
+// member, so this node may leave them out of its own shipments as if it
+// had shipped them itself.
+func (s *nameMemory) heard(names []packet.Name, now int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.names == nil {
+		s.names = make(map[uint64]namedAt)
+	}
+	for _, nm := range names {
+		n, ok := s.names[nm.Hash]
+		switch {
+		case ok && (n.resource != nm.Resource || n.domain != nm.Domain):
+			continue // a collision: keep the first
+		case !ok && len(s.names) >= MaxNames:
+			continue
+		}
+		s.names[nm.Hash] = namedAt{resource: nm.Resource, domain: nm.Domain, at: max(n.at, now), named: now}
+	}
 }
 
 // sweep forgets names not shipped within NameTTL of now.
@@ -114,6 +136,38 @@ func (c *Cluster) Names(hashes []uint64) []packet.Name {
 		}
 	}
 	return out
+}
+
+// ownNames resolves, from this node's own memory of names (a key it
+// shipped too, a name a peer shipped), the hashes of asks it can, appending
+// to ops what waited for them, and returns the asks left. c.mu is held.
+func (c *Cluster) ownNames(ops []op, asks []nameAsk, now int64) ([]op, []nameAsk) {
+	if len(asks) == 0 {
+		return ops, asks
+	}
+	var hashes []uint64
+	for _, q := range asks {
+		hashes = append(hashes, q.hashes...)
+	}
+	known := c.named.lookup(hashes, nil)
+	if len(known) == 0 {
+		return ops, asks
+	}
+	ops = c.tab.learn(known, now, ops)
+	left := asks[:0]
+	for _, q := range asks {
+		hs := q.hashes[:0]
+		for _, h := range q.hashes {
+			if _, ok := c.tab.names[h]; !ok {
+				hs = append(hs, h)
+			}
+		}
+		if len(hs) > 0 {
+			q.hashes = hs
+			left = append(left, q)
+		}
+	}
+	return ops, left
 }
 
 // askNames asks each origin for the names in asks (origin → incarnation
