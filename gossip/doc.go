@@ -11,6 +11,15 @@
 // (Handler.Snapshot) both ways. Departures reach Handler.NodeGone.
 // Receivers keep maxima, so loss, duplication and reordering are harmless.
 //
+// While every live member reads them (memberlist's delegate protocol max),
+// a node numbers its messages (Repairs) and keeps the recent ones; each
+// receiver follows every peer's numbers (package stream) and asks for the
+// gaps with a Request, which the peer answers by sending them again, or by
+// a push/pull when they are gone (repair.go). A Request also asks for the
+// names of key hashes, which a Handler that is a NameSource tells. With a
+// member of an earlier release in the mesh, messages go unnumbered and the
+// merging layer resends changes on its own schedule.
+//
 // memberlist delivers every datagram on one goroutine, behind a queue of
 // 4096 that it drops from when full. NotifyMsg only checks the size, reads
 // the sender's name (packet.Peek), copies the datagram and queues it
@@ -18,12 +27,14 @@
 // decodes it and calls Handler.HandlePacket: one origin's messages in the
 // order memberlist delivered them, origins in parallel (receive.go). A
 // datagram that finds its worker's queue full is dropped, counted in
-// Stats.QueueDrops and logged at warn at most once a minute; resends and
-// resyncs repair it like any loss.
+// Stats.QueueDrops and logged at warn at most once a minute; the gap it
+// leaves is asked for like any loss.
 //
 // A Config (config.go) becomes memberlist's profile in one pure function
 // (profile.go); the Node's API is in node.go, what memberlist calls it
-// back with in delegate.go and the receive workers in receive.go. Two loops run on the node's injected clock
+// back with in delegate.go, the receive workers in receive.go and the
+// repair of numbered streams in repair.go. Three loops run on the node's
+// injected clock
 // (Config.Clock), each a step(now): the beacon, which calls on peers
 // recently declared dead so that a healed partition is noticed at once,
 // and the rejoin, which joins seed addresses that are not members

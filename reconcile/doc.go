@@ -5,11 +5,15 @@
 // for gcra, spends and refunds). Each sync tick it ships the buckets that
 // changed, with its tier entries and its copy holds (gauges with a version),
 // and it ships a key at once when the key's unshipped hits reach the drift
-// threshold max(1, drift·limit/N). A receiver keeps, per origin, the highest
+// threshold max(1, drift·limit/N), at most one such flush per flush gap.
+// When the sender's peers repair loss (Repairer: numbered messages), a
+// change ships once; otherwise again 1, 2, 4, 8 and 16 ticks later. A key's
+// name rides its first shipment and not again while peers keep it
+// (NameTTL); a receiver that lacks one asks the origin (NameAsker, and
+// Names answers; names.go). A receiver keeps, per origin, the highest
 // count it has seen for each (key, slot, bucket) and applies only the growth
 // to its engine, placing those hits at the bucket's start: loss, duplication
-// and reordering never inflate a count, and the next message repairs a lost
-// one. Tier entries merge earliest-wins per instance (the engine does that);
+// and reordering never inflate a count. Tier entries merge earliest-wins per instance (the engine does that);
 // gauges merge highest-version-wins and are dropped when memberlist says
 // their node left or died, when the node restarts (a new incarnation), or
 // when it has sent nothing for 20 sync intervals (a ghost memberlist still

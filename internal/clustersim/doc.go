@@ -32,14 +32,25 @@
 //     or its receiver is dead; each datagram is decoded once and the same
 //     decoded packet is merged by every receiver (decoding is
 //     deterministic; DecodeBytes still counts each receiver's bytes);
+//   - repair (unless Scenario.Unsequenced): every node numbers its
+//     messages and keeps the recent ones (gossip.RepairMessages,
+//     gossip.RepairBytes); a receiver follows every peer's numbers with
+//     gossip/stream, as gossip does, and its asks (Request datagrams, lost
+//     and cut like any other) are answered by the messages sent again to it
+//     alone, or by a snapshot exchange (memberlist's push/pull, over TCP:
+//     delayed, not lost, cut by partitions and dead nodes) when they are no
+//     longer kept or the receiver gives up; names a receiver lacks are asked
+//     for the same way (reconcile.NameAsker);
 //   - node death: a dead node stops deciding, ticking and receiving; after
 //     DetectAfter every survivor calls NodeGone for it, as gossip does when
 //     memberlist declares it dead, and counts one live node fewer.
 //
 // Not modelled: memberlist's own traffic (probes, membership gossip) and
-// its push/pull state exchange (every 30 s per node; a few hundred bytes
-// per hot key), UDP and IP headers, CPU contention (decisions and merges
-// take no virtual time), and memberlist declaring partitioned peers dead.
+// its periodic push/pull state exchange (every 30 s per node; a few
+// hundred bytes per hot key), gossip's resyncs after a silence, UDP and IP
+// headers, CPU contention (decisions and merges take no virtual time, and
+// nothing is reordered by a busy receiver), and memberlist declaring
+// partitioned peers dead.
 //
 // # Bytes
 //
