@@ -112,9 +112,16 @@ func (s *nameMemory) sweep(now int64) {
 func (s *nameMemory) lookup(hashes []uint64, out []packet.Name) []packet.Name {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return appendNames(out, hashes, s.names, func(n namedAt) (string, string) { return n.resource, n.domain })
+}
+
+// appendNames appends to out the names m holds of hashes, name telling
+// an entry's resource and domain.
+func appendNames[V any](out []packet.Name, hashes []uint64, m map[uint64]V, name func(V) (string, string)) []packet.Name {
 	for _, h := range hashes {
-		if n, ok := s.names[h]; ok {
-			out = append(out, packet.Name{Hash: h, Resource: n.resource, Domain: n.domain})
+		if v, ok := m[h]; ok {
+			r, d := name(v)
+			out = append(out, packet.Name{Hash: h, Resource: r, Domain: d})
 		}
 	}
 	return out
@@ -130,12 +137,7 @@ func (c *Cluster) Names(hashes []uint64) []packet.Name {
 	}
 	c.gmu.Lock()
 	defer c.gmu.Unlock()
-	for _, h := range hashes {
-		if g, ok := c.gauges[h]; ok {
-			out = append(out, packet.Name{Hash: h, Resource: g.resource, Domain: g.domain})
-		}
-	}
-	return out
+	return appendNames(out, hashes, c.gauges, func(g *ownGauge) (string, string) { return g.resource, g.domain })
 }
 
 // ownNames resolves, from this node's own memory of names (a key it

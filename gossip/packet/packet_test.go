@@ -432,20 +432,8 @@ func TestDecodeMalformed(t *testing.T) {
 		{name: "empty array", in: []byte{0x90}, wantErr: ErrMalformed, msg: "empty array"},
 		{name: "version 9", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeUint(9) }), wantErr: ErrVersion, msg: "version 9"},
 		{name: "a request", in: mustRequest(&Request{From: "a", Seqs: []uint64{1}}), wantErr: ErrVersion, msg: "version 3 is a request"},
-		{name: "seq 0", in: enc(func(e *msgpack.Encoder) {
-			_ = e.EncodeArrayLen(7)
-			_ = e.EncodeUint(2)
-			_ = e.EncodeString("a")
-			_ = e.EncodeUint(1)
-			_ = e.EncodeUint(0)
-		}), wantErr: ErrMalformed, msg: "seq at byte 5: want 1 to"},
-		{name: "seq past the range", in: enc(func(e *msgpack.Encoder) {
-			_ = e.EncodeArrayLen(7)
-			_ = e.EncodeUint(2)
-			_ = e.EncodeString("a")
-			_ = e.EncodeUint(1)
-			_ = e.EncodeUint(math.MaxUint64)
-		}), wantErr: ErrMalformed, msg: "got 18446744073709551615"},
+		{name: "seq 0", in: seqHeader(0), wantErr: ErrMalformed, msg: "seq at byte 5: want 1 to"},
+		{name: "seq past the range", in: seqHeader(math.MaxUint64), wantErr: ErrMalformed, msg: "got 18446744073709551615"},
 		{name: "version 0", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(1); _ = e.EncodeUint(0) }), wantErr: ErrVersion, msg: "version 0"},
 		{name: "version is a string", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeString("1") }), wantErr: ErrMalformed, msg: "version at byte 1: want an unsigned integer, got a string"},
 		{name: "version negative", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeInt(-1) }), wantErr: ErrMalformed, msg: "version"},
@@ -814,6 +802,18 @@ func TestPeek(t *testing.T) {
 			}
 		})
 	}
+}
+
+// seqHeader is a version-2 message from "a", incarnation 1, cut after its
+// seq.
+func seqHeader(seq uint64) []byte {
+	return enc(func(e *msgpack.Encoder) {
+		_ = e.EncodeArrayLen(7)
+		_ = e.EncodeUint(2)
+		_ = e.EncodeString("a")
+		_ = e.EncodeUint(1)
+		_ = e.EncodeUint(seq)
+	})
 }
 
 // first returns the first of msgs, panicking on err.
