@@ -93,7 +93,7 @@ func (n *Node) queueFull(from []byte) {
 		return // another goroutine logs
 	}
 	since := total - n.dropsLogged.Swap(total)
-	n.log.Warn("gossip: receive queue full, dropping sync messages; resends and resyncs repair the loss",
+	n.log.Warn("gossip: receive queue full, dropping sync messages; asks, resends and resyncs repair the loss",
 		"dropped", since, "total", total, "from", string(from),
 		"workers", len(n.recv.queues), "queue", cap(n.recv.queues[0]))
 }

@@ -175,7 +175,7 @@ func TestReceiveQueueFullDrops(t *testing.T) {
 			})
 			t.Cleanup(h.free) // before the node's Shutdown, should the test fail
 			d := (*delegate)(n)
-			const warning = "gossip: receive queue full, dropping sync messages; resends and resyncs repair the loss"
+			const warning = "gossip: receive queue full, dropping sync messages; asks, resends and resyncs repair the loss"
 
 			d.NotifyMsg(seq("a", 1))
 			h.waitStarted(t) // the worker holds message 1
