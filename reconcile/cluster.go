@@ -47,7 +47,8 @@ type Sender interface {
 // Repairer is implemented by a Sender whose peers may all repair a lost
 // message by asking for it again (gossip.Node over sequenced streams).
 // While Repairs reports true, a change ships once: no resends, the key's
-// name on its first shipment only, and an empty packet on the first idle
+// name only when no shipment carried it lately (see NameTTL), and an
+// empty packet on the first idle
 // tick after a shipment, so that a peer that lost the last message of a
 // burst sees the gap. Otherwise changes follow the resend schedule.
 type Repairer interface {
