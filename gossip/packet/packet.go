@@ -22,12 +22,15 @@ import (
 // Split write it for a Packet whose Seq is 0. SeqVersion is the sequenced
 // one, written for a Packet with a Seq; Decode reads both. RequestVersion
 // is the version number of a Request (EncodeRequest, DecodeRequest).
+// SumVersion is the sum message a key's owner sends a node (Packet.Sum):
+// the layout of version 1, its counts sums over origins.
 //
 // Every value a msgpack array or a compact int:
 //
 //	message = [1, from str, incarnation uint, full bool, base int, groups]
 //	        | [2, from str, incarnation uint, seq uint, full bool, base int, groups]
 //	request = [3, from str, incarnation uint, target uint, seqs, hashes]
+//	        | [4, from str, incarnation uint, false, base int, groups] (a sum)
 //	group   = [hash uint, name, counts, marks, gauges]
 //	name    = nil | [resource str, domain str]
 //	counts  = [slot uint, bucket−base uint, value uint, …]   (3 per Count)
@@ -43,6 +46,7 @@ const (
 	WireVersion    = 1
 	SeqVersion     = 2
 	RequestVersion = 3
+	SumVersion     = 4
 )
 
 // maxSeq is the greatest seq: a stream that would pass it (never, at any
@@ -78,7 +82,13 @@ type Packet struct {
 	// Seq, Seq+1, …; a snapshot's Seq is the one its origin's next
 	// message was to get when it was taken (every earlier message's
 	// content is in it).
-	Seq    uint64
+	Seq uint64
+	// Sum marks a message from the owner of its keys to one node (the
+	// receiver): each Count is the sum of the counts of every origin but
+	// the receiver, as the owner knows them (a lower bound of the truth,
+	// which only grows), with the keys' Names. A sum has no Seq, is never
+	// Full and carries no Marks or Gauges.
+	Sum    bool
 	Names  []Name
 	Counts []Count
 	Marks  []Mark
@@ -469,6 +479,10 @@ func checkPacket(p *Packet) error {
 	if p.Seq > maxSeq {
 		return fmt.Errorf("%w: Seq %d is past the stream's range (at most %d)", ErrInvalid, p.Seq, uint64(maxSeq))
 	}
+	if p.Sum && (p.Seq != 0 || p.Full || len(p.Marks) > 0 || len(p.Gauges) > 0) {
+		return fmt.Errorf("%w: a sum has no Seq (got %d), is not Full (got %t) and holds counts only (got %d marks, %d gauges)",
+			ErrInvalid, p.Seq, p.Full, len(p.Marks), len(p.Gauges))
+	}
 	return nil
 }
 
@@ -484,7 +498,11 @@ func (gp *grouped) encode(e *msgpack.Encoder, groups []group, k uint64) error {
 	}
 	if p.Seq == 0 {
 		w(e.EncodeArrayLen(6))
-		w(e.EncodeUint(WireVersion))
+		if p.Sum {
+			w(e.EncodeUint(SumVersion))
+		} else {
+			w(e.EncodeUint(WireVersion))
+		}
 		w(e.EncodeString(p.From))
 		w(e.EncodeUint(p.Incarnation))
 	} else {
@@ -629,7 +647,7 @@ var decPool = sync.Pool{New: func() any { return new(decoder) }}
 func Decode(b []byte) (*Packet, error) { return withDecoder(b, (*decoder).packet) }
 
 // Kind is what a message is, by its version: a sync message (KindSync,
-// versions 1 and 2, read by Decode) or a request (KindRequest, read by
+// versions 1, 2 and 4, read by Decode) or a request (KindRequest, read by
 // DecodeRequest).
 type Kind uint8
 
@@ -836,12 +854,12 @@ func (dc *decoder) header() (head, error) {
 	}
 	want := 0
 	switch v {
-	case WireVersion, RequestVersion:
+	case WireVersion, RequestVersion, SumVersion:
 		want = 6
 	case SeqVersion:
 		want = 7
 	default:
-		return head{}, fmt.Errorf("%w: version %d (this build reads %d to %d)", ErrVersion, v, WireVersion, RequestVersion)
+		return head{}, fmt.Errorf("%w: version %d (this build reads %d to %d)", ErrVersion, v, WireVersion, SumVersion)
 	}
 	if n != want {
 		return head{}, dc.fail("message", 0, "array of %d elements, want %d for version %d", n, want, v)
@@ -865,7 +883,7 @@ func (dc *decoder) packet() (*Packet, error) {
 	if h.version == RequestVersion {
 		return nil, fmt.Errorf("%w: version %d is a request, not a sync message (DecodeRequest reads it)", ErrVersion, h.version)
 	}
-	p := &Packet{From: string(h.from)}
+	p := &Packet{From: string(h.from), Sum: h.version == SumVersion}
 	if p.Incarnation, err = dc.uint("incarnation"); err != nil {
 		return nil, err
 	}
@@ -878,8 +896,12 @@ func (dc *decoder) packet() (*Packet, error) {
 			return nil, dc.fail("seq", at, "want 1 to %d, got %d", uint64(maxSeq), p.Seq)
 		}
 	}
+	at := dc.pos()
 	if p.Full, err = dc.bool("full"); err != nil {
 		return nil, err
+	}
+	if p.Sum && p.Full {
+		return nil, dc.fail("full", at, "a sum (version %d) is never full", SumVersion)
 	}
 	base, err := dc.int("base")
 	if err != nil {
@@ -900,6 +922,9 @@ func (dc *decoder) packet() (*Packet, error) {
 	dc.grp = -1
 	if dc.r.Len() != 0 {
 		return nil, dc.fail("message", dc.pos(), "%d trailing bytes after the message", dc.r.Len())
+	}
+	if p.Sum && (len(p.Marks) > 0 || len(p.Gauges) > 0) {
+		return nil, dc.fail("groups", dc.pos(), "a sum (version %d) holds counts only, got %d marks and %d gauges", SumVersion, len(p.Marks), len(p.Gauges))
 	}
 	return p, nil
 }
