@@ -1,0 +1,126 @@
+package ring
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+func names(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("node-%d", i)
+	}
+	return out
+}
+
+func TestOwnersEdges(t *testing.T) {
+	var zero *Ring
+	if o, s := zero.Owners(1); o != "" || s != "" {
+		t.Fatalf("nil ring owns %q %q", o, s)
+	}
+	if o, s := New(nil).Owners(1); o != "" || s != "" {
+		t.Fatalf("empty ring owns %q %q", o, s)
+	}
+	one := New([]string{"a", "", "a"})
+	if one.Members() != 1 || !one.Has("a") || one.Has("") {
+		t.Fatalf("one member ring: %d members", one.Members())
+	}
+	for h := range uint64(100) {
+		if o, s := one.Owners(h); o != "a" || s != "" {
+			t.Fatalf("one member: Owners(%d) = %q %q", h, o, s)
+		}
+	}
+	two := New([]string{"b", "a"})
+	for h := range uint64(100) {
+		o, s := two.Owners(h)
+		if o == s || (o != "a" && o != "b") || (s != "a" && s != "b") {
+			t.Fatalf("two members: Owners(%d) = %q %q", h, o, s)
+		}
+	}
+}
+
+// TestSameMembersSamePlacement: the order members are listed in does not
+// change where a key goes.
+func TestSameMembersSamePlacement(t *testing.T) {
+	a := New([]string{"x", "y", "z", "w"})
+	b := New([]string{"w", "z", "y", "x", "x"})
+	for h := range uint64(10_000) {
+		oa, sa := a.Owners(h * 0x1234567)
+		ob, sb := b.Owners(h * 0x1234567)
+		if oa != ob || sa != sb {
+			t.Fatalf("hash %d: %s/%s vs %s/%s", h, oa, sa, ob, sb)
+		}
+	}
+}
+
+// TestBalance: at 10, 100 and 1000 members every member owns within
+// ±60% of 1/N of 200,000 keys, and the spread (coefficient of variation)
+// is under 0.2.
+func TestBalance(t *testing.T) {
+	for _, n := range []int{10, 100, 1000} {
+		r := New(names(n))
+		own := map[string]int{}
+		const keys = 200_000
+		for h := range uint64(keys) {
+			o, _ := r.Owners(h)
+			own[o]++
+		}
+		mean := float64(keys) / float64(n)
+		var ss float64
+		for _, m := range names(n) {
+			c := float64(own[m])
+			if c < 0.4*mean || c > 1.6*mean {
+				t.Errorf("n=%d: %s owns %v keys, mean %v", n, m, c, mean)
+			}
+			ss += (c - mean) * (c - mean)
+		}
+		if cv := math.Sqrt(ss/float64(n)) / mean; cv > 0.2 {
+			t.Errorf("n=%d: coefficient of variation %.3f", n, cv)
+		}
+	}
+}
+
+// TestMemberGoes: when an owner goes, its keys go to their successor and
+// no other key moves; when a member joins, a key moves only to it.
+func TestMemberGoes(t *testing.T) {
+	all := names(50)
+	r := New(all)
+	gone := New(all[1:])
+	joined := New(append(names(50), "newcomer"))
+	for h := range uint64(50_000) {
+		o, s := r.Owners(h)
+		o2, _ := gone.Owners(h)
+		switch {
+		case o == all[0] && o2 != s:
+			t.Fatalf("hash %d: owner went, new owner %s, successor was %s", h, o2, s)
+		case o != all[0] && o2 != o:
+			t.Fatalf("hash %d: moved from %s to %s though its owner stayed", h, o, o2)
+		}
+		if o3, _ := joined.Owners(h); o3 != o && o3 != "newcomer" {
+			t.Fatalf("hash %d: moved from %s to %s on a join", h, o, o3)
+		}
+	}
+}
+
+func BenchmarkOwners(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		r := New(names(n))
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.ReportAllocs()
+			var h uint64
+			for b.Loop() {
+				h += 0x9e3779b97f4a7c15
+				r.Owners(h)
+			}
+		})
+	}
+}
+
+func BenchmarkNew1000(b *testing.B) {
+	ms := names(1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		New(ms)
+	}
+}
