@@ -131,6 +131,13 @@ type Config struct {
 	// node still follows and repairs its peers' numbered streams. Off, a
 	// node numbers its messages whenever every live peer reads them.
 	Unsequenced bool
+	// NoOwners keeps the node out of owner mode: Aggregates reports false,
+	// and the node advertises the delegate protocol max of a release that
+	// does not aggregate, so its peers' Aggregates report false too while
+	// it is live and the whole mesh sends every change to every member:
+	// for comparisons, and a way back should owner mode misbehave. The
+	// node still reads sums and places keys (Owners).
+	NoOwners bool
 }
 
 // ErrConfig is wrapped by every Config.Validate error.

@@ -84,7 +84,8 @@ func (d *delegate) LocalState(join bool) []byte {
 }
 
 // MergeRemoteState decodes a peer's push/pull state and hands it to the
-// handler with Full set.
+// handler with Full set; a sum (which no node sends as its state) is
+// dropped.
 func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 	n := d.node()
 	if len(buf) == 0 {
@@ -94,6 +95,11 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 	n.bytesIn.Add(uint64(len(buf)))
 	p := n.decode(buf, "state")
 	if p == nil {
+		return
+	}
+	if p.Sum { // meant for one receiver, never a state: Full would make it one
+		n.dropped.Add(1)
+		n.log.Debug("gossip: dropped state holding a sum", "from", p.From)
 		return
 	}
 	if !n.enter() {
@@ -228,8 +234,8 @@ func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
 }
 
 // member records what memberlist reports about node; state "" keeps the
-// current state. It also forgets members gone for longer than
-// goneRetention.
+// current state. A member that became live or went bumps the membership
+// epoch. It also forgets members gone for longer than goneRetention.
 func (n *Node) member(node *memberlist.Node, state string) {
 	now := n.clk.Now()
 	inc, leaving, ok := decodeMeta(node.Meta)
@@ -243,6 +249,9 @@ func (n *Node) member(node *memberlist.Node, state string) {
 		ps.leaving = leaving
 	}
 	if state != "" && state != ps.state {
+		if (state == "alive") != (ps.state == "alive") {
+			n.epoch.Add(1) // the live set changed: the ring is stale (route.go)
+		}
 		ps.state = state
 		ps.changed = now
 	}
@@ -256,7 +265,7 @@ func (n *Node) member(node *memberlist.Node, state string) {
 			delete(n.peers, name)
 		}
 	}
-	n.recountRepair()
+	n.recount()
 }
 
 // received records a packet or state of size bytes from p.From.

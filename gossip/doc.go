@@ -20,6 +20,15 @@
 // member of an earlier release in the mesh, messages go unnumbered and the
 // merging layer resends changes on its own schedule.
 //
+// While every live member also reads sums (a delegate protocol max of 2;
+// Aggregates), the merging layer may run in owner mode (reconcile.Router):
+// Owners places each key hash on an owner and a successor, on a
+// consistent-hash ring of the live members' names (package ring) that
+// every node builds alike and rebuilds when the live set changes (Epoch);
+// SendTo sends a packet, unnumbered, to one member alone, such as a
+// key's owner, or a sum (packet.Packet.Sum) from the owner to a node
+// (route.go). Config.NoOwners keeps a node, and so the mesh, out of it.
+//
 // memberlist delivers every datagram on one goroutine, behind a queue of
 // 4096 that it drops from when full. NotifyMsg only checks the size, reads
 // the sender's name (packet.Peek), copies the datagram and queues it
@@ -32,9 +41,9 @@
 //
 // A Config (config.go) becomes memberlist's profile in one pure function
 // (profile.go); the Node's API is in node.go, what memberlist calls it
-// back with in delegate.go, the receive workers in receive.go and the
-// repair of numbered streams in repair.go. Three loops run on the node's
-// injected clock
+// back with in delegate.go, the receive workers in receive.go, the
+// repair of numbered streams in repair.go and owner placement in
+// route.go. Three loops run on the node's injected clock
 // (Config.Clock), each a step(now): the beacon, which calls on peers
 // recently declared dead so that a healed partition is noticed at once,
 // and the rejoin, which joins seed addresses that are not members

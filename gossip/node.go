@@ -2,7 +2,8 @@ package gossip
 
 // The node and its public API: New, Send, the views of the mesh (Live,
 // Peers, Stats), Leave and Shutdown. What memberlist calls is in
-// delegate.go, the node's background loops in loops.go.
+// delegate.go, the node's background loops in loops.go, owner placement
+// and SendTo in route.go.
 
 import (
 	"cmp"
@@ -72,7 +73,7 @@ type Stats struct {
 	BytesIn, BytesOut     uint64
 	PacketsIn, PacketsOut uint64 // sync messages
 	StatesIn, StatesOut   uint64 // push/pull states
-	Dropped               uint64 // received messages that were undecodable, oversized or claimed this node's name
+	Dropped               uint64 // received messages that were undecodable, oversized or claimed this node's name, and states holding a sum
 	SendErrors            uint64 // datagrams memberlist failed to send
 	StatesSkipped         uint64 // snapshots not sent because they exceeded the push/pull limit
 	Resyncs               uint64 // push/pulls started with a peer back from a silence or a death
@@ -83,6 +84,7 @@ type Stats struct {
 	// merged again), key names asked for and names told.
 	Asked, Resent, RepairResyncs, Duplicates uint64
 	NamesAsked, NamesSent                    uint64
+	Targeted                                 uint64 // sync messages sent by SendTo (also in PacketsOut): owner mode's traffic
 }
 
 // Node is one member of the gossip mesh. Its methods are safe for concurrent
@@ -110,9 +112,15 @@ type Node struct {
 	statesSkipped, resyncs, queueDrops       atomic.Uint64
 	asked, resent, repairResyncs, duplicates atomic.Uint64
 	namesAsked, namesSent                    atomic.Uint64
+	targeted                                 atomic.Uint64
 
 	unsequenced bool
-	allRepair   atomic.Bool   // every live peer repairs (recountRepair)
+	allRepair   atomic.Bool   // every live peer repairs (recount)
+	noOwners    bool          // Config.NoOwners
+	allOwners   atomic.Bool   // every live member aggregates (recount)
+	epoch       atomic.Uint64 // membership epoch: bumped, under mu, when the live set changes
+	placeMu     sync.Mutex    // held by the one goroutine rebuilding place
+	place       atomic.Pointer[placement]
 	sendMu      sync.Mutex    // numbers messages and sends them in order
 	out         *stream.Out   // this node's stream (under sendMu)
 	inMu        sync.Mutex    // guards in
@@ -148,7 +156,7 @@ type peerState struct {
 	pktInc   uint64 // highest incarnation seen in its packets
 	leaving  bool
 	changed  time.Time // when state last changed
-	protoMax uint8     // memberlist's delegate protocol max: repairProtocol or more reads sequenced messages
+	protoMax uint8     // memberlist's delegate protocol max: repairProtocol or more reads sequenced messages, ownerProtocol or more aggregates
 	lastSync time.Time
 	in, out  uint64
 	resynced time.Time // last push/pull this node started with it
@@ -190,11 +198,13 @@ func New(cfg Config, h Handler) (*Node, error) {
 		done:        make(chan struct{}),
 		recv:        newReceiver(set.workers, set.queue),
 		unsequenced: cfg.Unsequenced,
+		noOwners:    cfg.NoOwners,
 		out:         stream.NewOut(RepairMessages, RepairBytes),
 		in:          newIn(),
 		repairKick:  make(chan struct{}, 1),
 	}
 	n.allRepair.Store(true) // alone: nobody to wait for
+	n.allOwners.Store(true)
 
 	mc := profile(cfg)
 	mc.Delegate = (*delegate)(n)
@@ -398,10 +408,11 @@ func (n *Node) Stats() Stats {
 		Asked:         n.asked.Load(), Resent: n.resent.Load(),
 		RepairResyncs: n.repairResyncs.Load(), Duplicates: n.duplicates.Load(),
 		NamesAsked: n.namesAsked.Load(), NamesSent: n.namesSent.Load(),
+		Targeted: n.targeted.Load(),
 	}
 }
 
-// ErrShutdown is returned by Leave and Send after Shutdown.
+// ErrShutdown is returned by Leave, Send and SendTo after Shutdown.
 var ErrShutdown = errors.New("gossip: node is shut down")
 
 // Leave announces that this node is leaving, so that peers report it left

@@ -90,13 +90,19 @@ func profile(c Config) *memberlist.Config {
 	}
 	mc.EnableCompression = false
 	// The delegate protocol's range says what this build reads: version 1
-	// reads sequenced messages and answers Requests (repair.go). A node
+	// reads sequenced messages and answers Requests (repair.go), version 2
+	// also reads sums and places keys on the ring (route.go). A node
 	// speaks version 0 (what every release accepts), so memberlist's
-	// version check lets old and new nodes share a mesh, and a sender
-	// numbers its messages only while every live peer's max is 1 or more.
+	// version check lets old and new nodes share a mesh; a sender numbers
+	// its messages only while every live peer's max is 1 or more, and
+	// the mesh runs in owner mode only while every live member's is 2 or
+	// more. A NoOwners node advertises 1.
 	mc.DelegateProtocolMin = 0
 	mc.DelegateProtocolVersion = 0
-	mc.DelegateProtocolMax = repairProtocol
+	mc.DelegateProtocolMax = ownerProtocol
+	if c.NoOwners {
+		mc.DelegateProtocolMax = repairProtocol
+	}
 	mc.DeadNodeReclaimTime = deadNodeReclaim
 	mc.HandoffQueueDepth = handoffQueueDepth
 	mc.UDPBufferSize = MaxDatagram

@@ -7,6 +7,7 @@ package gossip
 // resyncs with a push/pull when a gap cannot be filled.
 
 import (
+	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -45,16 +46,27 @@ type NameSource interface {
 // answer is kept up to date by membership events.
 func (n *Node) Repairs() bool { return !n.unsequenced && n.allRepair.Load() }
 
-// recountRepair recomputes whether every live peer repairs (n.mu held).
-func (n *Node) recountRepair() {
-	all := true
+// recount recomputes, in one pass over the live members, whether every
+// live peer repairs (Repairs) and whether every live member, self
+// included, aggregates (Aggregates). n.mu must be held.
+func (n *Node) recount() {
+	repair, owners := true, true
 	for name, ps := range n.peers {
-		if name != n.name && ps.state == "alive" && ps.protoMax < repairProtocol {
-			all = false
+		if ps.state != "alive" {
+			continue
+		}
+		if name != n.name && ps.protoMax < repairProtocol {
+			repair = false
+		}
+		if ps.protoMax < ownerProtocol {
+			owners = false
+		}
+		if !repair && !owners {
 			break
 		}
 	}
-	n.allRepair.Store(all)
+	n.allRepair.Store(repair)
+	n.allOwners.Store(owners)
 }
 
 // heard tells the receiver of p's seq and reports whether p is news: a
@@ -206,12 +218,13 @@ func (n *Node) sendRequest(to string, r *packet.Request) bool {
 		n.log.Debug("gossip: request not encoded", "err", err)
 		return false
 	}
-	return n.sendTo(to, b)
+	return n.sendTo(to, b) == nil
 }
 
 // sendTo sends datagram b to the member named to, best effort, counting
-// it; false when the member's address is unknown or the send failed.
-func (n *Node) sendTo(to string, b []byte) bool {
+// it; an error naming the member when its address is unknown or the send
+// failed (counted in Stats.SendErrors).
+func (n *Node) sendTo(to string, b []byte) error {
 	n.mu.Lock()
 	var addr string
 	if ps := n.peers[to]; ps != nil {
@@ -220,18 +233,18 @@ func (n *Node) sendTo(to string, b []byte) bool {
 	n.mu.Unlock()
 	m := memberNode(to, addr)
 	if m == nil {
-		return false
+		return fmt.Errorf("gossip: send to %s: address %q unknown", to, addr)
 	}
 	if err := n.ml.SendBestEffort(m, b); err != nil {
 		n.sendErrors.Add(1)
-		return false
+		return fmt.Errorf("gossip: send to %s (%s): %w", to, addr, err)
 	}
 	n.packetsOut.Add(1)
 	n.bytesOut.Add(uint64(len(b)))
 	n.mu.Lock()
 	n.peer(to).out += uint64(len(b))
 	n.mu.Unlock()
-	return true
+	return nil
 }
 
 // memberNode is the memberlist node to send to name at addr ("ip:port"),
@@ -270,7 +283,7 @@ func (n *Node) answer(r *packet.Request) {
 		}
 		n.sendMu.Unlock()
 		for _, b := range msgs {
-			if n.sendTo(r.From, b) {
+			if n.sendTo(r.From, b) == nil {
 				n.resent.Add(1)
 			}
 		}
@@ -298,7 +311,7 @@ func (n *Node) answer(r *packet.Request) {
 		}
 		sent := false
 		for _, b := range msgs {
-			sent = n.sendTo(r.From, b) || sent
+			sent = n.sendTo(r.From, b) == nil || sent
 		}
 		if sent {
 			n.namesSent.Add(uint64(len(names)))

@@ -1,0 +1,128 @@
+package gossip
+
+// Owner placement and targeted sends (reconcile.Router): whether every
+// live member takes part in owner mode (Aggregates), the consistent-hash
+// ring of the live members that places each key hash on an owner and a
+// successor (Owners, Epoch), and sends to one member (SendTo).
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/gossip/ring"
+)
+
+// ownerProtocol is memberlist's delegate protocol max of a node that reads
+// sum messages (packet.Packet.Sum) and places keys on the ring of the live
+// members (gossip/ring).
+const ownerProtocol = 2
+
+// ErrRecipient is wrapped by the SendTo error for a recipient that is not
+// a live member, or is this node.
+var ErrRecipient = errors.New("gossip: invalid recipient")
+
+// placement is a ring of the live members and the membership epoch it was
+// built at. Immutable.
+type placement struct {
+	epoch uint64
+	ring  *ring.Ring
+}
+
+// Aggregates reports whether every live member, self included, takes part
+// in owner mode (memberlist's delegate protocol max of 2 or more: it reads
+// sums and places keys on the same ring), unless Config.NoOwners. Cheap:
+// the answer is kept up to date by membership events, like Repairs'.
+func (n *Node) Aggregates() bool { return !n.noOwners && n.allOwners.Load() }
+
+// Owners returns the owner of key hash h and its successor on the ring
+// of the live (alive or suspect) members, self included: "" when there
+// are fewer. Every node that sees the same members places every key
+// alike. The ring is rebuilt on the first call after the live set
+// changes, by one caller; others meanwhile use the previous one.
+func (n *Node) Owners(h uint64) (owner, successor string) {
+	return n.placement().ring.Owners(h)
+}
+
+// Epoch returns the membership epoch of the ring Owners places keys on:
+// it changes whenever a member joins or goes (once the ring has been
+// rebuilt, which Epoch itself does when due). What Owners returns after
+// Epoch returned e is placed by a ring of epoch e or later, so placements
+// remembered under e are current while Epoch still returns e.
+func (n *Node) Epoch() uint64 { return n.placement().epoch }
+
+// placement returns the current ring, rebuilding it when the live set
+// changed since it was built, unless another goroutine is rebuilding it
+// (then the previous one).
+func (n *Node) placement() *placement {
+	p := n.place.Load()
+	if p != nil && p.epoch == n.epoch.Load() {
+		return p
+	}
+	if p == nil {
+		n.placeMu.Lock() // nothing to use meanwhile
+	} else if !n.placeMu.TryLock() {
+		return p
+	}
+	defer n.placeMu.Unlock()
+	n.mu.Lock()
+	epoch := n.epoch.Load() // bumped under mu
+	if p = n.place.Load(); p != nil && p.epoch == epoch {
+		n.mu.Unlock()
+		return p
+	}
+	live := make([]string, 0, len(n.peers))
+	for name, ps := range n.peers {
+		if ps.state == "alive" {
+			live = append(live, name)
+		}
+	}
+	n.mu.Unlock()
+	p = &placement{epoch: epoch, ring: ring.New(live)}
+	n.place.Store(p) // only under placeMu: epochs stored only grow
+	return p
+}
+
+// SendTo sends p to the live member named to alone, best effort over UDP:
+// split into messages of at most Budget bytes, with From and Incarnation
+// set to this node's, never numbered (p is not modified). It returns
+// ErrShutdown after Shutdown, an error wrapping ErrRecipient when to is
+// this node or not a live member, packet.ErrTooLarge or packet.ErrInvalid
+// from packet.Split, or every send failure joined (each also counted in
+// Stats.SendErrors). The messages sent are counted in Stats.Targeted (and
+// PacketsOut).
+func (n *Node) SendTo(to string, p *packet.Packet) error {
+	if p == nil {
+		return fmt.Errorf("%w: nil packet", packet.ErrInvalid)
+	}
+	if n.stopped() {
+		return ErrShutdown
+	}
+	if to == n.name {
+		return fmt.Errorf("%w: %q is this node", ErrRecipient, to)
+	}
+	n.mu.Lock()
+	state := "unknown"
+	if ps := n.peers[to]; ps != nil && ps.state != "" {
+		state = ps.state
+	}
+	n.mu.Unlock()
+	if state != "alive" {
+		return fmt.Errorf("%w: %q is not a live member (%s)", ErrRecipient, to, state)
+	}
+	cp := *p
+	cp.From, cp.Incarnation, cp.Seq = n.name, n.inc, 0
+	msgs, err := packet.Split(&cp, n.budget)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, b := range msgs {
+		if err := n.sendTo(to, b); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n.targeted.Add(1)
+	}
+	return errors.Join(errs...)
+}
