@@ -76,6 +76,13 @@ type Options struct {
 	// (every threshold reached is a flush at once); a positive value is
 	// used as is.
 	FlushGap time.Duration
+	// OwnerFrom is the least number of live members at which the node
+	// runs in owner mode, when its Sender is a Router whose every member
+	// takes part (owner.go): 0 = DefaultOwnerFrom (never), negative =
+	// never, 1 or more = from that many members. Once
+	// in owner mode it stays there until the live count falls an eighth
+	// under OwnerFrom (at least one member).
+	OwnerFrom int
 	// Clock is the time source of Run and of merges; nil = the real clock.
 	Clock clock.Clock
 	// Rand jitters the tick; nil = a randomly seeded source.
@@ -125,6 +132,11 @@ type Cluster struct {
 	sender  atomic.Pointer[senderBox]
 	live    atomic.Int64
 
+	ownerFrom int
+	agg       atomic.Bool // owner mode, as of the last Step
+	epoch     uint64      // the Router's epoch at the last Step (Step's alone)
+	relayKick bool        // a relay became urgent (c.mu)
+
 	kick      chan struct{}
 	gapAuto   bool         // flushGap is the default, capped by minLife
 	minLife   atomic.Int64 // ms: the shortest window of any resource (0: none)
@@ -163,7 +175,7 @@ type ownGauge struct {
 // New returns a cluster for this node.
 func New(o Options) *Cluster {
 	c := &Cluster{
-		name: o.Name, inc: o.Incarnation, interval: o.SyncInterval, tickOnly: o.TickOnly, flushGap: o.FlushGap,
+		name: o.Name, inc: o.Incarnation, interval: o.SyncInterval, tickOnly: o.TickOnly, flushGap: o.FlushGap, ownerFrom: o.OwnerFrom,
 		clock: o.Clock, rand: o.Rand, log: o.Logger, conflictLogged: make(map[string]int64), onConflict: o.OnNameConflict,
 		res:    make(map[string]*Res),
 		kick:   make(chan struct{}, 1),
@@ -178,6 +190,9 @@ func New(o Options) *Cluster {
 	}
 	if c.interval <= 0 {
 		c.interval = 250 * time.Millisecond
+	}
+	if c.ownerFrom == 0 {
+		c.ownerFrom = DefaultOwnerFrom
 	}
 	switch {
 	case c.flushGap == 0:
@@ -378,11 +393,16 @@ func (c *Cluster) Flush(now time.Time) {
 	c.lastFlush.Store(now.UnixNano())
 	ms := now.UnixMilli()
 	s := c.tick.Load()
+	agg := c.agg.Load()
 	mode := shipFlush
-	if c.shipsOnce() {
+	if c.shipsOnce() && !agg {
 		mode = shipOnce
 	}
 	pkt := c.packet()
+	up := pkt // where counts go: to every peer, or, in owner mode, to be routed
+	if agg {
+		up = c.packet()
+	}
 	for _, r := range c.resources() {
 		if !r.urgentFlag.Swap(false) {
 			continue
@@ -396,7 +416,7 @@ func (c *Cluster) Flush(now time.Time) {
 			sh := &r.shards[i]
 			sh.mu.Lock()
 			if all || len(sh.urgent) > 0 {
-				r.flush(sh, p, s, ms, pkt, all, mode)
+				r.flush(sh, p, s, ms, pkt, up, all, mode)
 			}
 			sh.mu.Unlock()
 		}
@@ -404,6 +424,26 @@ func (c *Cluster) Flush(now time.Time) {
 	if c.send(pkt, false) {
 		c.stats.flushes.Add(1)
 	}
+	if agg {
+		c.shipTargets(up, s+1, s, ms, true)
+	}
+}
+
+// shipTargets routes the counts of up to their keys' owners and
+// successors and adds the relays due (at tick s, or of urgent keys in a
+// flush), and sends them (owner mode).
+func (c *Cluster) shipTargets(up *packet.Packet, next, s uint32, now int64, flush bool) {
+	rt := c.router()
+	if rt == nil {
+		return
+	}
+	ts := targets{}
+	c.route(rt, up, ts, next, now)
+	c.mu.Lock()
+	c.relay(ts, s, flush)
+	c.relayKick = false
+	c.mu.Unlock()
+	c.sendTargets(rt, ts)
 }
 
 // Step is one sync tick at now: it ships every key that changed since the
@@ -416,12 +456,27 @@ func (c *Cluster) Step(now time.Time) {
 	}
 	s := c.tick.Add(1)
 	housekeeping := s%4 == 0
-	once := c.shipsOnce()
+	rt := c.router()
+	agg, moved := c.decideMode(rt, c.n())
+	once := c.shipsOnce() && !agg
 	mode := shipTick
 	if once {
 		mode = shipOnce
 	}
+	if moved { // every live bucket ships again, to its new targets
+		for _, r := range c.resources() {
+			r.reship(s)
+		}
+		c.mu.Lock()
+		c.tab.track = agg
+		c.replace(rt, agg, s)
+		c.mu.Unlock()
+	}
 	pkt := c.packet()
+	up := pkt
+	if agg {
+		up = c.packet()
+	}
 	for _, r := range c.resources() {
 		p := r.p.Load()
 		r.unshipped.Store(0)
@@ -430,7 +485,7 @@ func (c *Cluster) Step(now time.Time) {
 			sh := &r.shards[i]
 			sh.mu.Lock()
 			if len(sh.dirty) > 0 {
-				r.ship(sh, p, s, ms, pkt, mode)
+				r.ship(sh, p, s, ms, pkt, up, mode)
 			}
 			sh.mu.Unlock()
 		}
@@ -450,6 +505,9 @@ func (c *Cluster) Step(now time.Time) {
 	// changes ship once, the first idle tick after a shipment sends one
 	// too: its seq shows a peer that lost the last message its gap.
 	c.send(pkt, housekeeping || (once && c.sentLast.Load()))
+	if agg {
+		c.shipTargets(up, s, s, ms, false)
+	}
 	if housekeeping {
 		c.mu.Lock()
 		c.tab.sweep(ms, 2*int64(c.interval/time.Millisecond)+1000, c.life)
@@ -623,11 +681,33 @@ func (c *Cluster) HandlePacket(p *packet.Packet) {
 		opBufs.Put(buf)
 	}()
 	c.mu.Lock()
-	ops, ok := c.tab.merge(p, now, (*buf)[:0])
+	var ops []op
+	ok := true
+	if p.Sum {
+		ops = c.tab.mergeSum(p, now, (*buf)[:0])
+	} else {
+		ops, ok = c.tab.merge(p, now, (*buf)[:0])
+	}
+	if len(c.tab.grew) > 0 {
+		next := c.tick.Load() + 1
+		for _, g := range c.tab.grew {
+			c.noteGrowth(g.h, g.o, g.slot, g.bucket, int64(g.d), next)
+		}
+		clear(c.tab.grew)
+		c.tab.grew = c.tab.grew[:0]
+	}
+	kick := c.relayKick
+	c.relayKick = false
 	asks := c.tab.takeAsks()
 	ops, asks = c.ownNames(ops, asks, now)
 	*buf = ops
 	c.mu.Unlock()
+	if kick {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
 	c.askNames(asks)
 	if ok && len(p.Names) > 0 {
 		c.named.heard(p.Names, now)
@@ -637,6 +717,9 @@ func (c *Cluster) HandlePacket(p *packet.Packet) {
 		return
 	}
 	c.stats.packetsMerged.Add(1)
+	if p.Sum {
+		c.stats.sumsMerged.Add(1)
+	}
 	if !p.Full && len(p.Counts) > 0 {
 		newest := p.Counts[0].Bucket
 		for _, cn := range p.Counts[1:] {

@@ -124,11 +124,33 @@ type table struct {
 	// (ms): it is kept NameTTL from then (see NameTTL).
 	idle map[uint64]int64
 	self string
+
+	// Owner mode (owner.go): track makes merge note every count's growth
+	// in grew, for the relay; relays are the keys this node owns, urgent
+	// those to relay at once; own is this node's own counts of the keys
+	// it owns (selfNames their names); sums, the keys owners sent sums of.
+	track     bool
+	grew      []growth
+	relays    map[uint64]*relayKey
+	urgent    []uint64
+	own       map[uint64]*remoteKey
+	selfNames map[uint64]keyName
+	sums      map[uint64]*sumKey
+}
+
+// growth is the growth of an origin's count of a key in one bucket.
+type growth struct {
+	o      *origin
+	h      uint64
+	slot   uint32
+	bucket int64
+	d      uint64
 }
 
 func newTable(self string) *table {
 	return &table{origins: make(map[string]*origin), names: make(map[uint64]keyName), waiting: make(map[uint64][]*origin),
-		asked: make(map[uint64]int64), idle: make(map[uint64]int64), self: self}
+		asked: make(map[uint64]int64), idle: make(map[uint64]int64), self: self,
+		relays: make(map[uint64]*relayKey), own: make(map[uint64]*remoteKey), selfNames: make(map[uint64]keyName), sums: make(map[uint64]*sumKey)}
 }
 
 func (o *origin) key(h uint64, t *table, now int64) *remoteKey {
@@ -163,6 +185,10 @@ func (t *table) ask(o *origin, h uint64, now int64) {
 func (t *table) reask(now int64) {
 	for h, at := range t.asked {
 		if now-at < askAgain {
+			continue
+		}
+		if sk := t.sums[h]; sk != nil && len(t.waiting[h]) == 0 {
+			t.askOf(sk.from, sk.inc, h, now) // only an owner's sums told of it
 			continue
 		}
 		for _, o := range t.waiting[h] {
@@ -244,8 +270,15 @@ func (t *table) merge(p *packet.Packet, now int64, out []op) ([]op, bool) {
 	for _, c := range p.Counts {
 		k := o.key(c.Hash, t, now)
 		k.seen = now
-		if d := k.setCount(c.Slot, c.Bucket, c.Value); d > 0 && k.resolved {
-			out = t.emit(out, opCount, c.Hash, int(c.Slot), c.Bucket, int64(d))
+		d := k.setCount(c.Slot, c.Bucket, c.Value)
+		if d == 0 {
+			continue
+		}
+		if t.track {
+			t.grew = append(t.grew, growth{o, c.Hash, c.Slot, c.Bucket, d})
+		}
+		if k.resolved {
+			out = t.count(out, c.Hash, c.Slot, c.Bucket, d)
 		}
 	}
 	var watermark uint64
@@ -299,6 +332,11 @@ func (t *table) learn(names []packet.Name, now int64, out []op) []op {
 				out = t.applyAll(n.Hash, k, out)
 			}
 		}
+		if sk := t.sums[n.Hash]; sk != nil { // and what sums told
+			for i := range sk.rows {
+				out = t.settle(out, n.Hash, &sk.rows[i])
+			}
+		}
 		delete(t.waiting, n.Hash)
 		delete(t.asked, n.Hash)
 	}
@@ -350,7 +388,7 @@ func (t *table) applyAll(h uint64, k *remoteKey, out []op) []op {
 		out = t.emit(out, opEntry, h, int(m.slot), m.at, 0)
 	}
 	for _, c := range k.counts {
-		out = t.emit(out, opCount, h, int(c.slot), c.bucket, int64(c.value))
+		out = t.count(out, h, c.slot, c.bucket, c.value)
 	}
 	if k.gauge != 0 {
 		out = t.emit(out, opHolds, h, 0, 0, k.gauge)
@@ -427,6 +465,7 @@ func (t *table) sweep(now, grace int64, life func(resource string, slot uint32, 
 			delete(t.origins, o.name)
 		}
 	}
+	t.sweepOwner(now, grace, life, used)
 	for h := range t.names {
 		if used[h] {
 			delete(t.idle, h)
@@ -443,6 +482,11 @@ func (t *table) sweep(now, grace int64, life func(resource string, slot uint32, 
 	for h := range t.waiting {
 		if !used[h] {
 			delete(t.waiting, h)
+			delete(t.asked, h)
+		}
+	}
+	for h := range t.asked {
+		if !used[h] {
 			delete(t.asked, h)
 		}
 	}

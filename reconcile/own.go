@@ -170,7 +170,7 @@ func (r *Res) TierHits(domain string, at, total int64, taken []int64, entered ui
 	next := r.c.tick.Load() + 1
 	k.add(p, local.SlotTotal, at, total, next)
 	thr := int64(1 << 62)
-	n := r.c.n()
+	n := r.c.thrN()
 	if p.hard > 0 {
 		thr = threshold(p.drift, p.hard, n)
 	}
@@ -201,7 +201,7 @@ func (r *Res) gcra(domain string, slot int, at, n int64) {
 	sh.mu.Lock()
 	k := r.key(sh, domain)
 	k.add(p, slot, at, n, r.c.tick.Load()+1)
-	r.touch(sh, k, n, threshold(p.drift, p.limit[slot], r.c.n()), 1<<62)
+	r.touch(sh, k, n, threshold(p.drift, p.limit[slot], r.c.thrN()), 1<<62)
 	sh.mu.Unlock()
 }
 
@@ -238,20 +238,24 @@ const (
 // out: a spend keeps pushing the TAT of a busy bucket long after its own
 // burst offset, so peers must see it. A tiers bucket that aged out counts
 // in no window any more and goes unshipped.
-func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *packet.Packet, mode shipMode) bool {
+//
+// Counts (and the name with them) go to cp, tier entries (and the name
+// with them) to pkt: the same packet but in owner mode, where counts go to
+// the key's owner and the rest to every peer.
+func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt, cp *packet.Packet, mode shipMode) bool {
 	all, once := mode == shipAll, mode == shipOnce
 	keep := k.counts[:0]
-	shipped, late, ahead := false, false, false
+	shipped, late, ahead, marked := false, false, false, false
 	for _, c := range k.counts {
 		if int(c.slot) < len(p.life) && c.bucket+p.life[c.slot] <= now {
 			if c.unsent && !all && p.kind == config.KindGCRA {
-				pkt.Counts = append(pkt.Counts, packet.Count{Hash: k.hash, Slot: c.slot, Bucket: c.bucket, Value: c.value})
+				cp.Counts = append(cp.Counts, packet.Count{Hash: k.hash, Slot: c.slot, Bucket: c.bucket, Value: c.value})
 				shipped = true
 			}
 			continue // out of every window: forget it
 		}
 		if all || ((mode == shipFlush || once) && c.unsent) || (mode == shipTick && due(s, c.changed)) {
-			pkt.Counts = append(pkt.Counts, packet.Count{Hash: k.hash, Slot: c.slot, Bucket: c.bucket, Value: c.value})
+			cp.Counts = append(cp.Counts, packet.Count{Hash: k.hash, Slot: c.slot, Bucket: c.bucket, Value: c.value})
 			shipped = true
 			late = late || int32(s-c.changed) > 2
 			if !all {
@@ -269,7 +273,7 @@ func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *packet.Pac
 		}
 		if all || (once && m.unsent) || (!once && (shipped || due(s, m.changed))) {
 			pkt.Marks = append(pkt.Marks, packet.Mark{Hash: k.hash, Slot: m.slot, At: m.at})
-			shipped = true
+			marked = true
 			if !all {
 				m.unsent = false
 			}
@@ -278,13 +282,19 @@ func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *packet.Pac
 		mk = append(mk, m)
 	}
 	k.marks = mk
-	if shipped {
+	if shipped || marked {
 		// The memory of names shipped decides when changes ship once
 		// (peers keep names NameTTL and ask for the ones they lack);
 		// otherwise the key's first shipments and late resends carry it.
 		named := !all && r.c.named.ship(k.hash, r.name, k.domain, now, once) // a snapshot is for one peer
 		if all || (once && named) || (!once && (k.names > 0 || late)) {
-			pkt.Names = append(pkt.Names, packet.Name{Hash: k.hash, Resource: r.name, Domain: k.domain})
+			nm := packet.Name{Hash: k.hash, Resource: r.name, Domain: k.domain}
+			if shipped {
+				cp.Names = append(cp.Names, nm)
+			}
+			if marked && (cp != pkt || !shipped) {
+				pkt.Names = append(pkt.Names, nm)
+			}
 			if k.names > 0 && !all && !once {
 				k.names--
 			}
@@ -302,15 +312,15 @@ func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt *packet.Pac
 // is set: the resource's global threshold was reached) have not shipped yet
 // into pkt, as mode says (shipFlush, or shipOnce). The dirty list stays for
 // the next tick.
-func (r *Res) flush(sh *ownShard, p *params, s uint32, now int64, pkt *packet.Packet, all bool, mode shipMode) {
+func (r *Res) flush(sh *ownShard, p *params, s uint32, now int64, pkt, cp *packet.Packet, all bool, mode shipMode) {
 	if all {
 		for _, k := range sh.dirty {
-			r.collect(p, k, s, now, pkt, mode)
+			r.collect(p, k, s, now, pkt, cp, mode)
 		}
 	} else {
 		for _, k := range sh.urgent {
 			if k.urgent {
-				r.collect(p, k, s, now, pkt, mode)
+				r.collect(p, k, s, now, pkt, cp, mode)
 			}
 		}
 	}
@@ -320,10 +330,10 @@ func (r *Res) flush(sh *ownShard, p *params, s uint32, now int64, pkt *packet.Pa
 // ship collects the shard's dirty keys into pkt at tick s, as mode says
 // (shipTick, or shipOnce), and keeps on the dirty list those with
 // shipments ahead.
-func (r *Res) ship(sh *ownShard, p *params, s uint32, now int64, pkt *packet.Packet, mode shipMode) {
+func (r *Res) ship(sh *ownShard, p *params, s uint32, now int64, pkt, cp *packet.Packet, mode shipMode) {
 	keep := sh.dirty[:0]
 	for _, k := range sh.dirty {
-		if r.collect(p, k, s, now, pkt, mode) {
+		if r.collect(p, k, s, now, pkt, cp, mode) {
 			keep = append(keep, k)
 		} else {
 			k.dirty = false
@@ -344,7 +354,7 @@ func (r *Res) sweep(p *params, s uint32, now int64) {
 				continue
 			}
 			var drop packet.Packet
-			r.collect(p, k, s-lastResend-1, now, &drop, shipAll) // drops what aged out, ships nothing
+			r.collect(p, k, s-lastResend-1, now, &drop, &drop, shipAll) // drops what aged out, ships nothing
 			if len(k.counts) == 0 && len(k.marks) == 0 {
 				delete(sh.keys, d)
 			}
@@ -359,7 +369,7 @@ func (r *Res) snapshot(p *params, s uint32, now int64, pkt *packet.Packet) {
 		sh := &r.shards[i]
 		sh.mu.Lock()
 		for _, k := range sh.keys {
-			r.collect(p, k, s, now, pkt, shipAll) // a snapshot is not a shipment to everyone: the schedule stays
+			r.collect(p, k, s, now, pkt, pkt, shipAll) // a snapshot is not a shipment to everyone: the schedule stays
 		}
 		sh.mu.Unlock()
 	}

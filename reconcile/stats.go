@@ -26,6 +26,12 @@ type Stats struct {
 	// NamesAsked counts key hashes whose names this node asked their
 	// origin for (counts arrived for a key it could not name).
 	NamesAsked uint64
+	// Owner mode (owner.go): Owners says whether the node is in it (as of
+	// its last tick); Targeted counts packets sent to one member (counts
+	// to a key's owner or successor, and sums), SumsSent the sums among
+	// them, SumsMerged the sums merged from owners.
+	Owners                         bool
+	Targeted, SumsSent, SumsMerged uint64
 	// MergeLag is, per merged delta, how old its newest bucket was on
 	// arrival: the sender's wait to ship plus the network, plus up to one
 	// bucket width (the hit is dated to its bucket's start).
@@ -76,6 +82,7 @@ func (h *lagHistogram) load() Histogram {
 type statsCounters struct {
 	packetsSent, flushes, sendErrors, packetsMerged, stale, nodesGone atomic.Uint64
 	silentExpired, nameConflicts, namesAsked                          atomic.Uint64
+	targeted, sumsSent, sumsMerged                                    atomic.Uint64
 	countsApplied                                                     atomic.Int64
 	lag                                                               lagHistogram
 }
@@ -89,7 +96,8 @@ func (c *Cluster) Stats() Stats {
 		CountsApplied: uint64(s.countsApplied.Load()), NodesGone: s.nodesGone.Load(),
 		SilentExpired: s.silentExpired.Load(), NameConflicts: s.nameConflicts.Load(),
 		NamesAsked: s.namesAsked.Load(),
-		MergeLag:   s.lag.load(),
+		Owners:     c.agg.Load(), Targeted: s.targeted.Load(), SumsSent: s.sumsSent.Load(), SumsMerged: s.sumsMerged.Load(),
+		MergeLag: s.lag.load(),
 	}
 }
 

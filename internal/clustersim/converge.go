@@ -22,12 +22,46 @@ type sample struct {
 type converge struct {
 	n       int
 	pending map[bucketKey]*sample
-	lags    []int64
-	dropped int
+	// byBucket lists, per (key, bucket), the origins of its pending
+	// samples (some may be done: looked up in pending), for sums.
+	byBucket map[keyBucket][]int32
+	lags     []int64
+	dropped  int
+}
+
+type keyBucket struct {
+	key    int32
+	bucket int64
 }
 
 func newConverge(n int) *converge {
-	return &converge{n: n, pending: make(map[bucketKey]*sample)}
+	return &converge{n: n, pending: make(map[bucketKey]*sample), byBucket: make(map[keyBucket][]int32)}
+}
+
+// summed notes that node r merged, at now, a sum of key's bucket from
+// owner: every pending sample of the bucket that the owner had counted
+// (or made) by then, but r's own, is counted at r.
+func (c *converge) summed(r, owner int, key int32, bucket int64, now int64) {
+	kb := keyBucket{key, bucket}
+	origins := c.byBucket[kb]
+	live := origins[:0]
+	w, bit := owner/64, uint64(1)<<(owner%64)
+	for _, o := range origins {
+		bk := bucketKey{origin: o, key: key, bucket: bucket}
+		s, ok := c.pending[bk]
+		if !ok {
+			continue
+		}
+		live = append(live, o)
+		if int(o) != r && s.seen[w]&bit != 0 {
+			c.mark(s, bk, r, now, true)
+		}
+	}
+	if len(live) == 0 {
+		delete(c.byBucket, kb)
+		return
+	}
+	c.byBucket[kb] = live
 }
 
 // add starts following the hit of bk made at at, to be counted by every
@@ -45,6 +79,8 @@ func (c *converge) add(bk bucketKey, at int64, live func(int) bool) {
 		return
 	}
 	c.pending[bk] = s
+	kb := keyBucket{bk.key, bk.bucket}
+	c.byBucket[kb] = append(c.byBucket[kb], bk.origin)
 }
 
 // applied notes that node r's engine counted origin's key in bucket at now.

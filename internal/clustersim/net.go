@@ -162,7 +162,7 @@ func (s *sim) cut(a, b int) bool {
 // deliver merges a datagram at each of its receivers still alive.
 func (s *sim) deliver(e event) {
 	measured := s.now >= s.warm
-	s.curFrom = e.dg.from
+	s.curFrom, s.curSum = e.dg.from, e.dg.pkt.Sum
 	for _, r := range e.to {
 		nd := s.nodes[r]
 		if nd.dead {
@@ -178,8 +178,9 @@ func (s *sim) deliver(e event) {
 			continue
 		}
 		nd.rec.HandlePacket(e.dg.pkt)
+		s.kicked(nd, s.at(s.now)) // an owner's relay may have become urgent
 	}
-	s.curFrom = -1
+	s.curFrom, s.curSum = -1, false
 }
 
 // tap is a node's engine as its cluster's Applier: it forwards every
@@ -200,6 +201,13 @@ func (tp *tap) ApplyCount(resource, domain string, slot int, at, width, n, now i
 	}
 	k, ok := s.keyIdx[domain]
 	if !ok {
+		return
+	}
+	if s.curSum {
+		// A sum holds every origin's count its owner had merged: the
+		// samples of this bucket the owner counted (its own included),
+		// but the receiver's.
+		s.conv.summed(tp.r, int(s.curFrom), k, at, s.now)
 		return
 	}
 	s.conv.applied(tp.r, bucketKey{origin: s.curFrom, key: k, bucket: at}, s.now)

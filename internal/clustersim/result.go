@@ -56,6 +56,9 @@ type Result struct {
 	// NamesAsked counts key hashes whose names a node asked the origin
 	// for (measured span).
 	NamesAsked int64
+	// Owner mode over the measured span: datagrams sent to one node (counts
+	// to an owner or successor, and sums), and sums among them.
+	Targeted, Sums int64
 	// DatagramOverhead is the bytes added to each datagram's payload.
 	DatagramOverhead int
 	// Nodes are the per-node figures.

@@ -93,6 +93,12 @@ type Scenario struct {
 	// once; a receiver asks for what it missed and the origin sends it
 	// again from its ring, or resyncs (see the package doc).
 	Unsequenced bool
+	// OwnerFrom is reconcile.Options.OwnerFrom: the least number of live
+	// nodes at which they run in owner mode (0: reconcile's default,
+	// negative: never). In owner mode a node sends a key's counts to its
+	// owner and successor only, on a ring of the nodes not known dead, and
+	// owners send sums back (see the package doc).
+	OwnerFrom int
 	// Delay is the one-way network delay (0 = DefaultDelay; use NoDelay
 	// for none), Jitter a uniform extra in [0, Jitter).
 	Delay, Jitter time.Duration

@@ -12,6 +12,7 @@ import (
 
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/gossip"
+	"github.com/obol-dev/obol/gossip/ring"
 	"github.com/obol-dev/obol/gossip/stream"
 	"github.com/obol-dev/obol/internal/clock"
 	"github.com/obol-dev/obol/local"
@@ -86,6 +87,9 @@ type sim struct {
 	err       error
 	dec       local.Decision
 	byName    map[string]int
+	ring      *ring.Ring // owner mode's placement (route.go)
+	epoch     uint64
+	curSum    bool // the packet being merged is a sum
 }
 
 // Run simulates s and returns what it measured. It fails for a scenario
@@ -202,7 +206,7 @@ func setup(s Scenario) (*sim, error) {
 			// An incarnation is a start time in ns, as the agent's: its
 			// size on the wire is real.
 			Name: nd.name, Incarnation: uint64(base.UnixNano()) + uint64(i), SyncInterval: time.Duration(sm.sync),
-			TickOnly: s.TickOnly, FlushGap: s.FlushGap, Clock: sm.clk, Rand: rand.New(rand.NewPCG(s.Seed, uint64(i)+1<<32)),
+			TickOnly: s.TickOnly, FlushGap: s.FlushGap, OwnerFrom: s.OwnerFrom, Clock: sm.clk, Rand: rand.New(rand.NewPCG(s.Seed, uint64(i)+1<<32)),
 		})
 		nd.eng = local.New(cfg)
 		nd.eng.Attach(nd.rec)
@@ -212,6 +216,7 @@ func setup(s Scenario) (*sim, error) {
 		sm.nodes = append(sm.nodes, nd)
 		sm.byName[nd.name] = i
 	}
+	sm.placeRing()
 	return sm, nil
 }
 
@@ -383,6 +388,7 @@ func (sm *sim) loop(ctx context.Context) error {
 			sm.q.push(event{at: e.at + sm.detect, kind: evDetect, node: e.node})
 		case evDetect:
 			sm.live--
+			sm.placeRing()
 			for _, o := range sm.nodes {
 				if !o.dead {
 					o.rec.NodeGone(nd.name)
@@ -436,7 +442,7 @@ func (sm *sim) request(nd *node) {
 			nd.own[int32(k)] = b
 			if len(sm.nodes) > 1 && (nd.lastSmp < 0 || sm.now-nd.lastSmp >= sm.gap) {
 				nd.lastSmp = sm.now
-				sm.conv.add(bucketKey{origin: int32(nd.idx), key: int32(k), bucket: b}, sm.now, sm.alive)
+				sm.conv.add(bucketKey{origin: int32(nd.idx), key: int32(k), bucket: b}, sm.now, sm.expects(k))
 			}
 		}
 	}
@@ -473,3 +479,38 @@ func (sm *sim) probe(k int) {
 }
 
 func (sm *sim) alive(i int) bool { return !sm.nodes[i].dead }
+
+// owners reports whether the run is in owner mode (Scenario.OwnerFrom, or
+// reconcile's default, at most the cluster's size).
+func (sm *sim) owners() bool {
+	from := sm.sc.OwnerFrom
+	if from == 0 {
+		from = reconcile.DefaultOwnerFrom
+	}
+	return from > 0 && len(sm.nodes) >= from
+}
+
+// expects returns which nodes a sample of key k must reach: every live
+// node with direct fan-out; in owner mode the live nodes that need the
+// key's count, its owner and successor and the nodes that have the key
+// active (a grant of it within the last window), which are the ones sums
+// go to.
+func (sm *sim) expects(k int) func(int) bool {
+	if !sm.owners() {
+		return sm.alive
+	}
+	owner, succ := sm.ring.Owners(reconcile.KeyHash(sm.resName, sm.domains[k]))
+	window := int64(windowFor(sm.rc) / time.Millisecond)
+	ms := sm.at(sm.now).UnixMilli()
+	return func(i int) bool {
+		nd := sm.nodes[i]
+		if nd.dead {
+			return false
+		}
+		if nd.name == owner || nd.name == succ {
+			return true
+		}
+		b, ok := nd.own[int32(k)]
+		return ok && b+window > ms
+	}
+}

@@ -1,0 +1,81 @@
+package clustersim
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/gossip/ring"
+	"github.com/obol-dev/obol/reconcile"
+)
+
+// route.go is owner mode on the simulated network: each node's sender is a
+// reconcile.Router over one ring of the nodes not known dead (rebuilt
+// when a death is detected, as memberlist's members change), and sends to
+// one node as gossip.Node's SendTo does: unnumbered, split at the budget.
+
+var _ reconcile.Router = (*sender)(nil)
+
+// Aggregates reports that every node takes part in owner mode (the
+// threshold, Scenario.OwnerFrom, is reconcile's to apply).
+func (sd *sender) Aggregates() bool { return true }
+
+// Owners places key hash h on the ring of the live nodes.
+func (sd *sender) Owners(h uint64) (owner, successor string) { return sd.s.ring.Owners(h) }
+
+// Epoch changes when a death is detected.
+func (sd *sender) Epoch() uint64 { return sd.s.epoch }
+
+// SendTo splits p into unnumbered datagrams at the budget, decodes each
+// once, and schedules it for node to alone.
+func (sd *sender) SendTo(to string, p *packet.Packet) error {
+	s := sd.s
+	nd := s.nodes[sd.from]
+	j := s.index(to)
+	if j < 0 || j == sd.from {
+		return fmt.Errorf("clustersim: node %d: send to %q: not a peer", sd.from, to)
+	}
+	cp := *p
+	cp.Seq = 0
+	msgs, err := packet.Split(&cp, s.budget)
+	if err != nil {
+		s.err = fmt.Errorf("clustersim: node %d: split: %w", sd.from, err)
+		return err
+	}
+	for _, b := range msgs {
+		pkt, err := packet.Decode(b)
+		if err != nil {
+			s.err = fmt.Errorf("clustersim: node %d: its own datagram does not decode: %w", sd.from, err)
+			return err
+		}
+		if p.Sum && s.now >= s.warm {
+			s.res.Sums++
+		}
+		if s.now >= s.warm {
+			s.res.Targeted++
+		}
+		if s.nodes[j].dead && s.detected(j) {
+			continue
+		}
+		if !s.wire(nd, j, len(b)) {
+			continue
+		}
+		dg := &datagram{from: int32(sd.from), size: len(b), pkt: pkt}
+		s.q.push(event{at: s.arrival(), kind: evDeliver, dg: dg, to: []int32{int32(j)}})
+	}
+	return nil
+}
+
+// placeRing builds the ring of the nodes whose death is not detected and
+// moves the epoch.
+func (s *sim) placeRing() {
+	names := make([]string, 0, len(s.nodes))
+	for i, nd := range s.nodes {
+		if !nd.dead || !s.detected(i) {
+			names = append(names, nd.name)
+		}
+	}
+	slices.Sort(names)
+	s.ring = ring.New(names)
+	s.epoch++
+}

@@ -1,0 +1,609 @@
+package reconcile
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/obol-dev/obol/gossip/packet"
+)
+
+// owner.go is owner mode, past direct fan-out: each key has an owner and a
+// successor on the Router's ring. A node sends a key's counts to those two
+// only (tier entries, holds and heartbeats still go to every peer: they
+// change a few times per window, not per hit). The owner keeps every
+// origin's counts as any receiver does, and relays to each origin that has
+// the key active (it sent counts the owner still keeps) the sum of
+// everyone's counts but that origin's, per bucket: a sum message
+// (packet.Packet.Sum). A node counts, per bucket, the greater of what sums
+// told it and of what origins told it directly: each is a sum of counts
+// that only grow, so each is a lower bound of the truth, and the greater
+// one is too; nothing is counted twice when nodes disagree on the mode or
+// an owner changes. The successor receives every count the owner does, so
+// when the owner goes it relays on its first tick as the new owner.
+//
+// Targeted messages are not numbered (numbering is one stream to every
+// peer): counts and sums follow the resend schedule (1, 2, 4, 8 and 16
+// ticks after a change), and a node re-ships every live bucket of a key
+// whose owner or successor changed.
+
+// DefaultOwnerFrom is Options.OwnerFrom's default: never (direct fan-out at
+// every size). Owner mode is opt-in: it is exact and far cheaper for keys
+// that every deciding node has active (a hot key), but a node that decides
+// a key it has not hit within the window knows nothing of its count and
+// admits; with many sparse keys near their limits the simulator measured
+// windows of 2.9 × the limit at 200 members (docs/cluster.md).
+const DefaultOwnerFrom = -1
+
+// ownerLeave is how far under OwnerFrom the live count must fall before a
+// node in owner mode returns to direct fan-out: a margin, so that a member
+// flapping at the threshold does not switch the mesh back and forth.
+func ownerLeave(from int) int { return from - max(1, from/8) }
+
+// router returns the sender as a Router, or nil.
+func (c *Cluster) router() Router {
+	b := c.sender.Load()
+	if b == nil {
+		return nil
+	}
+	r, _ := b.s.(Router)
+	return r
+}
+
+// Owners reports whether this node is in owner mode (as of its last tick).
+func (c *Cluster) Owners() bool { return c.agg.Load() }
+
+// decideMode sets, at a tick, whether the node is in owner mode, and
+// reports whether the mode or the placement changed since the last tick
+// (so that every live bucket must ship again to its new targets).
+func (c *Cluster) decideMode(rt Router, live int) (agg, changed bool) {
+	was := c.agg.Load()
+	agg = false
+	if rt != nil && c.ownerFrom > 0 && rt.Aggregates() {
+		agg = live >= c.ownerFrom || (was && live >= ownerLeave(c.ownerFrom))
+	}
+	var epoch uint64
+	if agg {
+		epoch = rt.Epoch()
+	}
+	changed = agg != was || (agg && epoch != c.epoch)
+	c.agg.Store(agg)
+	c.epoch = epoch
+	return agg, changed
+}
+
+// thrN is the n drift thresholds divide a limit by: the live count, twice
+// it in owner mode, where the other half of the drift goes to the owner's
+// relay (relayThreshold).
+func (c *Cluster) thrN() int {
+	if c.agg.Load() {
+		return 2 * c.n()
+	}
+	return c.n()
+}
+
+// reship marks every live bucket of every key of r changed before tick
+// next: the placement or the mode changed, and each target must get them.
+func (r *Res) reship(next uint32) {
+	for i := range r.shards {
+		sh := &r.shards[i]
+		sh.mu.Lock()
+		for _, k := range sh.keys {
+			if len(k.counts) == 0 {
+				continue
+			}
+			for j := range k.counts {
+				k.counts[j].changed, k.counts[j].unsent = next, true
+			}
+			k.names = resends
+			if !k.dirty {
+				k.dirty = true
+				sh.dirty = append(sh.dirty, k)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// targets are the packets of one shipment to single members: counts and
+// sums apart (a sum is another message).
+type targets map[target]*packet.Packet
+
+type target struct {
+	to  string
+	sum bool
+}
+
+func (ts targets) get(c *Cluster, to string, sum bool) *packet.Packet {
+	p, ok := ts[target{to, sum}]
+	if !ok {
+		p = c.packet()
+		p.Sum = sum
+		ts[target{to, sum}] = p
+	}
+	return p
+}
+
+// route hands the counts of up (grouped by key, as collect appends them)
+// to each key's owner and successor in ts, with the key's name when up
+// carries it; the counts of keys this node owns go to its own record
+// (table.self), from which it relays. c.mu is not held.
+func (c *Cluster) route(rt Router, up *packet.Packet, ts targets, next uint32, now int64) {
+	if len(up.Counts) == 0 {
+		return
+	}
+	names := make(map[uint64]*packet.Name, len(up.Names))
+	for i := range up.Names {
+		names[up.Names[i].Hash] = &up.Names[i]
+	}
+	var mine []packet.Count
+	for i := 0; i < len(up.Counts); {
+		h := up.Counts[i].Hash
+		j := i + 1
+		for j < len(up.Counts) && up.Counts[j].Hash == h {
+			j++
+		}
+		owner, succ := rt.Owners(h)
+		for _, to := range [2]string{owner, succ} {
+			switch to {
+			case "":
+			case c.name:
+				if to == owner {
+					mine = append(mine, up.Counts[i:j]...)
+				}
+			default:
+				p := ts.get(c, to, false)
+				p.Counts = append(p.Counts, up.Counts[i:j]...)
+				if n := names[h]; n != nil {
+					p.Names = append(p.Names, *n)
+				}
+			}
+		}
+		i = j
+	}
+	if len(mine) > 0 {
+		c.mu.Lock()
+		for _, n := range up.Names {
+			c.tab.selfNames[n.Hash] = keyName{n.Resource, n.Domain}
+		}
+		for _, cn := range mine {
+			if d := c.tab.selfKey(cn.Hash).setCount(cn.Slot, cn.Bucket, cn.Value); d > 0 {
+				c.noteGrowth(cn.Hash, nil, cn.Slot, cn.Bucket, int64(d), next)
+			}
+		}
+		c.mu.Unlock()
+	}
+}
+
+// noteGrowth records, c.mu held, that origin o's count (nil: this node's
+// own) of key h in (slot, bucket) grew by d, for the relay: when this node
+// owns h, the bucket is to be relayed (changed before tick next), and at
+// once when the key's unrelayed growth reached its relay threshold.
+func (c *Cluster) noteGrowth(h uint64, o *origin, slot uint32, bucket int64, d int64, next uint32) {
+	rt := c.router()
+	if rt == nil {
+		return
+	}
+	if owner, _ := rt.Owners(h); owner != c.name {
+		return
+	}
+	rk := c.tab.relayKey(h)
+	if o != nil && !slices.Contains(rk.from, o) {
+		rk.from = append(rk.from, o)
+	}
+	rk.mark(slot, bucket, next)
+	rk.unrelayed += d
+	if rk.urgent || c.tickOnly {
+		return
+	}
+	if rk.unrelayed >= c.relayThreshold(h, slot) {
+		rk.urgent = true
+		c.tab.urgent = append(c.tab.urgent, h)
+		c.relayKick = true
+	}
+}
+
+// relayThreshold is the unrelayed growth of key h's slot at which its
+// owner relays at once: half the drift tolerance of the limit (the other
+// half is the origins' own thresholds, thrN), at least 1. c.mu held.
+func (c *Cluster) relayThreshold(h uint64, slot uint32) int64 {
+	name, ok := c.tab.names[h]
+	if !ok {
+		name, ok = c.tab.selfNames[h]
+	}
+	if !ok {
+		return 1
+	}
+	c.resMu.RLock()
+	r := c.res[name.resource]
+	c.resMu.RUnlock()
+	if r == nil {
+		return 1
+	}
+	p := r.p.Load()
+	if int(slot) >= len(p.limit) {
+		return 1 << 62
+	}
+	return threshold(p.drift, p.limit[slot], 2)
+}
+
+// relay appends to ts, c.mu held, the sums of the keys this node owns
+// that are due: at a tick (flush unset) the buckets due on the resend
+// schedule at tick s, in a flush those changed since they were relayed
+// and only of urgent keys. Each origin that has a key active gets the sum
+// of every other origin's count and this node's.
+func (c *Cluster) relay(ts targets, s uint32, flush bool) {
+	t := c.tab
+	var keys []uint64
+	if flush {
+		keys = t.urgent
+		t.urgent = nil
+	} else {
+		keys = make([]uint64, 0, len(t.relays))
+		for h := range t.relays {
+			keys = append(keys, h)
+		}
+		slices.Sort(keys) // a run on a virtual clock does not depend on map order
+		t.urgent = t.urgent[:0]
+	}
+	var rows []int
+	var totals []uint64
+	for _, h := range keys {
+		rk := t.relays[h]
+		if rk == nil {
+			continue
+		}
+		rk.urgent = false
+		rows = rows[:0]
+		for i := range rk.rows {
+			r := &rk.rows[i]
+			if (flush && r.unsent) || (!flush && due(s, r.changed)) {
+				rows = append(rows, i)
+				r.unsent = false
+			}
+		}
+		rk.unrelayed = 0
+		if len(rows) == 0 {
+			if !flush {
+				rk.rows = slices.DeleteFunc(rk.rows, func(r relayRow) bool { return !pending(s, r.changed) })
+			}
+			continue
+		}
+		// subscribers: origins of this incarnation that keep the key
+		subs := rk.from[:0]
+		for _, o := range rk.from {
+			if !o.gone && t.origins[o.name] == o && o.keys[h] != nil {
+				subs = append(subs, o)
+			}
+		}
+		clear(rk.from[len(subs):])
+		rk.from = subs
+		totals = totals[:0]
+		mine := t.own[h]
+		for _, i := range rows {
+			r := rk.rows[i]
+			v := mine.value(r.slot, r.bucket)
+			for _, o := range subs {
+				v += o.keys[h].value(r.slot, r.bucket)
+			}
+			totals = append(totals, v)
+		}
+		for _, o := range subs {
+			var p *packet.Packet
+			k := o.keys[h]
+			for j, i := range rows {
+				r := rk.rows[i]
+				v := totals[j] - k.value(r.slot, r.bucket)
+				if v == 0 {
+					continue
+				}
+				if p == nil {
+					p = ts.get(c, o.name, true)
+				}
+				p.Counts = append(p.Counts, packet.Count{Hash: h, Slot: r.slot, Bucket: r.bucket, Value: v})
+			}
+		}
+		if !flush { // rows past their resends go until they change again
+			live := rk.rows[:0]
+			for _, r := range rk.rows {
+				if pending(s, r.changed) {
+					live = append(live, r)
+				}
+			}
+			rk.rows = live
+		}
+	}
+}
+
+// sendTargets sends each packet of ts to its member.
+func (c *Cluster) sendTargets(rt Router, ts targets) {
+	if len(ts) == 0 {
+		return
+	}
+	to := make([]target, 0, len(ts))
+	for t := range ts {
+		to = append(to, t)
+	}
+	slices.SortFunc(to, func(a, b target) int { // a run on a virtual clock does not depend on map order
+		if a.to != b.to {
+			return strings.Compare(a.to, b.to)
+		}
+		if a.sum == b.sum {
+			return 0
+		}
+		if !a.sum {
+			return -1
+		}
+		return 1
+	})
+	for _, t := range to {
+		p := ts[t]
+		if err := rt.SendTo(t.to, p); err != nil {
+			if c.stats.sendErrors.Add(1) == 1 {
+				c.log.Warn("gossip send to one member failed", "to", t.to, "err", err)
+			}
+			continue
+		}
+		c.stats.targeted.Add(1)
+		if p.Sum {
+			c.stats.sumsSent.Add(1)
+		}
+	}
+}
+
+// replace rebuilds, c.mu held, what this node relays after the placement
+// or the mode changed: every key it now owns, every bucket due again.
+func (c *Cluster) replace(rt Router, agg bool, next uint32) {
+	t := c.tab
+	t.relays = make(map[uint64]*relayKey)
+	t.urgent = nil
+	if !agg {
+		clear(t.own)
+		return
+	}
+	owned := func(h uint64) bool { o, _ := rt.Owners(h); return o == c.name }
+	for _, o := range t.origins {
+		for h, k := range o.keys {
+			if len(k.counts) == 0 || !owned(h) {
+				continue
+			}
+			rk := t.relayKey(h)
+			rk.from = append(rk.from, o)
+			for _, cn := range k.counts {
+				rk.mark(cn.slot, cn.bucket, next)
+			}
+		}
+	}
+	for h, k := range t.own {
+		if !owned(h) {
+			delete(t.own, h)
+			continue
+		}
+		rk := t.relayKey(h)
+		for _, cn := range k.counts {
+			rk.mark(cn.slot, cn.bucket, next)
+		}
+	}
+}
+
+// relayRow is one bucket of a key this node owns, for the relay's resend
+// schedule.
+type relayRow struct {
+	slot    uint32
+	bucket  int64
+	changed uint32 // the tick it changed before
+	unsent  bool   // changed since it was last relayed
+}
+
+// relayKey is a key this node owns: its buckets to relay and the origins
+// that sent counts of it.
+type relayKey struct {
+	rows      []relayRow
+	from      []*origin
+	unrelayed int64
+	urgent    bool
+}
+
+func (t *table) relayKey(h uint64) *relayKey {
+	rk := t.relays[h]
+	if rk == nil {
+		rk = &relayKey{}
+		t.relays[h] = rk
+	}
+	return rk
+}
+
+// mark notes that (slot, bucket) changed before tick next.
+func (rk *relayKey) mark(slot uint32, bucket int64, next uint32) {
+	for i := range rk.rows {
+		if r := &rk.rows[i]; r.slot == slot && r.bucket == bucket {
+			r.changed, r.unsent = next, true
+			return
+		}
+	}
+	rk.rows = append(rk.rows, relayRow{slot: slot, bucket: bucket, changed: next, unsent: true})
+}
+
+// selfKey returns this node's own record of key h (owner mode).
+func (t *table) selfKey(h uint64) *remoteKey {
+	k := t.own[h]
+	if k == nil {
+		k = &remoteKey{resolved: true}
+		t.own[h] = k
+	}
+	return k
+}
+
+// value returns k's count in (slot, bucket), 0 for a nil k.
+func (k *remoteKey) value(slot uint32, bucket int64) uint64 {
+	if k == nil {
+		return 0
+	}
+	for i := len(k.counts) - 1; i >= 0; i-- {
+		if c := &k.counts[i]; c.slot == slot && c.bucket == bucket {
+			return c.value
+		}
+	}
+	return 0
+}
+
+// sumRow is one bucket of a key as this node counts it: the greatest sum
+// an owner told (agg), what origins told directly and was applied (direct),
+// and what the engine got (applied: the greater of the two once the name
+// is known).
+type sumRow struct {
+	slot                 uint32
+	bucket               int64
+	agg, direct, applied uint64
+}
+
+// sumKey is a key some owner sent sums of.
+type sumKey struct {
+	rows []sumRow
+	seen int64  // ms: the last sum of it
+	from string // the owner that last sent one, and its incarnation: asked for the name
+	inc  uint64
+}
+
+func (sk *sumKey) row(slot uint32, bucket int64) *sumRow {
+	for i := range sk.rows {
+		if r := &sk.rows[i]; r.slot == slot && r.bucket == bucket {
+			return r
+		}
+	}
+	sk.rows = append(sk.rows, sumRow{slot: slot, bucket: bucket})
+	return &sk.rows[len(sk.rows)-1]
+}
+
+// count appends to out the growth d of an origin's count of key h in
+// (slot, bucket), its name known: as is, or, when an owner sent sums of
+// h, what it adds to the greater of the two.
+func (t *table) count(out []op, h uint64, slot uint32, bucket int64, d uint64) []op {
+	sk := t.sums[h]
+	if sk == nil {
+		return t.emit(out, opCount, h, int(slot), bucket, int64(d))
+	}
+	r := sk.row(slot, bucket)
+	r.direct += d
+	return t.settle(out, h, r)
+}
+
+// settle applies what row r of key h (named) gained: the greater of its
+// sum and its direct count, over what was applied.
+func (t *table) settle(out []op, h uint64, r *sumRow) []op {
+	if v := max(r.agg, r.direct); v > r.applied {
+		out = t.emit(out, opCount, h, int(r.slot), r.bucket, int64(v-r.applied))
+		r.applied = v
+	}
+	return out
+}
+
+// mergeSum folds a sum message p from a key owner into the table at now
+// (ms) and appends to out what the engine must change.
+func (t *table) mergeSum(p *packet.Packet, now int64, out []op) []op {
+	out = t.learn(p.Names, now, out)
+	for _, c := range p.Counts {
+		sk := t.sums[c.Hash]
+		if sk == nil {
+			sk = t.newSum(c.Hash)
+		}
+		sk.seen, sk.from, sk.inc = now, p.From, p.Incarnation
+		r := sk.row(c.Slot, c.Bucket)
+		if c.Value <= r.agg {
+			continue
+		}
+		r.agg = c.Value
+		if _, named := t.names[c.Hash]; named {
+			out = t.settle(out, c.Hash, r)
+		} else if _, asked := t.asked[c.Hash]; !asked {
+			t.askOf(p.From, p.Incarnation, c.Hash, now)
+		}
+	}
+	return out
+}
+
+// newSum starts the sums of key h: what origins told directly and was
+// applied counts as applied.
+func (t *table) newSum(h uint64) *sumKey {
+	sk := &sumKey{}
+	for _, o := range t.origins {
+		k := o.keys[h]
+		if k == nil || !k.resolved {
+			continue
+		}
+		for _, c := range k.counts {
+			r := sk.row(c.slot, c.bucket)
+			r.direct += c.value
+			r.applied = r.direct
+		}
+	}
+	t.sums[h] = sk
+	return sk
+}
+
+// askOf records an ask of origin (incarnation inc) for the name of h.
+func (t *table) askOf(origin string, inc uint64, h uint64, now int64) {
+	t.asked[h] = now
+	if n := len(t.asks); n > 0 && t.asks[n-1].origin == origin && t.asks[n-1].inc == inc {
+		t.asks[n-1].hashes = append(t.asks[n-1].hashes, h)
+		return
+	}
+	t.asks = append(t.asks, nameAsk{origin: origin, inc: inc, hashes: []uint64{h}})
+}
+
+// sweepOwner forgets, at now, the sums and relayed buckets past their
+// slot's lifetime plus grace (life reports it), sums of a key whose name
+// never came after unresolvedTTL, relayed keys left empty, and this
+// node's own record of buckets aged out. It marks the names sums use.
+func (t *table) sweepOwner(now, grace int64, life func(resource string, slot uint32, mark bool) (int64, bool), used map[uint64]bool) {
+	alive := func(h uint64, slot uint32, bucket int64, seen int64) bool {
+		name, ok := t.names[h]
+		if !ok {
+			name, ok = t.selfNames[h]
+		}
+		if !ok {
+			return now-seen <= unresolvedTTL
+		}
+		l, ok := life(name.resource, slot, false)
+		return ok && bucket+l+grace > now
+	}
+	for h, sk := range t.sums {
+		rows := sk.rows[:0]
+		for _, r := range sk.rows {
+			if alive(h, r.slot, r.bucket, sk.seen) {
+				rows = append(rows, r)
+			}
+		}
+		sk.rows = rows
+		if len(rows) == 0 {
+			delete(t.sums, h)
+			continue
+		}
+		used[h] = true
+	}
+	for h, k := range t.own {
+		cs := k.counts[:0]
+		for _, c := range k.counts {
+			if alive(h, c.slot, c.bucket, now) {
+				cs = append(cs, c)
+			}
+		}
+		k.counts = cs
+		if len(cs) == 0 {
+			delete(t.own, h)
+			delete(t.selfNames, h)
+		}
+	}
+	for h, rk := range t.relays {
+		rows := rk.rows[:0]
+		for _, r := range rk.rows {
+			if alive(h, r.slot, r.bucket, now) {
+				rows = append(rows, r)
+			}
+		}
+		rk.rows = rows
+		rk.from = slices.DeleteFunc(rk.from, func(o *origin) bool { return o.gone || t.origins[o.name] != o || o.keys[h] == nil })
+		if len(rows) == 0 && len(rk.from) == 0 && !rk.urgent {
+			delete(t.relays, h)
+		}
+	}
+}

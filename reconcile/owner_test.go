@@ -1,0 +1,211 @@
+package reconcile_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/gossip/ring"
+	"github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/reconcile"
+)
+
+// routed is a memSender that places keys on a ring of the net's nodes
+// and sends to one node (reconcile.Router); what it sends to one node goes
+// through the wire form (Split, Decode), as gossip's would.
+type routed struct {
+	memSender
+	place *placement
+}
+
+type placement struct {
+	ring     *ring.Ring
+	epoch    uint64
+	targeted []*packet.Packet
+}
+
+func (r routed) Aggregates() bool                 { return true }
+func (r routed) Owners(h uint64) (string, string) { return r.place.ring.Owners(h) }
+func (r routed) Epoch() uint64                    { return r.place.epoch }
+
+func (r routed) SendTo(to string, p *packet.Packet) error {
+	r.net.mu.Lock()
+	c := r.net.nodes[to]
+	cut := r.net.cut[to] || r.net.cut[r.from]
+	r.net.mu.Unlock()
+	if c == nil || to == r.from {
+		return fmt.Errorf("no member %q", to)
+	}
+	msgs, err := packet.Split(p, 1200)
+	if err != nil {
+		return err
+	}
+	for _, b := range msgs {
+		q, err := packet.Decode(b)
+		if err != nil {
+			return err
+		}
+		r.place.targeted = append(r.place.targeted, q)
+		if !cut {
+			c.HandlePacket(q)
+		}
+	}
+	return nil
+}
+
+// ownerCluster is cluster() in owner mode from two members up.
+func ownerCluster(t *testing.T, fc *clock.Fake, names ...string) (*memNet, []*node, *placement) {
+	t.Helper()
+	net, nodes := cluster(t, fc, names...)
+	pl := &placement{ring: ring.New(names), epoch: 1}
+	for i, n := range nodes {
+		n.c = reconcile.New(reconcile.Options{Name: n.name, Incarnation: uint64(i + 1), Clock: fc, OwnerFrom: 2})
+		n.e.Attach(n.c)
+		n.c.SetSender(routed{memSender{net, n.name}, pl})
+		net.nodes[n.name] = n.c
+	}
+	return net, nodes, pl
+}
+
+// TestOwnerModeConverges: in owner mode every node counts every other
+// node's hits after two ticks (counts to the owner, sums back), no count
+// travels to every peer, the owner's sums leave out the receiver's own
+// hits, and the key's owner sent sums.
+func TestOwnerModeConverges(t *testing.T) {
+	fc := clock.NewFake(t0)
+	net, nodes, pl := ownerCluster(t, fc, "a", "b", "c", "d", "e")
+	step(fc, nodes) // the first Step counts the live members: owner mode
+	for _, n := range nodes {
+		if !n.c.Owners() {
+			t.Fatalf("%s is not in owner mode with 5 members, OwnerFrom 2", n.name)
+		}
+	}
+	for i, n := range nodes {
+		for range i + 1 { // a 1, b 2, … e 5: 15 hits
+			req(t, n, fc.Now(), "t/one", "u", 1)
+		}
+	}
+	before := sentCount(net)
+	for range 2 {
+		fc.Advance(250 * time.Millisecond)
+		step(fc, nodes)
+	}
+	for _, n := range nodes {
+		if d := req(t, n, fc.Now(), "t/one", "u", 0); d.TierHits != 15 {
+			t.Errorf("%s counts %d hits of u, want 15", n.name, d.TierHits)
+		}
+	}
+	for _, p := range sentSince(net, before) {
+		if len(p.Counts) > 0 {
+			t.Fatalf("%s sent counts to every peer in owner mode: %+v", p.From, p.Counts)
+		}
+	}
+	owner, succ := pl.ring.Owners(reconcile.KeyHash("t/one", "u"))
+	var sums int
+	for _, p := range pl.targeted {
+		if p.Sum {
+			sums++
+			if p.From != owner {
+				t.Fatalf("%s sent a sum of a key %s owns", p.From, owner)
+			}
+		}
+	}
+	if sums == 0 {
+		t.Fatal("the owner sent no sums")
+	}
+	for _, n := range nodes {
+		st := n.c.Stats()
+		if n.name == owner && st.SumsSent == 0 {
+			t.Errorf("owner %s: SumsSent 0", owner)
+		}
+		if n.name != owner && n.name != succ && st.SumsMerged == 0 {
+			t.Errorf("%s merged no sum", n.name)
+		}
+	}
+}
+
+// TestOwnerGoesSuccessorRelays: when a key's owner goes, its successor,
+// which got every count the owner did, relays on its first tick as the
+// owner: the survivors count the gone owner's hits (still in the window)
+// and each other's new ones.
+func TestOwnerGoesSuccessorRelays(t *testing.T) {
+	fc := clock.NewFake(t0)
+	names := []string{"a", "b", "c", "d", "e"}
+	net, nodes, pl := ownerCluster(t, fc, names...)
+	step(fc, nodes)
+	owner, succ := pl.ring.Owners(reconcile.KeyHash("t/one", "u"))
+	for _, n := range nodes {
+		req(t, n, fc.Now(), "t/one", "u", 2) // 10 hits, 2 of them the owner's
+	}
+	fc.Advance(250 * time.Millisecond)
+	step(fc, nodes)
+
+	// The owner dies: the survivors' ring no longer lists it.
+	var live []*node
+	var left []string
+	for _, n := range nodes {
+		if n.name != owner {
+			live = append(live, n)
+			left = append(left, n.name)
+		}
+	}
+	net.mu.Lock()
+	delete(net.nodes, owner)
+	net.mu.Unlock()
+	pl.ring, pl.epoch = ring.New(left), pl.epoch+1
+	for _, n := range live {
+		n.c.NodeGone(owner)
+	}
+	if o, _ := pl.ring.Owners(reconcile.KeyHash("t/one", "u")); o != succ {
+		t.Fatalf("new owner %s, want the successor %s", o, succ)
+	}
+	for _, n := range live {
+		req(t, n, fc.Now(), "t/one", "u", 1) // 4 more
+	}
+	for range 2 {
+		fc.Advance(250 * time.Millisecond)
+		step(fc, live)
+	}
+	for _, n := range live {
+		if d := req(t, n, fc.Now(), "t/one", "u", 0); d.TierHits != 14 {
+			t.Errorf("%s counts %d hits after the owner went, want 14", n.name, d.TierHits)
+		}
+	}
+}
+
+// TestOwnerModeThreshold: below OwnerFrom a node fans out directly; at it,
+// owner mode; it leaves owner mode only an eighth under OwnerFrom.
+func TestOwnerModeThreshold(t *testing.T) {
+	fc := clock.NewFake(t0)
+	net, nodes := cluster(t, fc, "a")
+	pl := &placement{ring: ring.New([]string{"a"}), epoch: 1}
+	c := reconcile.New(reconcile.Options{Name: "a", Incarnation: 1, Clock: fc, OwnerFrom: 16})
+	nodes[0].e.Attach(c)
+	live := &fixedLive{routed: routed{memSender{net, "a"}, pl}}
+	c.SetSender(live)
+	for _, tc := range []struct {
+		live int
+		want bool
+	}{{15, false}, {16, true}, {15, true}, {14, true}, {13, false}, {15, false}, {16, true}} {
+		live.n = tc.live
+		c.Step(fc.Now())
+		if c.Owners() != tc.want {
+			t.Fatalf("%d live: owner mode %v, want %v", tc.live, c.Owners(), tc.want)
+		}
+	}
+	never := reconcile.New(reconcile.Options{Name: "a", Incarnation: 1, Clock: fc, OwnerFrom: -1})
+	never.SetSender(live)
+	live.n = 1000
+	never.Step(fc.Now())
+	if never.Owners() {
+		t.Fatal("OwnerFrom -1 went to owner mode")
+	}
+}
+
+type fixedLive struct {
+	routed
+	n int
+}
+
+func (f *fixedLive) Live() int { return f.n }
