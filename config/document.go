@@ -201,7 +201,7 @@ func jsonDocument(data []byte) (*yaml.Node, error) {
 var (
 	topKeys       = []string{"agent", "gossip", "namespaces", "resources"}
 	agentKeys     = []string{"socket", "http"}
-	gossipKeys    = []string{"bind", "join", "sync_interval", "secret_file"}
+	gossipKeys    = []string{"bind", "join", "sync_interval", "secret_file", "owner_from"}
 	namespaceKeys = []string{"ignore_configured", "allow_unconfigured"}
 )
 
@@ -264,6 +264,11 @@ func (d *decoder) gossip(path string, n *yaml.Node, g *Gossip) {
 			g.SyncInterval = d.duration(p.path, p.v)
 		case "secret_file":
 			g.SecretFile = d.str(p.path, p.v)
+		case "owner_from":
+			g.OwnerFrom = d.integer(p.path, p.v)
+			if g.OwnerFrom < -1 || g.OwnerFrom == 1 {
+				d.fail(p.path, p.v, "%d: want 0 (the default), -1 (never) or a member count of at least 2", g.OwnerFrom)
+			}
 		default:
 			d.unknown(p, gossipKeys, "")
 		}

@@ -38,7 +38,8 @@ func (g Gossip) MarshalJSON() ([]byte, error) {
 		Join         []string `json:"join,omitempty"`
 		SyncInterval string   `json:"sync_interval,omitempty"`
 		SecretFile   string   `json:"secret_file,omitempty"`
-	}{g.Bind, g.Join, durationOrEmpty(g.SyncInterval), g.SecretFile})
+		OwnerFrom    int      `json:"owner_from,omitempty"`
+	}{g.Bind, g.Join, durationOrEmpty(g.SyncInterval), g.SecretFile, g.OwnerFrom})
 }
 
 // MarshalJSON renders t as {limit, window, active, cooldown, skippable},

@@ -156,6 +156,12 @@ type Gossip struct {
 	// SecretFile is the path of the 32-byte key that encrypts and
 	// authenticates gossip; "" = unencrypted (only on a trusted network).
 	SecretFile string `json:"secret_file,omitempty"`
+	// OwnerFrom is the least number of live members at which the mesh
+	// runs in owner mode: a node sends a key's counts to the key's owner
+	// and successor only, and the owner sends back the sum of everyone
+	// else's (docs/cluster.md). 0 = the built-in default (never: every node
+	// sends to every peer), -1 = never; at least 2 otherwise.
+	OwnerFrom int `json:"owner_from,omitempty"`
 }
 
 // Namespace is the per-namespace mode (the part of a resource name before '/').

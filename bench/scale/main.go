@@ -42,6 +42,7 @@ type options struct {
 	tickOnly      bool
 	unsequenced   bool
 	flushGap      time.Duration
+	ownerFrom     int
 	seed          uint64
 }
 
@@ -82,6 +83,7 @@ func run(args []string, out, log io.Writer) error {
 	fs.BoolVar(&o.tickOnly, "tick-only", false, "ship on the tick only")
 	fs.BoolVar(&o.unsequenced, "unsequenced", false, "ship as without sequenced streams: unsequenced messages, changes resent on a schedule (the mode before repair)")
 	fs.DurationVar(&o.flushGap, "flush-gap", 0, "least time between two drift flushes of a node (0: reconcile's default, negative: none)")
+	fs.IntVar(&o.ownerFrom, "owner-from", 0, "least cluster size in owner mode (0: reconcile's default, negative: never)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed")
 	quick := fs.Bool("quick", false, "N 10,50,100, K 1,1000, 1.25 s runs")
 	prof := fs.String("cpuprofile", "", "write a CPU profile here")
@@ -164,7 +166,7 @@ func table(o options, out, log io.Writer) error {
 			}
 			sc := clustersim.Scenario{
 				Resource: rc, Nodes: n, Keys: k, Rate: rate, SyncInterval: o.sync, Delay: delay, Loss: o.loss,
-				Encrypt: o.encrypt, Label: "obol", TickOnly: o.tickOnly, Unsequenced: o.unsequenced, FlushGap: o.flushGap, Duration: o.d, Warmup: o.warm, Seed: o.seed,
+				Encrypt: o.encrypt, Label: "obol", TickOnly: o.tickOnly, Unsequenced: o.unsequenced, FlushGap: o.flushGap, OwnerFrom: o.ownerFrom, Duration: o.d, Warmup: o.warm, Seed: o.seed,
 				MaxEvents: 2_000_000_000,
 			}
 			fmt.Fprintf(log, "n=%d keys=%d rate=%.0f/s per node ...\n", n, k, rate)

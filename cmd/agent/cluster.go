@@ -36,6 +36,7 @@ type clusterSettings struct {
 	key        []byte // the gossip key read from secretFile, by loadKey
 	label      string
 	sync       time.Duration
+	ownerFrom  int  // gossip.owner_from
 	insecure   bool // gossip off loopback without a key, asked for explicitly
 	// nameGenerated: the name is the hostname and this process's suffix,
 	// not one the operator gave.
@@ -73,7 +74,7 @@ var _ api.ClusterView = (*clusterRun)(nil)
 // joins it.
 // The key must have been loaded (loadKey).
 func startCluster(ctx context.Context, cs clusterSettings, e *local.Engine, log *slog.Logger, base clock.Clock, onConflict func(uint64)) (*clusterRun, error) {
-	rec := reconcile.New(reconcile.Options{Name: cs.name, SyncInterval: cs.sync, Logger: log, Clock: base, OnNameConflict: onConflict})
+	rec := reconcile.New(reconcile.Options{Name: cs.name, SyncInterval: cs.sync, OwnerFrom: cs.ownerFrom, Logger: log, Clock: base, OnNameConflict: onConflict})
 	e.Attach(rec)
 	node, err := gossip.New(gossip.Config{
 		Name: cs.name, Bind: cs.bind, Join: cs.join, SecretKey: cs.key, Label: cs.label,

@@ -435,6 +435,7 @@ func resolve(f flags, e env, cfg *config.Config) (settings, error) {
 		bad(labelV, "%d bytes, want at most %d", len(c.label), memberlist.LabelMaxSize)
 	}
 	c.sync = cfg.Gossip.SyncInterval
+	c.ownerFrom = cfg.Gossip.OwnerFrom // 0: reconcile's default
 	if v := pick(value{f.sync, "--sync-interval"}, value{e.sync, "OBOL_SYNC_INTERVAL"}); v.v != "" {
 		d, err := time.ParseDuration(v.v)
 		if err != nil || d <= 0 {
