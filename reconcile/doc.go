@@ -20,6 +20,12 @@
 // thinks alive). Two live agents under one name are detected and logged.
 // Nothing here blocks a decision: the engine reads its own merged state.
 //
+// In owner mode (opt-in, Options.OwnerFrom; owner.go), with a Router
+// sender, a key's counts go to its owner and successor on a ring of the
+// live members, and the owner sends each origin with the key active the
+// sum of everyone else's counts (packet.Packet.Sum); a node counts per
+// bucket the greater of sums and direct counts, both lower bounds.
+//
 // The engine (package local) knows no network: a Cluster is its
 // local.Cluster, each resource's Res its local.Recorder (own.go), and it is
 // an Applier to the Cluster (cluster.go). How long a slot's records matter
