@@ -170,14 +170,7 @@ func (o *origin) key(h uint64, t *table, now int64) *remoteKey {
 }
 
 // ask records that origin o is to be asked for the name of h at now.
-func (t *table) ask(o *origin, h uint64, now int64) {
-	t.asked[h] = now
-	if n := len(t.asks); n > 0 && t.asks[n-1].origin == o.name && t.asks[n-1].inc == o.inc {
-		t.asks[n-1].hashes = append(t.asks[n-1].hashes, h)
-		return
-	}
-	t.asks = append(t.asks, nameAsk{origin: o.name, inc: o.inc, hashes: []uint64{h}})
-}
+func (t *table) ask(o *origin, h uint64, now int64) { t.askOf(o.name, o.inc, h, now) }
 
 // reask records asks (into the asks) for the names asked for more than
 // askAgain before now that have not come, each of an origin still live

@@ -303,13 +303,7 @@ func (c *Cluster) relay(ts targets, s uint32, flush bool) {
 			}
 		}
 		if !flush { // rows past their resends go until they change again
-			live := rk.rows[:0]
-			for _, r := range rk.rows {
-				if pending(s, r.changed) {
-					live = append(live, r)
-				}
-			}
-			rk.rows = live
+			rk.rows = slices.DeleteFunc(rk.rows, func(r relayRow) bool { return !pending(s, r.changed) })
 		}
 	}
 }
@@ -567,42 +561,24 @@ func (t *table) sweepOwner(now, grace int64, life func(resource string, slot uin
 		return ok && bucket+l+grace > now
 	}
 	for h, sk := range t.sums {
-		rows := sk.rows[:0]
-		for _, r := range sk.rows {
-			if alive(h, r.slot, r.bucket, sk.seen) {
-				rows = append(rows, r)
-			}
-		}
-		sk.rows = rows
-		if len(rows) == 0 {
+		sk.rows = slices.DeleteFunc(sk.rows, func(r sumRow) bool { return !alive(h, r.slot, r.bucket, sk.seen) })
+		if len(sk.rows) == 0 {
 			delete(t.sums, h)
 			continue
 		}
 		used[h] = true
 	}
 	for h, k := range t.own {
-		cs := k.counts[:0]
-		for _, c := range k.counts {
-			if alive(h, c.slot, c.bucket, now) {
-				cs = append(cs, c)
-			}
-		}
-		k.counts = cs
-		if len(cs) == 0 {
+		k.counts = slices.DeleteFunc(k.counts, func(c remoteCount) bool { return !alive(h, c.slot, c.bucket, now) })
+		if len(k.counts) == 0 {
 			delete(t.own, h)
 			delete(t.selfNames, h)
 		}
 	}
 	for h, rk := range t.relays {
-		rows := rk.rows[:0]
-		for _, r := range rk.rows {
-			if alive(h, r.slot, r.bucket, now) {
-				rows = append(rows, r)
-			}
-		}
-		rk.rows = rows
+		rk.rows = slices.DeleteFunc(rk.rows, func(r relayRow) bool { return !alive(h, r.slot, r.bucket, now) })
 		rk.from = slices.DeleteFunc(rk.from, func(o *origin) bool { return o.gone || t.origins[o.name] != o || o.keys[h] == nil })
-		if len(rows) == 0 && len(rk.from) == 0 && !rk.urgent {
+		if len(rk.rows) == 0 && len(rk.from) == 0 && !rk.urgent {
 			delete(t.relays, h)
 		}
 	}
