@@ -91,11 +91,7 @@ func TestOwnerModeConverges(t *testing.T) {
 		fc.Advance(250 * time.Millisecond)
 		step(fc, nodes)
 	}
-	for _, n := range nodes {
-		if d := req(t, n, fc.Now(), "t/one", "u", 0); d.TierHits != 15 {
-			t.Errorf("%s counts %d hits of u, want 15", n.name, d.TierHits)
-		}
-	}
+	wantHits(t, nodes, fc.Now(), 15)
 	for _, p := range sentSince(net, before) {
 		if len(p.Counts) > 0 {
 			t.Fatalf("%s sent counts to every peer in owner mode: %+v", p.From, p.Counts)
@@ -167,11 +163,7 @@ func TestOwnerGoesSuccessorRelays(t *testing.T) {
 		fc.Advance(250 * time.Millisecond)
 		step(fc, live)
 	}
-	for _, n := range live {
-		if d := req(t, n, fc.Now(), "t/one", "u", 0); d.TierHits != 14 {
-			t.Errorf("%s counts %d hits after the owner went, want 14", n.name, d.TierHits)
-		}
-	}
+	wantHits(t, live, fc.Now(), 14)
 }
 
 // TestOwnerModeThreshold: below OwnerFrom a node fans out directly; at it,
@@ -209,3 +201,13 @@ type fixedLive struct {
 }
 
 func (f *fixedLive) Live() int { return f.n }
+
+// wantHits checks that every node counts want hits of t/one's key u at now.
+func wantHits(t *testing.T, nodes []*node, now time.Time, want int) {
+	t.Helper()
+	for _, n := range nodes {
+		if d := req(t, n, now, "t/one", "u", 0); d.TierHits != want {
+			t.Errorf("%s counts %d hits of u, want %d", n.name, d.TierHits, want)
+		}
+	}
+}
