@@ -51,6 +51,10 @@ func (n *Node) Owners(h uint64) (owner, successor string) {
 // remembered under e are current while Epoch still returns e.
 func (n *Node) Epoch() uint64 { return n.placement().epoch }
 
+// Members returns the live members of the ring Owners places keys on,
+// self included, sorted (the ring's own slice: not to be modified).
+func (n *Node) Members() []string { return n.placement().ring.Names() }
+
 // placement returns the current ring, rebuilding it when the live set
 // changed since it was built, unless another goroutine is rebuilding it
 // (then the previous one).

@@ -3,6 +3,7 @@ package gossip
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -67,6 +68,9 @@ func TestPlacementFollowsEvents(t *testing.T) {
 			if o != wo || s != ws {
 				t.Fatalf("%s: Owners(%#x) = %q, %q; want %q, %q (ring of %v)", what, h, o, s, wo, ws, live)
 			}
+		}
+		if got := nd.Members(); !slices.Equal(got, want.Names()) {
+			t.Fatalf("%s: Members %q, want %q", what, got, want.Names())
 		}
 	}
 	check("alone", "solo")

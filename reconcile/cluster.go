@@ -440,7 +440,7 @@ func (c *Cluster) shipTargets(up *packet.Packet, next, s uint32, now int64, flus
 	ts := targets{}
 	c.route(rt, up, ts, next, now)
 	c.mu.Lock()
-	c.relay(ts, s, flush)
+	c.relay(rt, ts, s, now, flush)
 	c.relayKick = false
 	c.mu.Unlock()
 	c.sendTargets(rt, ts)

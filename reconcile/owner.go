@@ -227,11 +227,13 @@ func (c *Cluster) relayThreshold(h uint64, slot uint32) int64 {
 }
 
 // relay appends to ts, c.mu held, the sums of the keys this node owns
-// that are due: at a tick (flush unset) the buckets due on the resend
-// schedule at tick s, in a flush those changed since they were relayed
-// and only of urgent keys. Each origin that has a key active gets the sum
-// of every other origin's count and this node's.
-func (c *Cluster) relay(ts targets, s uint32, flush bool) {
+// that are due at now (ms): at a tick (flush unset) the buckets due on the
+// resend schedule at tick s, in a flush those changed since they were
+// relayed and only of urgent keys. Each origin that has a key active gets
+// the sum of every other origin's count and this node's; while the key is
+// near its limit (wide), every other live member gets the sum of all
+// counts too, every live bucket with the key's name when it became so.
+func (c *Cluster) relay(rt Router, ts targets, s uint32, now int64, flush bool) {
 	t := c.tab
 	var keys []uint64
 	if flush {
@@ -302,10 +304,134 @@ func (c *Cluster) relay(ts targets, s uint32, flush bool) {
 				p.Counts = append(p.Counts, packet.Count{Hash: h, Slot: r.slot, Bucket: r.bucket, Value: v})
 			}
 		}
+		c.relayWide(rt, ts, h, rk, subs, rows, totals, now)
 		if !flush { // rows past their resends go until they change again
 			rk.rows = slices.DeleteFunc(rk.rows, func(r relayRow) bool { return !pending(s, r.changed) })
 		}
 	}
+}
+
+// Wide relays. A node that decides a key it has not hit within the
+// window is not among the origins its owner relays to, and knows nothing
+// of its count: far from the limit that costs nothing (every hit it
+// admits ships to the owner, which counts it), near the limit it admits
+// what the others already spent. So while a key's count in some slot is
+// at least wideOn of that slot's limit, its owner relays the sum of all
+// counts to every other live member too (the key is wide), and only
+// under wideOff does it go back to its origins alone: near its limit a
+// key costs what direct fan-out costs (a message per member per relay),
+// far from it what owner mode does.
+const (
+	wideOn  = 0.5
+	wideOff = 0.25
+)
+
+// relayWide appends, c.mu held, key h's sums for the live members that
+// are not among its origins (subs) while h is wide: the totals of rows
+// (indices into rk.rows) when it already was, every live bucket with the
+// key's name when it just became so.
+func (c *Cluster) relayWide(rt Router, ts targets, h uint64, rk *relayKey, subs []*origin, rows []int, totals []uint64, now int64) {
+	was := rk.wide
+	cells, name, limits := c.windowCounts(h, subs, now)
+	rk.wide = wideNow(cells, limits, was)
+	if !rk.wide {
+		return
+	}
+	var out []packet.Count
+	if was {
+		for j, i := range rows {
+			if totals[j] > 0 {
+				r := rk.rows[i]
+				out = append(out, packet.Count{Hash: h, Slot: r.slot, Bucket: r.bucket, Value: totals[j]})
+			}
+		}
+	} else {
+		out = cells
+	}
+	if len(out) == 0 {
+		return
+	}
+	skip := make(map[string]bool, len(subs)+1)
+	skip[c.name] = true
+	for _, o := range subs {
+		skip[o.name] = true
+	}
+	for _, m := range rt.Members() {
+		if skip[m] {
+			continue
+		}
+		p := ts.get(c, m, true)
+		p.Counts = append(p.Counts, out...)
+		if !was {
+			p.Names = append(p.Names, packet.Name{Hash: h, Resource: name.resource, Domain: name.domain})
+		}
+	}
+	c.stats.wide.Add(1)
+}
+
+// windowCounts returns, c.mu held, key h's live buckets at now (ms) with
+// the sum of this node's count and its origins' (subs) in each, the key's
+// name, and the limit per slot (nil when the name or resource is not
+// known: never wide).
+func (c *Cluster) windowCounts(h uint64, subs []*origin, now int64) ([]packet.Count, keyName, []int64) {
+	name, ok := c.tab.names[h]
+	if !ok {
+		name, ok = c.tab.selfNames[h]
+	}
+	if !ok {
+		return nil, name, nil
+	}
+	c.resMu.RLock()
+	r := c.res[name.resource]
+	c.resMu.RUnlock()
+	if r == nil {
+		return nil, name, nil
+	}
+	p := r.p.Load()
+	var cells []packet.Count
+	add := func(k *remoteKey) {
+		if k == nil {
+			return
+		}
+		for _, cn := range k.counts {
+			if int(cn.slot) >= len(p.life) || cn.bucket+p.life[cn.slot] <= now {
+				continue
+			}
+			i := slices.IndexFunc(cells, func(x packet.Count) bool { return x.Slot == cn.slot && x.Bucket == cn.bucket })
+			if i < 0 {
+				cells = append(cells, packet.Count{Hash: h, Slot: cn.slot, Bucket: cn.bucket})
+				i = len(cells) - 1
+			}
+			cells[i].Value += cn.value
+		}
+	}
+	add(c.tab.own[h])
+	for _, o := range subs {
+		add(o.keys[h])
+	}
+	return cells, name, p.limit
+}
+
+// wideNow reports whether a key whose live buckets are cells is wide,
+// given the limit per slot and whether it was: some slot's count at least
+// wideOn of its limit, or, when it was, wideOff.
+func wideNow(cells []packet.Count, limits []int64, was bool) bool {
+	frac := wideOn
+	if was {
+		frac = wideOff
+	}
+	sum := make([]uint64, len(limits))
+	for _, cn := range cells {
+		if int(cn.Slot) < len(sum) {
+			sum[cn.Slot] += cn.Value
+		}
+	}
+	for slot, l := range limits {
+		if l > 0 && float64(sum[slot]) >= frac*float64(l) {
+			return true
+		}
+	}
+	return false
 }
 
 // sendTargets sends each packet of ts to its member.
@@ -395,6 +521,7 @@ type relayKey struct {
 	from      []*origin
 	unrelayed int64
 	urgent    bool
+	wide      bool // near its limit: relayed to every live member (relayWide)
 }
 
 func (t *table) relayKey(h uint64) *relayKey {

@@ -28,6 +28,7 @@ type placement struct {
 func (r routed) Aggregates() bool                 { return true }
 func (r routed) Owners(h uint64) (string, string) { return r.place.ring.Owners(h) }
 func (r routed) Epoch() uint64                    { return r.place.epoch }
+func (r routed) Members() []string                { return r.place.ring.Names() }
 
 func (r routed) SendTo(to string, p *packet.Packet) error {
 	r.net.mu.Lock()
@@ -209,5 +210,64 @@ func wantHits(t *testing.T, nodes []*node, now time.Time, want int) {
 		if d := req(t, n, now, "t/one", "u", 0); d.TierHits != want {
 			t.Errorf("%s counts %d hits of u, want %d", n.name, d.TierHits, want)
 		}
+	}
+}
+
+// TestOwnerWideReachesNonOrigins: a node that has not hit a key learns
+// nothing of it while the key is far from its limit (its hits would reach
+// the owner), and learns its whole count, without asking for the name,
+// once the count reaches half the limit (t/one: 30, so 15): the owner
+// relays to every live member then.
+func TestOwnerWideReachesNonOrigins(t *testing.T) {
+	fc := clock.NewFake(t0)
+	_, nodes, pl := ownerCluster(t, fc, "a", "b", "c", "d", "e")
+	step(fc, nodes)
+	owner, succ := pl.ring.Owners(reconcile.KeyHash("t/one", "u"))
+	var others []*node
+	for _, n := range nodes {
+		if n.name != owner && n.name != succ {
+			others = append(others, n)
+		}
+	}
+	x, y, z := others[0], others[1], others[2]
+	tick := func() { // two ticks, all within t/one's 1 s window
+		for range 2 {
+			fc.Advance(50 * time.Millisecond)
+			step(fc, nodes)
+		}
+	}
+	req(t, x, fc.Now(), "t/one", "u", 7)
+	req(t, y, fc.Now(), "t/one", "u", 7)
+	tick()
+	if d := req(t, z, fc.Now(), "t/one", "u", 0); d.TierHits != 0 {
+		t.Fatalf("%s counts %d hits of a key at 14 of 30 it never hit: relayed before half the limit", z.name, d.TierHits)
+	}
+	req(t, x, fc.Now(), "t/one", "u", 1) // 15: half the limit
+	tick()
+	if d := req(t, z, fc.Now(), "t/one", "u", 0); d.TierHits != 15 {
+		t.Fatalf("%s counts %d hits of a key at 15 of 30 it never hit, want 15", z.name, d.TierHits)
+	}
+	if st := z.c.Stats(); st.NamesAsked != 0 {
+		t.Errorf("%s asked for %d names: the wide relay carries the name", z.name, st.NamesAsked)
+	}
+	var o *node
+	for _, n := range nodes {
+		if n.name == owner {
+			o = n
+		}
+	}
+	if st := o.c.Stats(); st.WideRelays == 0 {
+		t.Errorf("owner %s: WideRelays 0", owner)
+	}
+	// Wide, every further hit reaches z too; z itself is then an origin.
+	req(t, y, fc.Now(), "t/one", "u", 5)
+	tick()
+	if d := req(t, z, fc.Now(), "t/one", "u", 10); d.Granted != 10 {
+		t.Fatalf("%s granted %d of 10 at 20 of 30", z.name, d.Granted)
+	}
+	tick()
+	wantHits(t, nodes, fc.Now(), 30)
+	if d := req(t, z, fc.Now(), "t/one", "u", 1); d.Granted != 0 {
+		t.Fatalf("%s granted a hit past the limit", z.name)
 	}
 }

@@ -20,6 +20,9 @@ type Router interface {
 	Owners(h uint64) (owner, successor string)
 	// Epoch changes whenever the placement does (a member joined or went).
 	Epoch() uint64
+	// Members returns the live members Owners places keys on, self
+	// included, sorted. The caller must not modify the slice.
+	Members() []string
 	// SendTo sends p to the member named to alone, best effort. It must
 	// not block for long.
 	SendTo(to string, p *packet.Packet) error

@@ -29,9 +29,10 @@ type Stats struct {
 	// Owner mode (owner.go): Owners says whether the node is in it (as of
 	// its last tick); Targeted counts packets sent to one member (counts
 	// to a key's owner or successor, and sums), SumsSent the sums among
-	// them, SumsMerged the sums merged from owners.
-	Owners                         bool
-	Targeted, SumsSent, SumsMerged uint64
+	// them, SumsMerged the sums merged from owners, WideRelays the relays
+	// of a key near its limit to every live member (relayWide).
+	Owners                                     bool
+	Targeted, SumsSent, SumsMerged, WideRelays uint64
 	// MergeLag is, per merged delta, how old its newest bucket was on
 	// arrival: the sender's wait to ship plus the network, plus up to one
 	// bucket width (the hit is dated to its bucket's start).
@@ -82,7 +83,7 @@ func (h *lagHistogram) load() Histogram {
 type statsCounters struct {
 	packetsSent, flushes, sendErrors, packetsMerged, stale, nodesGone atomic.Uint64
 	silentExpired, nameConflicts, namesAsked                          atomic.Uint64
-	targeted, sumsSent, sumsMerged                                    atomic.Uint64
+	targeted, sumsSent, sumsMerged, wide                              atomic.Uint64
 	countsApplied                                                     atomic.Int64
 	lag                                                               lagHistogram
 }
@@ -97,7 +98,7 @@ func (c *Cluster) Stats() Stats {
 		SilentExpired: s.silentExpired.Load(), NameConflicts: s.nameConflicts.Load(),
 		NamesAsked: s.namesAsked.Load(),
 		Owners:     c.agg.Load(), Targeted: s.targeted.Load(), SumsSent: s.sumsSent.Load(), SumsMerged: s.sumsMerged.Load(),
-		MergeLag: s.lag.load(),
+		WideRelays: s.wide.Load(), MergeLag: s.lag.load(),
 	}
 }
 

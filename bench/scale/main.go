@@ -43,6 +43,7 @@ type options struct {
 	unsequenced   bool
 	flushGap      time.Duration
 	ownerFrom     int
+	limit         int
 	seed          uint64
 }
 
@@ -84,6 +85,7 @@ func run(args []string, out, log io.Writer) error {
 	fs.BoolVar(&o.unsequenced, "unsequenced", false, "ship as without sequenced streams: unsequenced messages, changes resent on a schedule (the mode before repair)")
 	fs.DurationVar(&o.flushGap, "flush-gap", 0, "least time between two drift flushes of a node (0: reconcile's default, negative: none)")
 	fs.IntVar(&o.ownerFrom, "owner-from", 0, "least cluster size in owner mode (0: reconcile's default, negative: never)")
+	fs.IntVar(&o.limit, "limit", 0, "every key's limit per second (0: a quarter of what a key is offered, at least 10)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed")
 	quick := fs.Bool("quick", false, "N 10,50,100, K 1,1000, 1.25 s runs")
 	prof := fs.String("cpuprofile", "", "write a CPU profile here")
@@ -103,6 +105,9 @@ func run(args []string, out, log io.Writer) error {
 	}
 	if *quick {
 		o.ns, o.ks, o.d, o.warm = []int{10, 50, 100}, []int{1, 1000}, 1250*time.Millisecond, 250*time.Millisecond
+	}
+	if o.limit < 0 {
+		return fmt.Errorf("-limit %d: want 0 (a quarter of the offered rate) or a positive limit per second", o.limit)
 	}
 	if o.rate <= 0 || o.budget <= 0 || o.d <= o.warm {
 		return errors.New("-rate and -budget must be > 0 and -d longer than -warmup")
@@ -156,6 +161,9 @@ func table(o options, out, log io.Writer) error {
 		for _, k := range o.ks {
 			rate := min(o.rate, o.budget/(float64(n)*float64(max(n-1, 1))*o.d.Seconds()))
 			limit := limitFor(n, k, rate)
+			if o.limit > 0 {
+				limit = o.limit
+			}
 			rc, err := config.ParseResource(fmt.Appendf(nil, `{"kind":"gcra","burst":%d,"count":%d,"period":"1s","drift":%g}`, limit, limit, o.drift))
 			if err != nil {
 				return err

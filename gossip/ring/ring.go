@@ -58,6 +58,15 @@ func (r *Ring) Members() int {
 	return len(r.members)
 }
 
+// Names returns the ring's members, sorted. The slice is the ring's own:
+// the caller must not modify it.
+func (r *Ring) Names() []string {
+	if r == nil {
+		return nil
+	}
+	return r.members
+}
+
 // Has reports whether name is a member of the ring.
 func (r *Ring) Has(name string) bool {
 	if r == nil {

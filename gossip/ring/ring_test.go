@@ -3,6 +3,7 @@ package ring
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -23,8 +24,11 @@ func TestOwnersEdges(t *testing.T) {
 		t.Fatalf("empty ring owns %q %q", o, s)
 	}
 	one := New([]string{"a", "", "a"})
-	if one.Members() != 1 || !one.Has("a") || one.Has("") {
-		t.Fatalf("one member ring: %d members", one.Members())
+	if one.Members() != 1 || !one.Has("a") || one.Has("") || !slices.Equal(one.Names(), []string{"a"}) {
+		t.Fatalf("one member ring: %d members %q", one.Members(), one.Names())
+	}
+	if zero.Names() != nil {
+		t.Fatalf("nil ring names %q", zero.Names())
 	}
 	for h := range uint64(100) {
 		if o, s := one.Owners(h); o != "a" || s != "" {
@@ -32,6 +36,9 @@ func TestOwnersEdges(t *testing.T) {
 		}
 	}
 	two := New([]string{"b", "a"})
+	if !slices.Equal(two.Names(), []string{"a", "b"}) {
+		t.Fatalf("two members: Names %q, want sorted [a b]", two.Names())
+	}
 	for h := range uint64(100) {
 		o, s := two.Owners(h)
 		if o == s || (o != "a" && o != "b") || (s != "a" && s != "b") {

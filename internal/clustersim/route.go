@@ -26,6 +26,9 @@ func (sd *sender) Owners(h uint64) (owner, successor string) { return sd.s.ring.
 // Epoch changes when a death is detected.
 func (sd *sender) Epoch() uint64 { return sd.s.epoch }
 
+// Members lists the nodes of the ring.
+func (sd *sender) Members() []string { return sd.s.ring.Names() }
+
 // SendTo splits p into unnumbered datagrams at the budget, decodes each
 // once, and schedules it for node to alone.
 func (sd *sender) SendTo(to string, p *packet.Packet) error {
