@@ -115,10 +115,14 @@ var (
 	descApplied       = prometheus.NewDesc("obol_cluster_remote_hits_total", "Peers' hits applied to this node's counts.", nil, nil)
 	descGone          = prometheus.NewDesc("obol_cluster_nodes_gone_total", "Nodes declared left or dead, whose holds were dropped.", nil, nil)
 	descLag           = prometheus.NewDesc("obol_cluster_merge_lag_seconds", "Age of a sync packet's newest bucket when merged.", nil, nil)
+	descOwnerMode     = prometheus.NewDesc("obol_cluster_owner_mode", "1 while this node sends keys' counts to their owners (owner mode), 0 while it sends them to every peer.", nil, nil)
+	descTargeted      = prometheus.NewDesc("obol_cluster_targeted_packets_total", "Sync packets sent to one member in owner mode (counts to a key's owner or successor, and sums).", nil, nil)
+	descSums          = prometheus.NewDesc("obol_cluster_sums_total", "Owner-mode sum messages this node sent as a key's owner or successor (sent) and merged (merged).", []string{"op"}, nil)
+	descWide          = prometheus.NewDesc("obol_cluster_wide_relays_total", "Relays of a key near its limit to every live member (owner mode).", nil, nil)
 )
 
 func (c clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descAsked, descResent, descRepairResyncs, descDuplicates, descNames, descSequenced, descLive, descMerged, descFlushes, descStale, descApplied, descGone, descLag} {
+	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descAsked, descResent, descRepairResyncs, descDuplicates, descNames, descSequenced, descLive, descMerged, descFlushes, descStale, descApplied, descGone, descLag, descOwnerMode, descTargeted, descSums, descWide} {
 		ch <- d
 	}
 }
@@ -153,6 +157,15 @@ func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descStale, m.Stale)
 	counter(descApplied, m.CountsApplied)
 	counter(descGone, m.NodesGone)
+	owners := 0.0
+	if m.Owners {
+		owners = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descOwnerMode, prometheus.GaugeValue, owners)
+	counter(descTargeted, m.Targeted)
+	counter(descSums, m.SumsSent, "sent")
+	counter(descSums, m.SumsMerged, "merged")
+	counter(descWide, m.WideRelays)
 	buckets := make(map[float64]uint64, len(reconcile.LagBoundsMs))
 	for i, b := range reconcile.LagBoundsMs {
 		if i < len(m.MergeLag.Counts) {

@@ -24,7 +24,8 @@ func TestClusterMetrics(t *testing.T) {
 	h.srv = New(testEngine(t), Options{
 		Now: h.clock.now, Logger: slog.New(slog.NewJSONHandler(h.logs, nil)), NodeName: "node-a",
 		Cluster: fakeCluster{ClusterCounters{BytesIn: 11, BytesOut: 12, PacketsIn: 13, PacketsOut: 14, Dropped: 3, QueueDrops: 7, SendErrors: 2, Live: 4,
-			Asked: 21, Resent: 22, RepairResyncs: 23, Duplicates: 24, NamesAsked: 25, NamesSent: 26, Sequenced: true}},
+			Asked: 21, Resent: 22, RepairResyncs: 23, Duplicates: 24, NamesAsked: 25, NamesSent: 26, Sequenced: true,
+			Merge: reconcile.Stats{Owners: true, Targeted: 31, SumsSent: 32, SumsMerged: 33, WideRelays: 34}}},
 	})
 	page := string(h.serve().do("GET", "/metrics", "").body)
 	for _, want := range []string{
@@ -41,6 +42,11 @@ func TestClusterMetrics(t *testing.T) {
 		`obol_gossip_names_total{op="told"} 26`,
 		"obol_gossip_sequenced 1",
 		"obol_cluster_live_nodes 4",
+		"obol_cluster_owner_mode 1",
+		"obol_cluster_targeted_packets_total 31",
+		`obol_cluster_sums_total{op="sent"} 32`,
+		`obol_cluster_sums_total{op="merged"} 33`,
+		"obol_cluster_wide_relays_total 34",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("/metrics lacks %q: %s", want, grepLine(page, strings.Fields(strings.SplitN(want, "{", 2)[0])[0]))

@@ -44,6 +44,8 @@ type options struct {
 	flushGap      time.Duration
 	ownerFrom     int
 	limit         int
+	skew          string
+	killOwner     time.Duration
 	seed          uint64
 }
 
@@ -86,6 +88,8 @@ func run(args []string, out, log io.Writer) error {
 	fs.DurationVar(&o.flushGap, "flush-gap", 0, "least time between two drift flushes of a node (0: reconcile's default, negative: none)")
 	fs.IntVar(&o.ownerFrom, "owner-from", 0, "least cluster size in owner mode (0: reconcile's default, negative: never)")
 	fs.IntVar(&o.limit, "limit", 0, "every key's limit per second (0: a quarter of what a key is offered, at least 10)")
+	fs.StringVar(&o.skew, "skew", clustersim.SkewEven, "the load's spread over the nodes: even, hot (node 0 takes 80%) or zipf")
+	fs.DurationVar(&o.killOwner, "kill-owner", 0, "kill the owner of the first key this long into each run (0: none); survivors learn of it after 5.5 s")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed")
 	quick := fs.Bool("quick", false, "N 10,50,100, K 1,1000, 1.25 s runs")
 	prof := fs.String("cpuprofile", "", "write a CPU profile here")
@@ -105,6 +109,9 @@ func run(args []string, out, log io.Writer) error {
 	}
 	if *quick {
 		o.ns, o.ks, o.d, o.warm = []int{10, 50, 100}, []int{1, 1000}, 1250*time.Millisecond, 250*time.Millisecond
+	}
+	if o.killOwner < 0 || (o.killOwner > 0 && o.killOwner >= o.d) {
+		return fmt.Errorf("-kill-owner %s: want 0 (none) or a time within -d %s", o.killOwner, o.d)
 	}
 	if o.limit < 0 {
 		return fmt.Errorf("-limit %d: want 0 (a quarter of the offered rate) or a positive limit per second", o.limit)
@@ -175,7 +182,11 @@ func table(o options, out, log io.Writer) error {
 			sc := clustersim.Scenario{
 				Resource: rc, Nodes: n, Keys: k, Rate: rate, SyncInterval: o.sync, Delay: delay, Loss: o.loss,
 				Encrypt: o.encrypt, Label: "obol", TickOnly: o.tickOnly, Unsequenced: o.unsequenced, FlushGap: o.flushGap, OwnerFrom: o.ownerFrom, Duration: o.d, Warmup: o.warm, Seed: o.seed,
-				MaxEvents: 2_000_000_000,
+				MaxEvents: 2_000_000_000, Skew: o.skew,
+			}
+			if o.killOwner > 0 {
+				owner, _ := sc.Owners(0)
+				sc.Deaths = []clustersim.Death{{Node: owner, At: o.killOwner}}
 			}
 			fmt.Fprintf(log, "n=%d keys=%d rate=%.0f/s per node ...\n", n, k, rate)
 			start := time.Now()

@@ -3,6 +3,7 @@ package clustersim
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/obol-dev/obol/gossip/packet"
 	"github.com/obol-dev/obol/gossip/ring"
@@ -67,6 +68,27 @@ func (sd *sender) SendTo(to string, p *packet.Packet) error {
 		s.q.push(event{at: s.arrival(), kind: evDeliver, dg: dg, to: []int32{int32(j)}})
 	}
 	return nil
+}
+
+// Owners returns which nodes own key number key of s (0 ≤ key < Keys) and
+// succeed it on the ring of all s's nodes, as the run places it until a
+// death is detected: for a Death of a key's owner.
+func (s Scenario) Owners(key int) (owner, successor int) {
+	names := make([]string, s.Nodes)
+	idx := make(map[string]int, s.Nodes)
+	for i := range names {
+		names[i] = or(s.NamePrefix, defaultNode) + strconv.Itoa(i)
+		idx[names[i]] = i
+	}
+	o, sc := ring.New(names).Owners(reconcile.KeyHash(or(s.ResourceName, defaultResource), or(s.KeyPrefix, defaultKey)+strconv.Itoa(key)))
+	owner, successor = -1, -1
+	if i, ok := idx[o]; ok {
+		owner = i
+	}
+	if i, ok := idx[sc]; ok {
+		successor = i
+	}
+	return owner, successor
 }
 
 // placeRing builds the ring of the nodes whose death is not detected and

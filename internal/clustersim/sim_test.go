@@ -9,6 +9,7 @@ import (
 
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/local"
+	"github.com/obol-dev/obol/reconcile"
 )
 
 func resource(t testing.TB, js string) *config.Resource {
@@ -283,5 +284,22 @@ func TestProbes(t *testing.T) {
 	probed := run(t, s)
 	if probed.Requests != plain.Requests || probed.PayloadBytes <= plain.PayloadBytes {
 		t.Errorf("with probes: %d requests, %d bytes; without: %d, %d", probed.Requests, probed.PayloadBytes, plain.Requests, plain.PayloadBytes)
+	}
+}
+
+// TestScenarioOwners: Scenario.Owners names the nodes the run places each
+// key on before any death.
+func TestScenarioOwners(t *testing.T) {
+	s := Scenario{Resource: resource(t, `{"kind":"gcra","burst":10,"count":10,"period":"1s"}`), Nodes: 50, Keys: 200, NamePrefix: "n", KeyPrefix: "d"}
+	sm, err := setup(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range s.Keys {
+		o, sc := s.Owners(k)
+		wo, ws := sm.ring.Owners(reconcile.KeyHash(sm.resName, sm.domains[k]))
+		if o < 0 || sc < 0 || sm.nodes[o].name != wo || sm.nodes[sc].name != ws {
+			t.Fatalf("key %d: Owners = %d, %d; the run places it on %s, %s", k, o, sc, wo, ws)
+		}
 	}
 }
