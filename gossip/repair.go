@@ -128,6 +128,14 @@ func (n *Node) repairLoop(clk clock.Clock) {
 		case <-n.repairKick:
 		}
 		for {
+			// repairStep does nothing once Shutdown began, so what is due
+			// stays due: without this check the loop would spin and
+			// Shutdown would wait for it forever.
+			select {
+			case <-n.done:
+				return
+			default:
+			}
 			n.inMu.Lock()
 			at, ok := n.in.NextDue()
 			n.inMu.Unlock()
