@@ -284,40 +284,56 @@ func TestIntruderRejected(t *testing.T) {
 }
 
 // TestPartitionHeal: a partition stops delivery both ways (datagrams and
-// streams), and healing restores it.
+// streams), and healing restores it. What was sent during the partition
+// is lost for good without numbered streams; with them the receiver sees
+// the gap once a later message arrives and asks for what it missed.
 func TestPartitionHeal(t *testing.T) {
-	fn := gossiptest.NewFaultNet()
-	nodes := mesh(t, fn, 3, nil)
-	fn.Partition(nodes[2].Addr())
+	for _, tc := range []struct {
+		name        string
+		unsequenced bool
+	}{{"unsequenced", true}, {"sequenced", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fn := gossiptest.NewFaultNet()
+			nodes := mesh(t, fn, 3, func(c *Config) { c.Unsequenced = tc.unsequenced })
+			fn.Partition(nodes[2].Addr())
 
-	before := fn.Stats()
-	if err := nodes[0].Send(&packet.Packet{Counts: []packet.Count{{Hash: 1, Value: 1}}}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "n1 gets the packet", func() bool { return nodes[1].rec.has("n0", false, 1, 1) })
-	if got := fn.Stats().CutOut - before.CutOut; got == 0 {
-		t.Fatalf("no datagram was cut")
-	}
-	if nodes[2].rec.has("n0", false, 1, 1) {
-		t.Fatalf("n2 got a packet across the partition")
-	}
-	if err := nodes[2].Send(&packet.Packet{Counts: []packet.Count{{Hash: 3, Value: 3}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := nodes[2].ml.Join([]string{nodes[0].Addr()}); err == nil {
-		t.Fatalf("a push/pull crossed the partition")
-	}
-	if fn.Stats().StreamsCut == 0 {
-		t.Fatalf("no stream was cut")
-	}
+			before := fn.Stats()
+			if err := nodes[0].Send(&packet.Packet{Counts: []packet.Count{{Hash: 1, Value: 1}}}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 5*time.Second, "n1 gets the packet", func() bool { return nodes[1].rec.has("n0", false, 1, 1) })
+			if got := fn.Stats().CutOut - before.CutOut; got == 0 {
+				t.Fatalf("no datagram was cut")
+			}
+			if nodes[2].rec.has("n0", false, 1, 1) {
+				t.Fatalf("n2 got a packet across the partition")
+			}
+			if err := nodes[2].Send(&packet.Packet{Counts: []packet.Count{{Hash: 3, Value: 3}}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := nodes[2].ml.Join([]string{nodes[0].Addr()}); err == nil {
+				t.Fatalf("a push/pull crossed the partition")
+			}
+			if fn.Stats().StreamsCut == 0 {
+				t.Fatalf("no stream was cut")
+			}
 
-	fn.Heal()
-	if err := nodes[0].Send(&packet.Packet{Counts: []packet.Count{{Hash: 2, Value: 2}}}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "n2 gets a packet after the heal", func() bool { return nodes[2].rec.has("n0", false, 2, 2) })
-	if nodes[2].rec.has("n0", false, 1, 1) || nodes[0].rec.has("n2", false, 3, 3) {
-		t.Fatalf("a packet sent during the partition arrived after the heal")
+			fn.Heal()
+			if err := nodes[0].Send(&packet.Packet{Counts: []packet.Count{{Hash: 2, Value: 2}}}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 5*time.Second, "n2 gets a packet after the heal", func() bool { return nodes[2].rec.has("n0", false, 2, 2) })
+			if tc.unsequenced {
+				if nodes[2].rec.has("n0", false, 1, 1) || nodes[0].rec.has("n2", false, 3, 3) {
+					t.Fatalf("a packet sent during the partition arrived after the heal without numbered streams")
+				}
+				return
+			}
+			eventually(t, 5*time.Second, "n2 asks for the packet it missed", func() bool { return nodes[2].rec.has("n0", false, 1, 1) })
+			if nodes[2].Stats().Asked == 0 {
+				t.Fatalf("n2 got the missed packet without asking for it")
+			}
+		})
 	}
 }
 
