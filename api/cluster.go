@@ -113,6 +113,7 @@ var (
 	descFlushes       = prometheus.NewDesc("obol_cluster_drift_flushes_total", "Shipments made at once because a key reached its drift threshold.", nil, nil)
 	descStale         = prometheus.NewDesc("obol_cluster_stale_packets_total", "Packets ignored as from an older incarnation of their node.", nil, nil)
 	descApplied       = prometheus.NewDesc("obol_cluster_remote_hits_total", "Peers' hits applied to this node's counts.", nil, nil)
+	descTooOld        = prometheus.NewDesc("obol_cluster_too_old_hits_total", "Peers' hits not applied because their bucket was older than its lifetime plus the grace a bucket is kept for.", nil, nil)
 	descGone          = prometheus.NewDesc("obol_cluster_nodes_gone_total", "Nodes declared left or dead, whose holds were dropped.", nil, nil)
 	descLag           = prometheus.NewDesc("obol_cluster_merge_lag_seconds", "Age of a sync packet's newest bucket when merged.", nil, nil)
 	descOwnerMode     = prometheus.NewDesc("obol_cluster_owner_mode", "1 while this node sends keys' counts to their owners (owner mode), 0 while it sends them to every peer.", nil, nil)
@@ -122,7 +123,7 @@ var (
 )
 
 func (c clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descAsked, descResent, descRepairResyncs, descDuplicates, descNames, descSequenced, descLive, descMerged, descFlushes, descStale, descApplied, descGone, descLag, descOwnerMode, descTargeted, descSums, descWide} {
+	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descAsked, descResent, descRepairResyncs, descDuplicates, descNames, descSequenced, descLive, descMerged, descFlushes, descStale, descApplied, descTooOld, descGone, descLag, descOwnerMode, descTargeted, descSums, descWide} {
 		ch <- d
 	}
 }
@@ -156,6 +157,7 @@ func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descFlushes, m.Flushes)
 	counter(descStale, m.Stale)
 	counter(descApplied, m.CountsApplied)
+	counter(descTooOld, m.TooOld)
 	counter(descGone, m.NodesGone)
 	owners := 0.0
 	if m.Owners {

@@ -25,7 +25,7 @@ func TestClusterMetrics(t *testing.T) {
 		Now: h.clock.now, Logger: slog.New(slog.NewJSONHandler(h.logs, nil)), NodeName: "node-a",
 		Cluster: fakeCluster{ClusterCounters{BytesIn: 11, BytesOut: 12, PacketsIn: 13, PacketsOut: 14, Dropped: 3, QueueDrops: 7, SendErrors: 2, Live: 4,
 			Asked: 21, Resent: 22, RepairResyncs: 23, Duplicates: 24, NamesAsked: 25, NamesSent: 26, Sequenced: true,
-			Merge: reconcile.Stats{Owners: true, Targeted: 31, SumsSent: 32, SumsMerged: 33, WideRelays: 34}}},
+			Merge: reconcile.Stats{Owners: true, Targeted: 31, SumsSent: 32, SumsMerged: 33, WideRelays: 34, TooOld: 35}}},
 	})
 	page := string(h.serve().do("GET", "/metrics", "").body)
 	for _, want := range []string{
@@ -47,6 +47,7 @@ func TestClusterMetrics(t *testing.T) {
 		`obol_cluster_sums_total{op="sent"} 32`,
 		`obol_cluster_sums_total{op="merged"} 33`,
 		"obol_cluster_wide_relays_total 34",
+		"obol_cluster_too_old_hits_total 35",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("/metrics lacks %q: %s", want, grepLine(page, strings.Fields(strings.SplitN(want, "{", 2)[0])[0]))

@@ -510,7 +510,7 @@ func (c *Cluster) Step(now time.Time) {
 	}
 	if housekeeping {
 		c.mu.Lock()
-		c.tab.sweep(ms, 2*int64(c.interval/time.Millisecond)+1000, c.life)
+		c.tab.sweep(ms, c.grace(), c.life)
 		ops, expired := c.tab.expireSilent(ms, c.silence(), nil)
 		var conflicts []string
 		for name := range c.tab.origins {
@@ -559,6 +559,12 @@ func (c *Cluster) width(resource string, slot int) int64 {
 	}
 	return p.bucket[slot]
 }
+
+// grace is how long, ms, a bucket is kept past its lifetime: a late
+// duplicate finds it and is not applied twice. A count of a bucket older
+// than its lifetime plus grace is not applied at all (apply): its bucket
+// may have been forgotten, and applying it again would count it twice.
+func (c *Cluster) grace() int64 { return 2*int64(c.interval/time.Millisecond) + 1000 }
 
 // life reports how long a slot's buckets (or entries) of resource matter.
 func (c *Cluster) life(resource string, slot uint32, mark bool) (int64, bool) {
@@ -753,6 +759,10 @@ func (c *Cluster) apply(ops []op, now int64) {
 		case opEntry:
 			a.ApplyEntry(o.resource, o.domain, o.slot, o.at, now)
 		case opCount:
+			if l, ok := c.life(o.resource, uint32(o.slot), false); ok && o.at+l+c.grace() <= now {
+				c.stats.tooOld.Add(uint64(o.n))
+				continue
+			}
 			a.ApplyCount(o.resource, o.domain, o.slot, o.at, c.width(o.resource, o.slot), o.n, now)
 			c.stats.countsApplied.Add(o.n)
 		case opHolds:

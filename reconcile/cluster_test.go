@@ -523,3 +523,33 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A count of a bucket past its lifetime plus grace is not applied: the
+// receiver may have forgotten it already (swept), and cannot tell a resend
+// of what it applied from news. Applied again, an old gcra spend on a
+// busy key (no idle time to take it back from) would push the TAT a second
+// time: seen as lasting false denials after an owner's death, when the new
+// owner relayed every bucket it still kept.
+func TestCountPastLifeAndGraceNotApplied(t *testing.T) {
+	fc := clock.NewFake(t0) // g/bucket: burst 10, 10/s: life 1 s
+	net, nodes := cluster(t, fc, "a", "b")
+	a, b := nodes[0], nodes[1]
+	req(t, a, fc.Now(), "g/bucket", "k", 5)
+	step(fc, nodes)
+	net.mu.Lock()
+	old := append([]*packet.Packet(nil), net.sent...)
+	net.mu.Unlock()
+	for range 16 { // 4 s past life and grace, with housekeeping ticks that sweep; b stays busy
+		req(t, b, fc.Now(), "g/bucket", "k", 3)
+		fc.Advance(250 * time.Millisecond)
+		step(fc, nodes)
+	}
+	before := req(t, b, fc.Now(), "g/bucket", "k", 0)
+	for _, p := range old {
+		b.c.HandlePacket(p)
+	}
+	if d := req(t, b, fc.Now(), "g/bucket", "k", 0); d.Remaining != before.Remaining || d.RetryAfter != before.RetryAfter {
+		t.Fatalf("b: remaining %d, retry after %s after a's 4 s old spend came again; before it %d, %s",
+			d.Remaining, d.RetryAfter, before.Remaining, before.RetryAfter)
+	}
+}

@@ -419,7 +419,8 @@ const unresolvedTTL = 10 * 60 * 1000
 // configured), entries past their tier's active and cooldown, keys left
 // empty, and names no origin has used for NameTTL (sooner past MaxNames).
 // A bucket is kept for its lifetime plus grace, so a late duplicate finds
-// it and is not applied twice.
+// it and is not applied twice; a count of an older bucket is not applied
+// at all (Cluster.apply).
 func (t *table) sweep(now, grace int64, life func(resource string, slot uint32, mark bool) (int64, bool)) {
 	used := make(map[uint64]bool)
 	for _, o := range t.origins {

@@ -18,7 +18,10 @@ type Stats struct {
 	PacketsMerged uint64
 	Stale         uint64 // from an older incarnation, or our own
 	CountsApplied uint64 // peers' hits applied to the engine
-	NodesGone     uint64
+	// TooOld counts peers' counts not applied because their bucket was
+	// past its lifetime plus the grace a bucket is kept for (Cluster.apply).
+	TooOld    uint64
+	NodesGone uint64
 	// SilentExpired counts peers whose holds were dropped after a silence
 	// (see Cluster.Step); NameConflicts housekeeping ticks that found two
 	// live agents under one node name.
@@ -83,7 +86,7 @@ func (h *lagHistogram) load() Histogram {
 type statsCounters struct {
 	packetsSent, flushes, sendErrors, packetsMerged, stale, nodesGone atomic.Uint64
 	silentExpired, nameConflicts, namesAsked                          atomic.Uint64
-	targeted, sumsSent, sumsMerged, wide                              atomic.Uint64
+	targeted, sumsSent, sumsMerged, wide, tooOld                      atomic.Uint64
 	countsApplied                                                     atomic.Int64
 	lag                                                               lagHistogram
 }
@@ -94,7 +97,7 @@ func (c *Cluster) Stats() Stats {
 	return Stats{
 		PacketsSent: s.packetsSent.Load(), Flushes: s.flushes.Load(), SendErrors: s.sendErrors.Load(),
 		PacketsMerged: s.packetsMerged.Load(), Stale: s.stale.Load(),
-		CountsApplied: uint64(s.countsApplied.Load()), NodesGone: s.nodesGone.Load(),
+		CountsApplied: uint64(s.countsApplied.Load()), TooOld: s.tooOld.Load(), NodesGone: s.nodesGone.Load(),
 		SilentExpired: s.silentExpired.Load(), NameConflicts: s.nameConflicts.Load(),
 		NamesAsked: s.namesAsked.Load(),
 		Owners:     c.agg.Load(), Targeted: s.targeted.Load(), SumsSent: s.sumsSent.Load(), SumsMerged: s.sumsMerged.Load(),
