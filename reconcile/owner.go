@@ -21,6 +21,12 @@ import (
 // an owner changes. The successor receives every count the owner does, so
 // when the owner goes it relays on its first tick as the new owner.
 //
+// Near its limit (relayWide) a key's sums go to every live member, not only
+// to its origins, and its successor relays them too, on its ticks: a node
+// about to decide a key it has not hit knows its count, and an owner that
+// fell silent before the mesh declared it gone leaves its keys near their
+// limits relayed a tick late instead of not at all.
+//
 // Targeted messages are not numbered (numbering is one stream to every
 // peer): counts and sums follow the resend schedule (1, 2, 4, 8 and 16
 // ticks after a change), and a node re-ships every live bucket of a key
@@ -147,9 +153,7 @@ func (c *Cluster) route(rt Router, up *packet.Packet, ts targets, next uint32, n
 			switch to {
 			case "":
 			case c.name:
-				if to == owner {
-					mine = append(mine, up.Counts[i:j]...)
-				}
+				mine = append(mine, up.Counts[i:j]...)
 			default:
 				p := ts.get(c, to, false)
 				p.Counts = append(p.Counts, up.Counts[i:j]...)
@@ -176,23 +180,26 @@ func (c *Cluster) route(rt Router, up *packet.Packet, ts targets, next uint32, n
 
 // noteGrowth records, c.mu held, that origin o's count (nil: this node's
 // own) of key h in (slot, bucket) grew by d, for the relay: when this node
-// owns h, the bucket is to be relayed (changed before tick next), and at
-// once when the key's unrelayed growth reached its relay threshold.
+// owns h or is its successor, the bucket is to be relayed (changed before
+// tick next), and, when it owns h, at once when the key's unrelayed growth
+// reached its relay threshold.
 func (c *Cluster) noteGrowth(h uint64, o *origin, slot uint32, bucket int64, d int64, next uint32) {
 	rt := c.router()
 	if rt == nil {
 		return
 	}
-	if owner, _ := rt.Owners(h); owner != c.name {
+	owner, succ := rt.Owners(h)
+	if owner != c.name && succ != c.name {
 		return
 	}
 	rk := c.tab.relayKey(h)
+	rk.standby = owner != c.name
 	if o != nil && !slices.Contains(rk.from, o) {
 		rk.from = append(rk.from, o)
 	}
 	rk.mark(slot, bucket, next)
 	rk.unrelayed += d
-	if rk.urgent || c.tickOnly {
+	if rk.urgent || rk.standby || c.tickOnly {
 		return
 	}
 	if rk.unrelayed >= c.relayThreshold(h, slot) {
@@ -279,6 +286,13 @@ func (c *Cluster) relay(rt Router, ts targets, s uint32, now int64, flush bool) 
 		}
 		clear(rk.from[len(subs):])
 		rk.from = subs
+		cells, name, limits := c.windowCounts(h, subs, now)
+		was := rk.wide
+		rk.wide = wideNow(cells, limits, was)
+		if rk.standby && !rk.wide { // a successor relays only keys near their limit
+			rk.rows = slices.DeleteFunc(rk.rows, func(r relayRow) bool { return !pending(s, r.changed) })
+			continue
+		}
 		totals = totals[:0]
 		mine := t.own[h]
 		for _, i := range rows {
@@ -304,7 +318,9 @@ func (c *Cluster) relay(rt Router, ts targets, s uint32, now int64, flush bool) 
 				p.Counts = append(p.Counts, packet.Count{Hash: h, Slot: r.slot, Bucket: r.bucket, Value: v})
 			}
 		}
-		c.relayWide(rt, ts, h, rk, subs, rows, totals, now)
+		if rk.wide {
+			c.relayWide(rt, ts, h, rk, subs, rows, totals, cells, name, was)
+		}
 		if !flush { // rows past their resends go until they change again
 			rk.rows = slices.DeleteFunc(rk.rows, func(r relayRow) bool { return !pending(s, r.changed) })
 		}
@@ -326,17 +342,11 @@ const (
 	wideOff = 0.25
 )
 
-// relayWide appends, c.mu held, key h's sums for the live members that
-// are not among its origins (subs) while h is wide: the totals of rows
-// (indices into rk.rows) when it already was, every live bucket with the
+// relayWide appends, c.mu held, wide key h's sums for the live members
+// that are not among its origins (subs): the totals of rows (indices into
+// rk.rows) when it already was wide, every live bucket (cells) with the
 // key's name when it just became so.
-func (c *Cluster) relayWide(rt Router, ts targets, h uint64, rk *relayKey, subs []*origin, rows []int, totals []uint64, now int64) {
-	was := rk.wide
-	cells, name, limits := c.windowCounts(h, subs, now)
-	rk.wide = wideNow(cells, limits, was)
-	if !rk.wide {
-		return
-	}
+func (c *Cluster) relayWide(rt Router, ts targets, h uint64, rk *relayKey, subs []*origin, rows []int, totals []uint64, cells []packet.Count, name keyName, was bool) {
 	var out []packet.Count
 	if was {
 		for j, i := range rows {
@@ -480,13 +490,27 @@ func (c *Cluster) replace(rt Router, agg bool, next uint32) {
 		clear(t.own)
 		return
 	}
-	owned := func(h uint64) bool { o, _ := rt.Owners(h); return o == c.name }
+	// role: 1 owner, 2 successor (standby), 0 neither
+	role := func(h uint64) int {
+		switch o, s := rt.Owners(h); c.name {
+		case o:
+			return 1
+		case s:
+			return 2
+		}
+		return 0
+	}
 	for _, o := range t.origins {
 		for h, k := range o.keys {
-			if len(k.counts) == 0 || !owned(h) {
+			if len(k.counts) == 0 {
+				continue
+			}
+			r := role(h)
+			if r == 0 {
 				continue
 			}
 			rk := t.relayKey(h)
+			rk.standby = r == 2
 			rk.from = append(rk.from, o)
 			for _, cn := range k.counts {
 				rk.mark(cn.slot, cn.bucket, next)
@@ -494,11 +518,13 @@ func (c *Cluster) replace(rt Router, agg bool, next uint32) {
 		}
 	}
 	for h, k := range t.own {
-		if !owned(h) {
+		r := role(h)
+		if r == 0 {
 			delete(t.own, h)
 			continue
 		}
 		rk := t.relayKey(h)
+		rk.standby = r == 2
 		for _, cn := range k.counts {
 			rk.mark(cn.slot, cn.bucket, next)
 		}
@@ -522,6 +548,7 @@ type relayKey struct {
 	unrelayed int64
 	urgent    bool
 	wide      bool // near its limit: relayed to every live member (relayWide)
+	standby   bool // this node is the key's successor: it relays only while wide, on its ticks
 }
 
 func (t *table) relayKey(h uint64) *relayKey {

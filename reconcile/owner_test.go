@@ -103,8 +103,9 @@ func TestOwnerModeConverges(t *testing.T) {
 	for _, p := range pl.targeted {
 		if p.Sum {
 			sums++
-			if p.From != owner {
-				t.Fatalf("%s sent a sum of a key %s owns", p.From, owner)
+			// 15 of 30 is half the limit: the successor relays too.
+			if p.From != owner && p.From != succ {
+				t.Fatalf("%s sent a sum of a key %s owns (%s its successor)", p.From, owner, succ)
 			}
 		}
 	}
@@ -269,5 +270,60 @@ func TestOwnerWideReachesNonOrigins(t *testing.T) {
 	wantHits(t, nodes, fc.Now(), 30)
 	if d := req(t, z, fc.Now(), "t/one", "u", 1); d.Granted != 0 {
 		t.Fatalf("%s granted a hit past the limit", z.name)
+	}
+}
+
+// TestSuccessorStandsByNearTheLimit: while a key is near its limit its
+// successor relays on its ticks too, so when the owner falls silent
+// before the mesh declares it gone, every node still counts the others'
+// new hits; far from the limit only the owner relays.
+func TestSuccessorStandsByNearTheLimit(t *testing.T) {
+	fc := clock.NewFake(t0)
+	net, nodes, pl := ownerCluster(t, fc, "a", "b", "c", "d", "e")
+	step(fc, nodes)
+	owner, succ := pl.ring.Owners(reconcile.KeyHash("t/one", "u"))
+	var others []*node
+	for _, n := range nodes {
+		if n.name != owner && n.name != succ {
+			others = append(others, n)
+		}
+	}
+	x, y, z := others[0], others[1], others[2]
+	tick := func() {
+		for range 2 {
+			fc.Advance(50 * time.Millisecond)
+			step(fc, nodes)
+		}
+	}
+	sumsFrom := func(from string) int {
+		var n int
+		for _, p := range pl.targeted {
+			if p.Sum && p.From == from {
+				n++
+			}
+		}
+		return n
+	}
+	req(t, x, fc.Now(), "t/one", "u", 4)
+	req(t, y, fc.Now(), "t/one", "u", 4)
+	tick()
+	if n := sumsFrom(succ); n != 0 {
+		t.Fatalf("successor %s sent %d sums of a key at 8 of 30", succ, n)
+	}
+	req(t, x, fc.Now(), "t/one", "u", 4)
+	req(t, y, fc.Now(), "t/one", "u", 4) // 16: past half the limit
+	tick()
+	net.mu.Lock()
+	net.cut[owner] = true // silent, not yet declared gone
+	net.mu.Unlock()
+	req(t, x, fc.Now(), "t/one", "u", 3)
+	tick()
+	for _, n := range []*node{y, z} {
+		if d := req(t, n, fc.Now(), "t/one", "u", 0); d.TierHits != 19 {
+			t.Errorf("%s counts %d hits with the owner silent, want 19 (the successor relays)", n.name, d.TierHits)
+		}
+	}
+	if sumsFrom(succ) == 0 {
+		t.Error("the successor sent no sums of a key past half its limit")
 	}
 }
