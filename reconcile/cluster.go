@@ -697,7 +697,7 @@ func (c *Cluster) HandlePacket(p *packet.Packet) {
 	if len(c.tab.grew) > 0 {
 		next := c.tick.Load() + 1
 		for _, g := range c.tab.grew {
-			c.noteGrowth(g.h, g.o, g.slot, g.bucket, int64(g.d), next)
+			c.noteGrowth(g.h, g.o, g.slot, g.bucket, int64(g.d), next, now)
 		}
 		clear(c.tab.grew)
 		c.tab.grew = c.tab.grew[:0]

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/obol-dev/obol/gossip/packet"
 )
@@ -22,10 +23,14 @@ import (
 // when the owner goes it relays on its first tick as the new owner.
 //
 // Near its limit (relayWide) a key's sums go to every live member, not only
-// to its origins, and its successor relays them too, on its ticks: a node
-// about to decide a key it has not hit knows its count, and an owner that
-// fell silent before the mesh declared it gone leaves its keys near their
-// limits relayed a tick late instead of not at all.
+// to its origins: a node about to decide a key it has not hit knows its
+// count. Its successor stands by (ownerSilent): when another origin's
+// growth of such a key is not followed by the owner's sum within a tick
+// and a quarter, it relays the key as the owner would until a sum comes
+// again, so an owner that fell silent before the mesh declared it gone
+// leaves its keys near their limits relayed a little more than a tick late
+// instead of not at all. While the owner relays, the successor sends
+// nothing.
 //
 // Targeted messages are not numbered (numbering is one stream to every
 // peer): counts and sums follow the resend schedule (1, 2, 4, 8 and 16
@@ -171,7 +176,7 @@ func (c *Cluster) route(rt Router, up *packet.Packet, ts targets, next uint32, n
 		}
 		for _, cn := range mine {
 			if d := c.tab.selfKey(cn.Hash).setCount(cn.Slot, cn.Bucket, cn.Value); d > 0 {
-				c.noteGrowth(cn.Hash, nil, cn.Slot, cn.Bucket, int64(d), next)
+				c.noteGrowth(cn.Hash, nil, cn.Slot, cn.Bucket, int64(d), next, now)
 			}
 		}
 		c.mu.Unlock()
@@ -179,11 +184,12 @@ func (c *Cluster) route(rt Router, up *packet.Packet, ts targets, next uint32, n
 }
 
 // noteGrowth records, c.mu held, that origin o's count (nil: this node's
-// own) of key h in (slot, bucket) grew by d, for the relay: when this node
-// owns h or is its successor, the bucket is to be relayed (changed before
-// tick next), and, when it owns h, at once when the key's unrelayed growth
-// reached its relay threshold.
-func (c *Cluster) noteGrowth(h uint64, o *origin, slot uint32, bucket int64, d int64, next uint32) {
+// own) of key h in (slot, bucket) grew by d at now (ms), for the relay:
+// when this node owns h or is its successor, the bucket is to be relayed
+// (changed before tick next), and at once when the key's unrelayed growth
+// reached its relay threshold, if this node owns h or the owner seems
+// silent (ownerSilent).
+func (c *Cluster) noteGrowth(h uint64, o *origin, slot uint32, bucket int64, d int64, next uint32, now int64) {
 	rt := c.router()
 	if rt == nil {
 		return
@@ -199,7 +205,10 @@ func (c *Cluster) noteGrowth(h uint64, o *origin, slot uint32, bucket int64, d i
 	}
 	rk.mark(slot, bucket, next)
 	rk.unrelayed += d
-	if rk.urgent || rk.standby || c.tickOnly {
+	if rk.standby && o != nil && rk.pending == 0 {
+		rk.pending = now
+	}
+	if rk.urgent || c.tickOnly || (rk.standby && !c.ownerSilent(h, rk, now)) {
 		return
 	}
 	if rk.unrelayed >= c.relayThreshold(h, slot) {
@@ -207,6 +216,42 @@ func (c *Cluster) noteGrowth(h uint64, o *origin, slot uint32, bucket int64, d i
 		c.tab.urgent = append(c.tab.urgent, h)
 		c.relayKick = true
 	}
+}
+
+// ownerSilent reports, c.mu held, whether the owner of a key whose
+// successor this node is (rk) seems silent at now (ms): the key is near
+// its limit (wide), so its owner relays it to every member on the first
+// tick after it grows, yet another origin's growth this node saw more than
+// a tick and a quarter ago is still not followed by a sum of the key. The
+// successor then relays the key as its owner would, at its threshold and
+// on its ticks, until a sum comes again or the mesh declares the owner
+// gone; otherwise it relays nothing, so standing by costs no bytes. A sum
+// that was only late costs a relay the others count once (the greater of).
+func (c *Cluster) ownerSilent(h uint64, rk *relayKey, now int64) bool {
+	if rk.pending == 0 || now-rk.pending <= 5*int64(c.interval/time.Millisecond)/4 {
+		return false
+	}
+	if !rk.wide { // looked at only now: near the limit since?
+		cells, _, limits := c.windowCounts(h, c.subscribers(h, rk), now)
+		rk.wide = wideNow(cells, limits, false)
+	}
+	return rk.wide
+}
+
+// subscribers returns, c.mu held, the origins rk holds that still keep
+// key h in this incarnation (what the owner relays to), and keeps only
+// those in rk.
+func (c *Cluster) subscribers(h uint64, rk *relayKey) []*origin {
+	t := c.tab
+	subs := rk.from[:0]
+	for _, o := range rk.from {
+		if !o.gone && t.origins[o.name] == o && o.keys[h] != nil {
+			subs = append(subs, o)
+		}
+	}
+	clear(rk.from[len(subs):])
+	rk.from = subs
+	return subs
 }
 
 // relayThreshold is the unrelayed growth of key h's slot at which its
@@ -262,10 +307,18 @@ func (c *Cluster) relay(rt Router, ts targets, s uint32, now int64, flush bool) 
 			continue
 		}
 		rk.urgent = false
+		if rk.standby && !c.ownerSilent(h, rk, now) {
+			// a successor relays only for a silent owner, and then every
+			// bucket it has not relayed yet (unsent) as well as those due
+			if !flush {
+				rk.rows = slices.DeleteFunc(rk.rows, func(r relayRow) bool { return !pending(s, r.changed) && !r.unsent })
+			}
+			continue
+		}
 		rows = rows[:0]
 		for i := range rk.rows {
 			r := &rk.rows[i]
-			if (flush && r.unsent) || (!flush && due(s, r.changed)) {
+			if r.unsent || (!flush && due(s, r.changed)) {
 				rows = append(rows, i)
 				r.unsent = false
 			}
@@ -277,22 +330,10 @@ func (c *Cluster) relay(rt Router, ts targets, s uint32, now int64, flush bool) 
 			}
 			continue
 		}
-		// subscribers: origins of this incarnation that keep the key
-		subs := rk.from[:0]
-		for _, o := range rk.from {
-			if !o.gone && t.origins[o.name] == o && o.keys[h] != nil {
-				subs = append(subs, o)
-			}
-		}
-		clear(rk.from[len(subs):])
-		rk.from = subs
+		subs := c.subscribers(h, rk)
 		cells, name, limits := c.windowCounts(h, subs, now)
 		was := rk.wide
 		rk.wide = wideNow(cells, limits, was)
-		if rk.standby && !rk.wide { // a successor relays only keys near their limit
-			rk.rows = slices.DeleteFunc(rk.rows, func(r relayRow) bool { return !pending(s, r.changed) })
-			continue
-		}
 		totals = totals[:0]
 		mine := t.own[h]
 		for _, i := range rows {
@@ -547,8 +588,9 @@ type relayKey struct {
 	from      []*origin
 	unrelayed int64
 	urgent    bool
-	wide      bool // near its limit: relayed to every live member (relayWide)
-	standby   bool // this node is the key's successor: it relays only while wide, on its ticks
+	wide      bool  // near its limit: relayed to every live member (relayWide)
+	standby   bool  // this node is the key's successor: it relays only for a silent owner (ownerSilent)
+	pending   int64 // standby: when another origin's growth not yet followed by a sum was first seen (ms), or 0
 }
 
 func (t *table) relayKey(h uint64) *relayKey {
@@ -655,6 +697,9 @@ func (t *table) mergeSum(p *packet.Packet, now int64, out []op) []op {
 			sk = t.newSum(c.Hash)
 		}
 		sk.seen, sk.from, sk.inc = now, p.From, p.Incarnation
+		if rk := t.relays[c.Hash]; rk != nil {
+			rk.pending = 0 // the owner speaks (ownerSilent)
+		}
 		r := sk.row(c.Slot, c.Bucket)
 		if c.Value <= r.agg {
 			continue

@@ -103,8 +103,7 @@ func TestOwnerModeConverges(t *testing.T) {
 	for _, p := range pl.targeted {
 		if p.Sum {
 			sums++
-			// 15 of 30 is half the limit: the successor relays too.
-			if p.From != owner && p.From != succ {
+			if p.From != owner { // the successor stands by silently while the owner relays
 				t.Fatalf("%s sent a sum of a key %s owns (%s its successor)", p.From, owner, succ)
 			}
 		}
@@ -273,10 +272,10 @@ func TestOwnerWideReachesNonOrigins(t *testing.T) {
 	}
 }
 
-// TestSuccessorStandsByNearTheLimit: while a key is near its limit its
-// successor relays on its ticks too, so when the owner falls silent
-// before the mesh declares it gone, every node still counts the others'
-// new hits; far from the limit only the owner relays.
+// TestSuccessorStandsByNearTheLimit: while the owner relays, a key's
+// successor sends nothing, near the limit or not; when the owner falls
+// silent before the mesh declares it gone, the successor relays the key
+// on its ticks, so every node still counts the others' new hits.
 func TestSuccessorStandsByNearTheLimit(t *testing.T) {
 	fc := clock.NewFake(t0)
 	net, nodes, pl := ownerCluster(t, fc, "a", "b", "c", "d", "e")
@@ -291,7 +290,7 @@ func TestSuccessorStandsByNearTheLimit(t *testing.T) {
 	x, y, z := others[0], others[1], others[2]
 	tick := func() {
 		for range 2 {
-			fc.Advance(50 * time.Millisecond)
+			fc.Advance(125 * time.Millisecond)
 			step(fc, nodes)
 		}
 	}
@@ -304,26 +303,80 @@ func TestSuccessorStandsByNearTheLimit(t *testing.T) {
 		}
 		return n
 	}
-	req(t, x, fc.Now(), "t/one", "u", 4)
-	req(t, y, fc.Now(), "t/one", "u", 4)
-	tick()
-	if n := sumsFrom(succ); n != 0 {
-		t.Fatalf("successor %s sent %d sums of a key at 8 of 30", succ, n)
+	req(t, x, fc.Now(), "t/one", "u", 8)
+	req(t, y, fc.Now(), "t/one", "u", 8) // 16: past half the limit
+	for range 2 {
+		fc.Advance(50 * time.Millisecond)
+		step(fc, nodes)
 	}
-	req(t, x, fc.Now(), "t/one", "u", 4)
-	req(t, y, fc.Now(), "t/one", "u", 4) // 16: past half the limit
-	tick()
+	if n := sumsFrom(succ); n != 0 {
+		t.Fatalf("successor %s sent %d sums while the owner relays", succ, n)
+	}
 	net.mu.Lock()
 	net.cut[owner] = true // silent, not yet declared gone
 	net.mu.Unlock()
 	req(t, x, fc.Now(), "t/one", "u", 3)
-	tick()
+	tick() // the successor saw x's growth: the owner should relay it by its next tick
+	tick() // 375 ms on it did not: the successor relays
 	for _, n := range []*node{y, z} {
 		if d := req(t, n, fc.Now(), "t/one", "u", 0); d.TierHits != 19 {
 			t.Errorf("%s counts %d hits with the owner silent, want 19 (the successor relays)", n.name, d.TierHits)
 		}
 	}
 	if sumsFrom(succ) == 0 {
-		t.Error("the successor sent no sums of a key past half its limit")
+		t.Error("the successor sent no sums of a key past half its limit with its owner silent")
+	}
+}
+
+// TestSuccessorRelaysAtOnceWhenTheOwnerIsSilent: a key near its limit
+// whose owner sent no sum for a tick and a quarter after another origin's
+// growth is relayed by its successor at the drift threshold, as the owner
+// would, not only on its ticks; within that time the successor leaves it
+// to the owner.
+func TestSuccessorRelaysAtOnceWhenTheOwnerIsSilent(t *testing.T) {
+	for _, tc := range []struct {
+		silence time.Duration
+		want    int
+	}{
+		{100 * time.Millisecond, 16}, // the owner may still relay: the successor waits for its tick
+		{400 * time.Millisecond, 19}, // past a tick and a quarter (312 ms): it relays at once
+	} {
+		t.Run(tc.silence.String(), func(t *testing.T) {
+			fc := clock.NewFake(t0)
+			net, nodes, pl := ownerCluster(t, fc, "a", "b", "c", "d", "e")
+			step(fc, nodes)
+			owner, succ := pl.ring.Owners(reconcile.KeyHash("t/one", "u"))
+			var others []*node
+			var s *node
+			for _, n := range nodes {
+				switch n.name {
+				case owner:
+				case succ:
+					s = n
+				default:
+					others = append(others, n)
+				}
+			}
+			x, y := others[0], others[1]
+			req(t, x, fc.Now(), "t/one", "u", 8)
+			req(t, y, fc.Now(), "t/one", "u", 8) // 16 of 30: past half the limit
+			for range 2 {
+				fc.Advance(50 * time.Millisecond)
+				step(fc, nodes)
+			}
+			net.mu.Lock()
+			net.cut[owner] = true // silent, not yet declared gone
+			net.mu.Unlock()
+			req(t, x, fc.Now(), "t/one", "u", 1)
+			x.c.Flush(fc.Now()) // to the owner (lost) and the successor, which awaits the owner's sum
+			s.c.Flush(fc.Now())
+			fc.Advance(tc.silence)
+			req(t, x, fc.Now(), "t/one", "u", 2)
+			x.c.Flush(fc.Now())
+			s.c.Flush(fc.Now())
+			if d := req(t, y, fc.Now(), "t/one", "u", 0); d.TierHits != tc.want {
+				t.Errorf("%s silent for %s: %s counts %d hits before any tick, want %d", owner, tc.silence, y.name, d.TierHits, tc.want)
+			}
+		})
 	}
 }

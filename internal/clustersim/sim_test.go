@@ -303,3 +303,33 @@ func TestScenarioOwners(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerDeath: one hot key whose owner dies. Before the mesh declares
+// it gone the successor relays the key (the owner fell silent), so the
+// cluster stays near the limit instead of admitting what each node is
+// offered; after, the successor owns the key, and no count is applied
+// twice (a relay of buckets past their lifetime once denied for good).
+func TestOwnerDeath(t *testing.T) {
+	rc := resource(t, `{"kind":"gcra","burst":1250,"count":1250,"period":"1s","drift":0.05}`)
+	for _, tc := range []struct {
+		name   string
+		detect time.Duration
+		worst  float64
+	}{
+		{"before detection", 20 * time.Second, 1.25},
+		{"through detection", 2 * time.Second, 1.25},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Scenario{Resource: rc, Nodes: 20, Keys: 1, Rate: 250, OwnerFrom: 2, Duration: 10 * time.Second,
+				Warmup: time.Second, DetectAfter: tc.detect, Encrypt: true, Label: "obol", Seed: 1}
+			o, _ := s.Owners(0)
+			s.Deaths = []Death{{Node: o, At: 2 * time.Second}}
+			r := run(t, s)
+			if r.FalseDenials != 0 || r.WorstWindowRatio > tc.worst || r.MeanWindowRatio > 1.02 {
+				t.Errorf("owner killed: %d false denials, worst window %.3f × L, mean %.3f; want 0, ≤ %.2f, ≤ 1.02",
+					r.FalseDenials, r.WorstWindowRatio, r.MeanWindowRatio, tc.worst)
+			}
+			t.Logf("worst %.3f mean %.3f", r.WorstWindowRatio, r.MeanWindowRatio)
+		})
+	}
+}
