@@ -159,8 +159,8 @@ type Gossip struct {
 	// OwnerFrom is the least number of live members at which the mesh
 	// runs in owner mode: a node sends a key's counts to the key's owner
 	// and successor only, and the owner sends back the sum of everyone
-	// else's (docs/cluster.md). 0 = the built-in default (never: every node
-	// sends to every peer), -1 = never; at least 2 otherwise.
+	// else's (docs/cluster.md). 0 = the built-in default (100 members),
+	// -1 = never (every node sends to every peer); at least 2 otherwise.
 	OwnerFrom int `json:"owner_from,omitempty"`
 }
 

@@ -78,7 +78,7 @@ type Options struct {
 	FlushGap time.Duration
 	// OwnerFrom is the least number of live members at which the node
 	// runs in owner mode, when its Sender is a Router whose every member
-	// takes part (owner.go): 0 = DefaultOwnerFrom (never), negative =
+	// takes part (owner.go): 0 = DefaultOwnerFrom (100), negative =
 	// never, 1 or more = from that many members. Once
 	// in owner mode it stays there until the live count falls an eighth
 	// under OwnerFrom (at least one member).

@@ -37,13 +37,13 @@ import (
 // ticks after a change), and a node re-ships every live bucket of a key
 // whose owner or successor changed.
 
-// DefaultOwnerFrom is Options.OwnerFrom's default: never (direct fan-out at
-// every size). Owner mode is opt-in: it is far cheaper for a hot key, and
-// from about 100 members costs no more than direct fan-out with many
-// sparse keys at their limits, but until the mesh declares a dead owner
-// gone nobody relays its keys (the simulator measured windows of 3.99 ×
-// the limit at 1,000 members; docs/cluster.md).
-const DefaultOwnerFrom = -1
+// DefaultOwnerFrom is Options.OwnerFrom's default: owner mode from 100
+// live members. Below, direct fan-out costs fewer bytes with many sparse
+// keys at their limits and admits a little less over them (one hop
+// instead of two); from about 100 members on owner mode costs no more in
+// that worst case and far less with hot keys, while direct fan-out's cost
+// per node keeps growing with the members (docs/cluster.md, "Owner mode").
+const DefaultOwnerFrom = 100
 
 // ownerLeave is how far under OwnerFrom the live count must fall before a
 // node in owner mode returns to direct fan-out: a margin, so that a member

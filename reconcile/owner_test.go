@@ -187,6 +187,18 @@ func TestOwnerModeThreshold(t *testing.T) {
 			t.Fatalf("%d live: owner mode %v, want %v", tc.live, c.Owners(), tc.want)
 		}
 	}
+	def := reconcile.New(reconcile.Options{Name: "a", Incarnation: 1, Clock: fc}) // DefaultOwnerFrom: 100
+	def.SetSender(live)
+	for _, tc := range []struct {
+		live int
+		want bool
+	}{{99, false}, {100, true}, {88, true}, {87, false}} { // back under 100 − 100/8
+		live.n = tc.live
+		def.Step(fc.Now())
+		if def.Owners() != tc.want {
+			t.Fatalf("default, %d live: owner mode %v, want %v", tc.live, def.Owners(), tc.want)
+		}
+	}
 	never := reconcile.New(reconcile.Options{Name: "a", Incarnation: 1, Clock: fc, OwnerFrom: -1})
 	never.SetSender(live)
 	live.n = 1000
