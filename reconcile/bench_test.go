@@ -125,3 +125,30 @@ func BenchmarkStep(b *testing.B) {
 	}
 	b.ReportMetric(benchKeys, "keys/op")
 }
+
+// BenchmarkFirstSum is the first sum an owner sends of a key, merged by a
+// node in owner mode that holds counts of many keys from 1,000 origins:
+// per op, one key's first sum (newSum reads only the origins holding it).
+func BenchmarkFirstSum(b *testing.B) {
+	const origins, keys = 1000, 100
+	t := newTable("self")
+	t.holders = make(map[uint64][]*origin) // owner mode
+	for i := range origins {
+		p := &packet.Packet{From: "o" + strconv.Itoa(i), Incarnation: 1}
+		for k := range keys {
+			if (i+k)%10 == 0 { // each key held by a tenth of the origins
+				p.Counts = append(p.Counts, packet.Count{Hash: uint64(k + 1), Bucket: 1000, Value: 1})
+			}
+		}
+		t.merge(p, 0, nil)
+	}
+	sum := &packet.Packet{From: "owner", Incarnation: 1, Sum: true, Counts: []packet.Count{{Bucket: 1000, Value: 200}}}
+	var ops []op
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		sum.Counts[0].Hash = uint64(i%keys + 1)
+		delete(t.sums, sum.Counts[0].Hash)
+		ops = t.mergeSum(sum, 0, ops[:0])
+	}
+}

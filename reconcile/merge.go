@@ -136,6 +136,12 @@ type table struct {
 	own       map[uint64]*remoteKey
 	selfNames map[uint64]keyName
 	sums      map[uint64]*sumKey
+	// holders lists, per key hash, the origins that hold a count of it
+	// (owner mode only, else nil; rebuilt by sweep and replace, so an
+	// origin may be listed that has since dropped the key or been
+	// replaced: readers check), so that a key's first sum need not look
+	// at every origin (newSum).
+	holders map[uint64][]*origin
 }
 
 // growth is the growth of an origin's count of a key in one bucket.
@@ -159,6 +165,9 @@ func (o *origin) key(h uint64, t *table, now int64) *remoteKey {
 		_, named := t.names[h]
 		k = &remoteKey{resolved: named}
 		o.keys[h] = k
+		if t.holders != nil && !slices.Contains(t.holders[h], o) {
+			t.holders[h] = append(t.holders[h], o)
+		}
 		if !named {
 			t.waiting[h] = append(t.waiting[h], o)
 			if _, asked := t.asked[h]; !asked {
@@ -460,6 +469,9 @@ func (t *table) sweep(now, grace int64, life func(resource string, slot uint32, 
 		}
 	}
 	t.sweepOwner(now, grace, life, used)
+	if t.holders != nil {
+		t.indexHolders()
+	}
 	for h := range t.names {
 		if used[h] {
 			delete(t.idle, h)
@@ -500,5 +512,15 @@ func (t *table) dropIdle(n int) {
 	for _, x := range all[:n] {
 		delete(t.names, x.h)
 		delete(t.idle, x.h)
+	}
+}
+
+// indexHolders builds holders from scratch.
+func (t *table) indexHolders() {
+	t.holders = make(map[uint64][]*origin, len(t.holders))
+	for _, o := range t.origins {
+		for h := range o.keys {
+			t.holders[h] = append(t.holders[h], o)
+		}
 	}
 }

@@ -205,8 +205,14 @@ func (c *Cluster) noteGrowth(h uint64, o *origin, slot uint32, bucket int64, d i
 	}
 	rk.mark(slot, bucket, next)
 	rk.unrelayed += d
-	if rk.standby && o != nil && rk.pending == 0 {
-		rk.pending = now
+	if rk.standby && o != nil {
+		if rk.pending == 0 {
+			rk.pending = now
+		}
+		rk.owed += d
+		if rk.owedAt == 0 && !c.tickOnly && rk.owed >= c.relayThreshold(h, slot) {
+			rk.owedAt = now
+		}
 	}
 	if rk.urgent || c.tickOnly || (rk.standby && !c.ownerSilent(h, rk, now)) {
 		return
@@ -221,14 +227,21 @@ func (c *Cluster) noteGrowth(h uint64, o *origin, slot uint32, bucket int64, d i
 // ownerSilent reports, c.mu held, whether the owner of a key whose
 // successor this node is (rk) seems silent at now (ms): the key is near
 // its limit (wide), so its owner relays it to every member on the first
-// tick after it grows, yet another origin's growth this node saw more than
-// a tick and a quarter ago is still not followed by a sum of the key. The
+// tick after it grows, and at once (within a flush gap) once its unrelayed
+// growth reaches the relay threshold; yet another origin's growth this
+// node saw more than a tick and a quarter ago, or growth past the relay
+// threshold seen more than three flush gaps and 10 ms ago, is still not
+// followed by a sum of the key. The
 // successor then relays the key as its owner would, at its threshold and
 // on its ticks, until a sum comes again or the mesh declares the owner
 // gone; otherwise it relays nothing, so standing by costs no bytes. A sum
 // that was only late costs a relay the others count once (the greater of).
 func (c *Cluster) ownerSilent(h uint64, rk *relayKey, now int64) bool {
-	if rk.pending == 0 || now-rk.pending <= 5*int64(c.interval/time.Millisecond)/4 {
+	late := rk.pending > 0 && now-rk.pending > 5*int64(c.interval/time.Millisecond)/4
+	if !late && rk.owedAt > 0 {
+		late = now-rk.owedAt > int64((3*c.gap()+10*time.Millisecond)/time.Millisecond)
+	}
+	if !late {
 		return false
 	}
 	if !rk.wide { // looked at only now: near the limit since?
@@ -529,8 +542,10 @@ func (c *Cluster) replace(rt Router, agg bool, next uint32) {
 	t.urgent = nil
 	if !agg {
 		clear(t.own)
+		t.holders = nil
 		return
 	}
+	t.indexHolders()
 	// role: 1 owner, 2 successor (standby), 0 neither
 	role := func(h uint64) int {
 		switch o, s := rt.Owners(h); c.name {
@@ -591,6 +606,8 @@ type relayKey struct {
 	wide      bool  // near its limit: relayed to every live member (relayWide)
 	standby   bool  // this node is the key's successor: it relays only for a silent owner (ownerSilent)
 	pending   int64 // standby: when another origin's growth not yet followed by a sum was first seen (ms), or 0
+	owed      int64 // standby: that growth so far
+	owedAt    int64 // standby: when it reached the relay threshold (ms), or 0
 }
 
 func (t *table) relayKey(h uint64) *relayKey {
@@ -698,7 +715,7 @@ func (t *table) mergeSum(p *packet.Packet, now int64, out []op) []op {
 		}
 		sk.seen, sk.from, sk.inc = now, p.From, p.Incarnation
 		if rk := t.relays[c.Hash]; rk != nil {
-			rk.pending = 0 // the owner speaks (ownerSilent)
+			rk.pending, rk.owed, rk.owedAt = 0, 0, 0 // the owner speaks (ownerSilent)
 		}
 		r := sk.row(c.Slot, c.Bucket)
 		if c.Value <= r.agg {
@@ -718,15 +735,24 @@ func (t *table) mergeSum(p *packet.Packet, now int64, out []op) []op {
 // applied counts as applied.
 func (t *table) newSum(h uint64) *sumKey {
 	sk := &sumKey{}
-	for _, o := range t.origins {
+	add := func(o *origin) {
 		k := o.keys[h]
-		if k == nil || !k.resolved {
-			continue
+		if k == nil || !k.resolved || t.origins[o.name] != o {
+			return
 		}
 		for _, c := range k.counts {
 			r := sk.row(c.slot, c.bucket)
 			r.direct += c.value
 			r.applied = r.direct
+		}
+	}
+	if t.holders != nil {
+		for _, o := range t.holders[h] {
+			add(o)
+		}
+	} else { // not in owner mode (a sum from a node that is): no index
+		for _, o := range t.origins {
+			add(o)
 		}
 	}
 	t.sums[h] = sk

@@ -341,17 +341,18 @@ func TestSuccessorStandsByNearTheLimit(t *testing.T) {
 }
 
 // TestSuccessorRelaysAtOnceWhenTheOwnerIsSilent: a key near its limit
-// whose owner sent no sum for a tick and a quarter after another origin's
-// growth is relayed by its successor at the drift threshold, as the owner
-// would, not only on its ticks; within that time the successor leaves it
-// to the owner.
+// whose owner sent no sum within three flush gaps and 10 ms of another
+// origin's growth past the relay threshold (the owner flushes within one)
+// is relayed by its successor at that threshold, as the owner would, not
+// only on its ticks; within that time the successor leaves it to the owner.
 func TestSuccessorRelaysAtOnceWhenTheOwnerIsSilent(t *testing.T) {
 	for _, tc := range []struct {
 		silence time.Duration
 		want    int
 	}{
-		{100 * time.Millisecond, 16}, // the owner may still relay: the successor waits for its tick
-		{400 * time.Millisecond, 19}, // past a tick and a quarter (312 ms): it relays at once
+		{20 * time.Millisecond, 16},  // the owner may still flush (three flush gaps and 10 ms: 40 ms)
+		{100 * time.Millisecond, 19}, // growth past the relay threshold unanswered: it relays at once
+		{400 * time.Millisecond, 19}, // past a tick and a quarter (312 ms) as well
 	} {
 		t.Run(tc.silence.String(), func(t *testing.T) {
 			fc := clock.NewFake(t0)
