@@ -23,7 +23,11 @@ import (
 // one, written for a Packet with a Seq; Decode reads both. RequestVersion
 // is the version number of a Request (EncodeRequest, DecodeRequest).
 // SumVersion is the sum message a key's owner sends a node (Packet.Sum):
-// the layout of version 1, its counts sums over origins.
+// the layout of version 1, its counts sums over origins. TargetedVersion
+// is a message to one node numbered in its origin's stream to that node
+// (Packet.Targeted): counts to a key's owner, or a sum. ReshipVersion is
+// a Request that asks for everything an origin routes to the asker
+// (Request.Reship).
 //
 // Every value a msgpack array or a compact int:
 //
@@ -31,6 +35,8 @@ import (
 //	        | [2, from str, incarnation uint, seq uint, full bool, base int, groups]
 //	request = [3, from str, incarnation uint, target uint, seqs, hashes]
 //	        | [4, from str, incarnation uint, false, base int, groups] (a sum)
+//	        | [5, from str, incarnation uint, seq uint, sum bool, base int, groups] (targeted)
+//	        | [6, from str, incarnation uint, target uint, seqs, hashes] (a reship request)
 //	group   = [hash uint, name, counts, marks, gauges]
 //	name    = nil | [resource str, domain str]
 //	counts  = [slot uint, bucket−base uint, value uint, …]   (3 per Count)
@@ -43,10 +49,12 @@ import (
 // origin name is the second element of every message, which Peek reads
 // without decoding the rest.
 const (
-	WireVersion    = 1
-	SeqVersion     = 2
-	RequestVersion = 3
-	SumVersion     = 4
+	WireVersion     = 1
+	SeqVersion      = 2
+	RequestVersion  = 3
+	SumVersion      = 4
+	TargetedVersion = 5
+	ReshipVersion   = 6
 )
 
 // maxSeq is the greatest seq: a stream that would pass it (never, at any
@@ -88,11 +96,18 @@ type Packet struct {
 	// the receiver, as the owner knows them (a lower bound of the truth,
 	// which only grows), with the keys' Names. A sum has no Seq, is never
 	// Full and carries no Marks or Gauges.
-	Sum    bool
-	Names  []Name
-	Counts []Count
-	Marks  []Mark
-	Gauges []Gauge
+	Sum bool
+	// Targeted marks a message to one node numbered in its origin's
+	// stream to that node: Seq is its place there (1, 2, …), not in the
+	// origin's stream to every peer, and its receiver asks for a reship
+	// (Request.Reship) when it finds one missing. A targeted message is
+	// never Full and carries counts (and their names) only; it may be a
+	// Sum.
+	Targeted bool
+	Names    []Name
+	Counts   []Count
+	Marks    []Mark
+	Gauges   []Gauge
 }
 
 // Name resolves a key hash to the resource and domain it was made from.
@@ -479,7 +494,11 @@ func checkPacket(p *Packet) error {
 	if p.Seq > maxSeq {
 		return fmt.Errorf("%w: Seq %d is past the stream's range (at most %d)", ErrInvalid, p.Seq, uint64(maxSeq))
 	}
-	if p.Sum && (p.Seq != 0 || p.Full || len(p.Marks) > 0 || len(p.Gauges) > 0) {
+	if p.Targeted && (p.Seq == 0 || p.Full || len(p.Marks) > 0 || len(p.Gauges) > 0) {
+		return fmt.Errorf("%w: a targeted message has a Seq (got 0), is not Full (got %t) and holds counts only (got %d marks, %d gauges)",
+			ErrInvalid, p.Full, len(p.Marks), len(p.Gauges))
+	}
+	if p.Sum && !p.Targeted && (p.Seq != 0 || p.Full || len(p.Marks) > 0 || len(p.Gauges) > 0) {
 		return fmt.Errorf("%w: a sum has no Seq (got %d), is not Full (got %t) and holds counts only (got %d marks, %d gauges)",
 			ErrInvalid, p.Seq, p.Full, len(p.Marks), len(p.Gauges))
 	}
@@ -507,12 +526,20 @@ func (gp *grouped) encode(e *msgpack.Encoder, groups []group, k uint64) error {
 		w(e.EncodeUint(p.Incarnation))
 	} else {
 		w(e.EncodeArrayLen(7))
-		w(e.EncodeUint(SeqVersion))
+		if p.Targeted {
+			w(e.EncodeUint(TargetedVersion))
+		} else {
+			w(e.EncodeUint(SeqVersion))
+		}
 		w(e.EncodeString(p.From))
 		w(e.EncodeUint(p.Incarnation))
 		w(e.EncodeUint(p.Seq + k))
 	}
-	w(e.EncodeBool(p.Full))
+	if p.Targeted {
+		w(e.EncodeBool(p.Sum))
+	} else {
+		w(e.EncodeBool(p.Full))
+	}
 	w(e.EncodeInt(gp.base))
 	w(e.EncodeArrayLen(len(groups)))
 	for i := range groups {
@@ -669,7 +696,7 @@ func Peek(b []byte) (Kind, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if h.version == RequestVersion {
+	if h.version == RequestVersion || h.version == ReshipVersion {
 		return KindRequest, h.from, nil
 	}
 	return KindSync, h.from, nil
@@ -854,12 +881,12 @@ func (dc *decoder) header() (head, error) {
 	}
 	want := 0
 	switch v {
-	case WireVersion, RequestVersion, SumVersion:
+	case WireVersion, RequestVersion, SumVersion, ReshipVersion:
 		want = 6
-	case SeqVersion:
+	case SeqVersion, TargetedVersion:
 		want = 7
 	default:
-		return head{}, fmt.Errorf("%w: version %d (this build reads %d to %d)", ErrVersion, v, WireVersion, SumVersion)
+		return head{}, fmt.Errorf("%w: version %d (this build reads %d to %d)", ErrVersion, v, WireVersion, ReshipVersion)
 	}
 	if n != want {
 		return head{}, dc.fail("message", 0, "array of %d elements, want %d for version %d", n, want, v)
@@ -880,14 +907,14 @@ func (dc *decoder) packet() (*Packet, error) {
 	if err != nil {
 		return nil, err
 	}
-	if h.version == RequestVersion {
+	if h.version == RequestVersion || h.version == ReshipVersion {
 		return nil, fmt.Errorf("%w: version %d is a request, not a sync message (DecodeRequest reads it)", ErrVersion, h.version)
 	}
-	p := &Packet{From: string(h.from), Sum: h.version == SumVersion}
+	p := &Packet{From: string(h.from), Sum: h.version == SumVersion, Targeted: h.version == TargetedVersion}
 	if p.Incarnation, err = dc.uint("incarnation"); err != nil {
 		return nil, err
 	}
-	if h.version == SeqVersion {
+	if h.version == SeqVersion || p.Targeted {
 		at := dc.pos()
 		if p.Seq, err = dc.uint("seq"); err != nil {
 			return nil, err
@@ -897,7 +924,11 @@ func (dc *decoder) packet() (*Packet, error) {
 		}
 	}
 	at := dc.pos()
-	if p.Full, err = dc.bool("full"); err != nil {
+	if p.Targeted {
+		if p.Sum, err = dc.bool("sum"); err != nil {
+			return nil, err
+		}
+	} else if p.Full, err = dc.bool("full"); err != nil {
 		return nil, err
 	}
 	if p.Sum && p.Full {
@@ -923,8 +954,8 @@ func (dc *decoder) packet() (*Packet, error) {
 	if dc.r.Len() != 0 {
 		return nil, dc.fail("message", dc.pos(), "%d trailing bytes after the message", dc.r.Len())
 	}
-	if p.Sum && (len(p.Marks) > 0 || len(p.Gauges) > 0) {
-		return nil, dc.fail("groups", dc.pos(), "a sum (version %d) holds counts only, got %d marks and %d gauges", SumVersion, len(p.Marks), len(p.Gauges))
+	if (p.Sum || p.Targeted) && (len(p.Marks) > 0 || len(p.Gauges) > 0) {
+		return nil, dc.fail("groups", dc.pos(), "a sum or targeted message (version %d) holds counts only, got %d marks and %d gauges", h.version, len(p.Marks), len(p.Gauges))
 	}
 	return p, nil
 }

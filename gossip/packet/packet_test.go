@@ -702,6 +702,7 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add(mustEncode(&Packet{From: "a"}))
 	f.Add(mustEncode(&Packet{From: "a", Sum: true, Counts: []Count{{Hash: 3, Slot: 1, Bucket: 100, Value: 9}}}))
+	f.Add(mustEncode(&Packet{From: "a", Seq: 7, Targeted: true, Counts: []Count{{Hash: 3, Slot: 1, Bucket: 100, Value: 9}}}))
 	f.Add([]byte{0x96, 0x01, 0xdb, 0xff, 0xff, 0xff, 0xff, 'a'})
 	f.Add([]byte{0x96, 0x02})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -766,7 +767,8 @@ func TestPeek(t *testing.T) {
 		{name: "empty array", in: []byte{0x90}, wantErr: ErrMalformed, msg: "empty array"},
 		{name: "a sequenced message", in: first(Split(&Packet{From: "b", Seq: 9, Counts: []Count{{Hash: 1, Value: 1}}}, 1309)), want: "b"},
 		{name: "version 2 of 6 fields", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeUint(2); _ = e.EncodeString("a") }), wantErr: ErrMalformed, msg: "array of 6 elements, want 7 for version 2"},
-		{name: "version 5", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeUint(5); _ = e.EncodeString("a") }), wantErr: ErrVersion, msg: "version 5"},
+		{name: "version 7", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeUint(7); _ = e.EncodeString("a") }), wantErr: ErrVersion, msg: "version 7"},
+		{name: "a targeted message", in: first(Split(&Packet{From: "c", Seq: 4, Targeted: true, Sum: true, Counts: []Count{{Hash: 1, Value: 1}}}, 1309)), want: "c"},
 		{name: "five fields", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(5); _ = e.EncodeUint(1); _ = e.EncodeString("a") }), wantErr: ErrMalformed, msg: "array of 5 elements, want 6"},
 		{name: "from is binary", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeUint(1); _ = e.EncodeBytes([]byte("a")) }), wantErr: ErrMalformed, msg: "from at byte 2: want a string, got binary"},
 		{name: "from empty", in: enc(func(e *msgpack.Encoder) { _ = e.EncodeArrayLen(6); _ = e.EncodeUint(1); _ = e.EncodeString("") }), wantErr: ErrMalformed, msg: "empty origin"},

@@ -15,12 +15,18 @@ import (
 // messages numbered Seqs of the origin's incarnation Target (to be sent
 // again), and the names of the key hashes Hashes. From and Incarnation are
 // the asking node's.
+//
+// A Reship request (version ReshipVersion, same layout) says instead that
+// the asker found messages of the origin's stream to it (Packet.Targeted)
+// missing, Seqs among them when it lists any: the origin is to send it
+// again every live count it routes to it and every sum it owes it.
 type Request struct {
 	From        string
 	Incarnation uint64
 	Target      uint64 // the incarnation of the origin whose stream is asked
 	Seqs        []uint64
 	Hashes      []uint64
+	Reship      bool
 }
 
 // MaxRequestItems bounds the seqs and the hashes of one Request each, so
@@ -56,7 +62,11 @@ func EncodeRequest(r *Request) ([]byte, error) {
 		}
 	}
 	w(e.EncodeArrayLen(6))
-	w(e.EncodeUint(RequestVersion))
+	if r.Reship {
+		w(e.EncodeUint(ReshipVersion))
+	} else {
+		w(e.EncodeUint(RequestVersion))
+	}
 	w(e.EncodeString(r.From))
 	w(e.EncodeUint(r.Incarnation))
 	w(e.EncodeUint(r.Target))
@@ -85,10 +95,10 @@ func (dc *decoder) request() (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if h.version != RequestVersion {
+	if h.version != RequestVersion && h.version != ReshipVersion {
 		return nil, fmt.Errorf("%w: version %d is a sync message, not a request (Decode reads it)", ErrVersion, h.version)
 	}
-	r := &Request{From: string(h.from)}
+	r := &Request{From: string(h.from), Reship: h.version == ReshipVersion}
 	if r.Incarnation, err = dc.uint("incarnation"); err != nil {
 		return nil, err
 	}

@@ -178,6 +178,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		f.Add(mustRequest(q))
 	}
 	f.Add(mustEncode(&Packet{From: "a"}))
+	f.Add(mustRequest(&Request{From: "r", Target: 2, Seqs: []uint64{9}, Reship: true}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		q, err := DecodeRequest(b)
 		if err != nil {

@@ -58,7 +58,7 @@ func TestSumRoundTrip(t *testing.T) {
 	if _, err := Decode(marks); !errors.Is(err, ErrMalformed) {
 		t.Errorf("sum with marks: %v, want ErrMalformed", err)
 	}
-	if _, err := Decode([]byte{0x96, 0x05}); !errors.Is(err, ErrVersion) {
-		t.Errorf("version 5: %v, want ErrVersion", err)
+	if _, err := Decode([]byte{0x96, 0x07}); !errors.Is(err, ErrVersion) {
+		t.Errorf("version 7: %v, want ErrVersion", err)
 	}
 }
