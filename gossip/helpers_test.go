@@ -6,6 +6,7 @@ package gossip
 import (
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -22,9 +23,25 @@ type recorder struct {
 	packets []*packet.Packet
 	gone    []string
 	snap    *packet.Packet
+	reships []string // ReshipTo's callers
 }
 
-var _ Handler = (*recorder)(nil)
+var (
+	_ Handler   = (*recorder)(nil)
+	_ Reshipper = (*recorder)(nil)
+)
+
+func (r *recorder) ReshipTo(to string) {
+	r.mu.Lock()
+	r.reships = append(r.reships, to)
+	r.mu.Unlock()
+}
+
+func (r *recorder) reshipped() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.reships)
+}
 
 func (r *recorder) HandlePacket(p *packet.Packet) {
 	r.mu.Lock()

@@ -85,6 +85,10 @@ type Stats struct {
 	Asked, Resent, RepairResyncs, Duplicates uint64
 	NamesAsked, NamesSent                    uint64
 	Targeted                                 uint64 // sync messages sent by SendTo (also in PacketsOut): owner mode's traffic
+	// Targeted streams (Reships): reships this node asked members for
+	// (it found messages of their streams to it missing), and reships it
+	// made when asked.
+	ReshipsAsked, ReshipsMade uint64
 }
 
 // Node is one member of the gossip mesh. Its methods are safe for concurrent
@@ -112,12 +116,15 @@ type Node struct {
 	statesSkipped, resyncs, queueDrops       atomic.Uint64
 	asked, resent, repairResyncs, duplicates atomic.Uint64
 	namesAsked, namesSent                    atomic.Uint64
-	targeted                                 atomic.Uint64
+	targeted, reshipsAsked, reshipsMade      atomic.Uint64
 
 	unsequenced bool
 	allRepair   atomic.Bool   // every live peer repairs (recount)
 	noOwners    bool          // Config.NoOwners
 	allOwners   atomic.Bool   // every live member aggregates (recount)
+	allTargeted atomic.Bool   // every live member reads targeted messages (recount)
+	laneMu      sync.Mutex    // numbers messages to one member (SendTo)
+	lanes       stream.Lanes  // their seqs, under laneMu
 	epoch       atomic.Uint64 // membership epoch: bumped, under mu, when the live set changes
 	placeMu     sync.Mutex    // held by the one goroutine rebuilding place
 	place       atomic.Pointer[placement]
@@ -125,6 +132,7 @@ type Node struct {
 	out         *stream.Out   // this node's stream (under sendMu)
 	inMu        sync.Mutex    // guards in
 	in          *stream.In    // the peers' streams
+	tin         *stream.In    // the peers' targeted streams to this node (under inMu)
 	repairKick  chan struct{} // wakes the repair loop
 
 	recv         receiver      // the receive workers' queues
@@ -201,10 +209,12 @@ func New(cfg Config, h Handler) (*Node, error) {
 		noOwners:    cfg.NoOwners,
 		out:         stream.NewOut(RepairMessages, RepairBytes),
 		in:          newIn(),
+		tin:         newTargetedIn(),
 		repairKick:  make(chan struct{}, 1),
 	}
 	n.allRepair.Store(true) // alone: nobody to wait for
 	n.allOwners.Store(true)
+	n.allTargeted.Store(true)
 
 	mc := profile(cfg)
 	mc.Delegate = (*delegate)(n)
@@ -408,7 +418,7 @@ func (n *Node) Stats() Stats {
 		Asked:         n.asked.Load(), Resent: n.resent.Load(),
 		RepairResyncs: n.repairResyncs.Load(), Duplicates: n.duplicates.Load(),
 		NamesAsked: n.namesAsked.Load(), NamesSent: n.namesSent.Load(),
-		Targeted: n.targeted.Load(),
+		Targeted: n.targeted.Load(), ReshipsAsked: n.reshipsAsked.Load(), ReshipsMade: n.reshipsMade.Load(),
 	}
 }
 

@@ -96,10 +96,11 @@ func profile(c Config) *memberlist.Config {
 	// version check lets old and new nodes share a mesh; a sender numbers
 	// its messages only while every live peer's max is 1 or more, and
 	// the mesh runs in owner mode only while every live member's is 2 or
-	// more. A NoOwners node advertises 1.
+	// more, and numbers its messages to one member only while every live
+	// member's is 3 or more. A NoOwners node advertises 1.
 	mc.DelegateProtocolMin = 0
 	mc.DelegateProtocolVersion = 0
-	mc.DelegateProtocolMax = ownerProtocol
+	mc.DelegateProtocolMax = targetedProtocol
 	if c.NoOwners {
 		mc.DelegateProtocolMax = repairProtocol
 	}

@@ -50,7 +50,7 @@ func (n *Node) Repairs() bool { return !n.unsequenced && n.allRepair.Load() }
 // live peer repairs (Repairs) and whether every live member, self
 // included, aggregates (Aggregates). n.mu must be held.
 func (n *Node) recount() {
-	repair, owners := true, true
+	repair, owners, targeted := true, true, true
 	for name, ps := range n.peers {
 		if ps.state != "alive" {
 			continue
@@ -61,12 +61,16 @@ func (n *Node) recount() {
 		if ps.protoMax < ownerProtocol {
 			owners = false
 		}
-		if !repair && !owners {
+		if ps.protoMax < targetedProtocol {
+			targeted = false
+		}
+		if !repair && !owners && !targeted {
 			break
 		}
 	}
 	n.allRepair.Store(repair)
 	n.allOwners.Store(owners)
+	n.allTargeted.Store(targeted)
 }
 
 // heard tells the receiver of p's seq and reports whether p is news: a
@@ -78,8 +82,12 @@ func (n *Node) heard(p *packet.Packet) bool {
 	}
 	now := n.clk.Now().UnixNano()
 	n.inMu.Lock()
-	fresh := n.in.Heard(p.From, p.Incarnation, p.Seq, now)
-	pending := n.in.Pending()
+	in := n.in
+	if p.Targeted {
+		in = n.tin
+	}
+	fresh := in.Heard(p.From, p.Incarnation, p.Seq, now)
+	pending := in.Pending()
 	n.inMu.Unlock()
 	if pending {
 		n.kickRepair()
@@ -105,6 +113,7 @@ func (n *Node) covered(p *packet.Packet) {
 func (n *Node) forget(name string) {
 	n.inMu.Lock()
 	n.in.Forget(name)
+	n.tin.Forget(name)
 	n.inMu.Unlock()
 }
 
@@ -138,6 +147,9 @@ func (n *Node) repairLoop(clk clock.Clock) {
 			}
 			n.inMu.Lock()
 			at, ok := n.in.NextDue()
+			if tat, tok := n.tin.NextDue(); tok && (!ok || tat < at) {
+				at, ok = tat, true
+			}
 			n.inMu.Unlock()
 			if !ok {
 				break
@@ -168,21 +180,30 @@ func (n *Node) repairStep(now time.Time) int {
 		return 0
 	}
 	var asks []ask
+	var resync []string
 	n.inMu.Lock()
-	if !n.in.Pending() {
+	if !n.in.Pending() && !n.tin.Pending() {
 		n.inMu.Unlock()
 		return 0
 	}
-	resync := n.in.Due(now.UnixNano(), packet.MaxRequestItems, func(from string, inc uint64, seqs []uint64) {
+	resync = n.in.Due(now.UnixNano(), packet.MaxRequestItems, func(from string, inc uint64, seqs []uint64) {
 		asks = append(asks, ask{to: from, req: packet.Request{From: n.name, Incarnation: n.inc, Target: inc, Seqs: append([]uint64(nil), seqs...)}})
+	})
+	n.tin.Reships(now.UnixNano(), packet.MaxRequestItems, func(from string, inc uint64, seqs []uint64) {
+		asks = append(asks, ask{to: from, req: packet.Request{From: n.name, Incarnation: n.inc, Target: inc, Seqs: seqs, Reship: true}})
 	})
 	n.inMu.Unlock()
 	sent := 0
 	for i := range asks {
 		a := &asks[i]
-		if n.sendRequest(a.to, &a.req) {
+		if !n.sendRequest(a.to, &a.req) {
+			continue
+		}
+		sent++
+		if a.req.Reship {
+			n.reshipsAsked.Add(1)
+		} else {
 			n.asked.Add(uint64(len(a.req.Seqs)))
-			sent++
 		}
 	}
 	if len(resync) > 0 {
@@ -278,6 +299,13 @@ func (n *Node) answer(r *packet.Request) {
 	if r.Target != n.inc {
 		return // another incarnation's stream: the asker will hear of this one
 	}
+	if r.Reship {
+		if rs, ok := n.h.(Reshipper); ok {
+			rs.ReshipTo(r.From)
+			n.reshipsMade.Add(1)
+		}
+		return
+	}
 	if len(r.Seqs) > 0 {
 		msgs := make([][]byte, 0, len(r.Seqs))
 		gone := false
@@ -329,3 +357,14 @@ func (n *Node) answer(r *packet.Request) {
 
 // newIn is the receiver a node starts with.
 func newIn() *stream.In { return stream.NewIn(stream.Options{}) }
+
+// targetedWait is how long a gap in a member's targeted stream to this
+// node stays open before a reship is asked: time for a message that is
+// only late (memberlist hands its queued messages out newest first) to
+// arrive. A reship asked for a message only late costs its bytes, no count.
+const targetedWait = 20 * time.Millisecond
+
+// newTargetedIn is the receiver of the members' targeted streams.
+func newTargetedIn() *stream.In {
+	return stream.NewIn(stream.Options{Wait: int64(targetedWait), MaxWait: int64(targetedWait)})
+}

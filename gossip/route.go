@@ -18,6 +18,28 @@ import (
 // members (gossip/ring).
 const ownerProtocol = 2
 
+// targetedProtocol is memberlist's delegate protocol max of a node that
+// also numbers its messages to one member (packet.Packet.Targeted) and
+// answers reship requests (packet.Request.Reship).
+const targetedProtocol = 3
+
+// Reshipper is implemented by a Handler that can send again everything it
+// routes to one member (reconcile.Cluster): the member found messages of
+// this node's targeted stream to it missing and asked for a reship. It
+// sends with SendTo. Must not block for long.
+type Reshipper interface {
+	ReshipTo(to string)
+}
+
+// Reships reports whether the node numbers its messages to one member
+// (SendTo) so that the member asks for a reship when it finds one missing:
+// while it numbers its stream to every peer (Repairs) and every live
+// member, self included, reads targeted messages (memberlist's delegate
+// protocol max of 3 or more), unless Config.NoOwners. A change can then
+// go to its owner once (reconcile.TargetedRepairer). Cheap: the answer is
+// kept up to date by membership events.
+func (n *Node) Reships() bool { return !n.noOwners && n.Repairs() && n.allTargeted.Load() }
+
 // ErrRecipient is wrapped by the SendTo error for a recipient that is not
 // a live member, or is this node.
 var ErrRecipient = errors.New("gossip: invalid recipient")
@@ -89,7 +111,8 @@ func (n *Node) placement() *placement {
 
 // SendTo sends p to the live member named to alone, best effort over UDP:
 // split into messages of at most Budget bytes, with From and Incarnation
-// set to this node's, never numbered (p is not modified). It returns
+// set to this node's, numbered in its stream to that member while Reships
+// (a targeted message), unnumbered otherwise (p is not modified). It returns
 // ErrShutdown after Shutdown, an error wrapping ErrRecipient when to is
 // this node or not a live member, packet.ErrTooLarge or packet.ErrInvalid
 // from packet.Split, or every send failure joined (each also counted in
@@ -115,8 +138,21 @@ func (n *Node) SendTo(to string, p *packet.Packet) error {
 		return fmt.Errorf("%w: %q is not a live member (%s)", ErrRecipient, to, state)
 	}
 	cp := *p
-	cp.From, cp.Incarnation, cp.Seq = n.name, n.inc, 0
-	msgs, err := packet.Split(&cp, n.budget)
+	cp.From, cp.Incarnation, cp.Seq, cp.Targeted = n.name, n.inc, 0, false
+	var msgs [][]byte
+	var err error
+	if n.Reships() {
+		// Numbered under laneMu, so that messages to one member leave in
+		// the order of their seqs.
+		n.laneMu.Lock()
+		defer n.laneMu.Unlock()
+		cp.Targeted, cp.Seq = true, n.lanes.Take(to, 0)
+		if msgs, err = packet.Split(&cp, n.budget); err == nil {
+			n.lanes.Take(to, len(msgs))
+		}
+	} else {
+		msgs, err = packet.Split(&cp, n.budget)
+	}
 	if err != nil {
 		return err
 	}

@@ -33,15 +33,16 @@ func keyHashes(n int) []uint64 {
 }
 
 // TestProfileProtocol: a node advertises the delegate protocol max of
-// owner mode, 1 with NoOwners, and speaks 0 so that any release joins.
+// numbered targeted messages, 1 with NoOwners, and speaks 0 so that any
+// release joins.
 func TestProfileProtocol(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  Config
 		want uint8
 	}{
-		{Config{Name: "a"}, ownerProtocol},
+		{Config{Name: "a"}, targetedProtocol},
 		{Config{Name: "a", NoOwners: true}, repairProtocol},
-		{Config{Name: "a", Unsequenced: true}, ownerProtocol},
+		{Config{Name: "a", Unsequenced: true}, targetedProtocol},
 	} {
 		mc := profile(tc.cfg)
 		if mc.DelegateProtocolMax != tc.want || mc.DelegateProtocolMin != 0 || mc.DelegateProtocolVersion != 0 {
@@ -222,64 +223,80 @@ func contains(s []string, v string) bool {
 	return false
 }
 
-// TestSendToMesh: SendTo reaches its target alone, a sum intact and
-// unnumbered over several datagrams, counted in Targeted; p is not
-// modified.
+// TestSendToMesh: SendTo reaches its target alone, a sum intact over
+// several datagrams, counted in Targeted; p is not modified. While every
+// member reads them (Reships) its messages are numbered 1, 2, … in the
+// sender's stream to that member; otherwise (an unsequenced mesh) they are
+// not numbered.
 func TestSendToMesh(t *testing.T) {
-	fn := gossiptest.NewFaultNet()
-	nodes := mesh(t, fn, 3, nil)
-	a, b, c := nodes[0], nodes[1], nodes[2]
-	if !a.Repairs() {
-		t.Fatal("n0 does not number its messages; SendTo's would not show they are not")
-	}
-	p := &packet.Packet{Sum: true}
-	for k, h := range keyHashes(300) {
-		p.Names = append(p.Names, packet.Name{Hash: h, Resource: "api/search", Domain: fmt.Sprintf("tenant-%d", k)})
-		p.Counts = append(p.Counts, packet.Count{Hash: h, Slot: 1, Bucket: 1_700_000_000_000, Value: uint64(k + 1)})
-	}
-	msgs, err := packet.Split(&packet.Packet{From: "n0", Incarnation: a.Incarnation(), Sum: true, Names: p.Names, Counts: p.Counts}, a.Budget())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(msgs) < 3 {
-		t.Fatalf("test packet fits in %d messages; want several", len(msgs))
-	}
-	before := a.Stats()
-	if err := a.SendTo("n1", p); err != nil {
-		t.Fatal(err)
-	}
-	if p.From != "" || p.Incarnation != 0 {
-		t.Errorf("SendTo modified p: From %q, Incarnation %d", p.From, p.Incarnation)
-	}
-	got := func() map[uint64]packet.Count {
-		b.rec.mu.Lock()
-		defer b.rec.mu.Unlock()
-		out := map[uint64]packet.Count{}
-		for _, q := range b.rec.packets {
-			if q.From != "n0" || q.Full {
-				continue
+	for _, unsequenced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unsequenced=%v", unsequenced), func(t *testing.T) {
+			fn := gossiptest.NewFaultNet()
+			nodes := mesh(t, fn, 3, func(c *Config) { c.Unsequenced = unsequenced })
+			a, b, c := nodes[0], nodes[1], nodes[2]
+			if a.Reships() == unsequenced {
+				t.Fatalf("Reships %v in a mesh with Unsequenced %v", a.Reships(), unsequenced)
 			}
-			if !q.Sum || q.Seq != 0 || q.Incarnation != a.Incarnation() {
-				t.Errorf("n1 got a message from n0 with Sum %v, Seq %d, incarnation %d", q.Sum, q.Seq, q.Incarnation)
+			p := &packet.Packet{Sum: true}
+			for k, h := range keyHashes(300) {
+				p.Names = append(p.Names, packet.Name{Hash: h, Resource: "api/search", Domain: fmt.Sprintf("tenant-%d", k)})
+				p.Counts = append(p.Counts, packet.Count{Hash: h, Slot: 1, Bucket: 1_700_000_000_000, Value: uint64(k + 1)})
 			}
-			for _, c := range q.Counts {
-				out[c.Hash] = c
+			msgs, err := packet.Split(&packet.Packet{From: "n0", Incarnation: a.Incarnation(), Sum: true, Names: p.Names, Counts: p.Counts}, a.Budget())
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		return out
-	}
-	eventually(t, 5*time.Second, "n1 receives the 300 sums", func() bool { return len(got()) == 300 })
-	for _, want := range p.Counts {
-		if g := got()[want.Hash]; g != want {
-			t.Errorf("sum of %#x arrived as %+v, want %+v", want.Hash, g, want)
-		}
-	}
-	if s := a.Stats(); s.Targeted-before.Targeted != uint64(len(msgs)) || s.PacketsOut-before.PacketsOut != uint64(len(msgs)) {
-		t.Errorf("Targeted +%d, PacketsOut +%d; want +%d each", s.Targeted-before.Targeted, s.PacketsOut-before.PacketsOut, len(msgs))
-	}
-	// n2 would have had them by now: n1 has had every one.
-	if n := c.rec.count(func(q *packet.Packet) bool { return q.From == "n0" && !q.Full }); n != 0 {
-		t.Errorf("n2 got %d messages sent to n1", n)
+			if len(msgs) < 3 {
+				t.Fatalf("test packet fits in %d messages; want several", len(msgs))
+			}
+			before := a.Stats()
+			if err := a.SendTo("n1", p); err != nil {
+				t.Fatal(err)
+			}
+			if p.From != "" || p.Incarnation != 0 || p.Seq != 0 || p.Targeted {
+				t.Errorf("SendTo modified p: %+v", p)
+			}
+			seqs := map[uint64]int{}
+			got := func() map[uint64]packet.Count {
+				b.rec.mu.Lock()
+				defer b.rec.mu.Unlock()
+				out := map[uint64]packet.Count{}
+				clear(seqs)
+				for _, q := range b.rec.packets {
+					if q.From != "n0" || q.Full {
+						continue
+					}
+					if !q.Sum || q.Targeted == unsequenced || (q.Seq == 0) != unsequenced || q.Incarnation != a.Incarnation() {
+						t.Errorf("n1 got a message from n0 with Sum %v, Targeted %v, Seq %d, incarnation %d", q.Sum, q.Targeted, q.Seq, q.Incarnation)
+					}
+					seqs[q.Seq]++
+					for _, c := range q.Counts {
+						out[c.Hash] = c
+					}
+				}
+				return out
+			}
+			eventually(t, 5*time.Second, "n1 receives the 300 sums", func() bool { return len(got()) == 300 })
+			for _, want := range p.Counts {
+				if g := got()[want.Hash]; g != want {
+					t.Errorf("sum of %#x arrived as %+v, want %+v", want.Hash, g, want)
+				}
+			}
+			if !unsequenced {
+				for s := uint64(1); s <= uint64(len(msgs)); s++ {
+					if seqs[s] != 1 {
+						t.Errorf("seq %d arrived %d times, want once (seqs %v)", s, seqs[s], seqs)
+					}
+				}
+			}
+			if s := a.Stats(); s.Targeted-before.Targeted != uint64(len(msgs)) || s.PacketsOut-before.PacketsOut != uint64(len(msgs)) {
+				t.Errorf("Targeted +%d, PacketsOut +%d; want +%d each", s.Targeted-before.Targeted, s.PacketsOut-before.PacketsOut, len(msgs))
+			}
+			// n2 would have had them by now: n1 has had every one.
+			if n := c.rec.count(func(q *packet.Packet) bool { return q.From == "n0" && !q.Full }); n != 0 {
+				t.Errorf("n2 got %d messages sent to n1", n)
+			}
+		})
 	}
 }
 
@@ -392,5 +409,41 @@ func TestSendToErrors(t *testing.T) {
 	}
 	if err := nd.SendTo("x", ok); !errors.Is(err, ErrShutdown) {
 		t.Errorf("SendTo after Shutdown = %v, want ErrShutdown", err)
+	}
+}
+
+// TestReshipAsked: a member that finds a message of another's targeted
+// stream to it missing asks that member, once, for a reship, which its
+// handler makes (ReshipTo); a message only late (it arrives within the
+// wait) asks nothing.
+func TestReshipAsked(t *testing.T) {
+	fn := gossiptest.NewFaultNet()
+	nodes := mesh(t, fn, 2, func(c *Config) { c.Tune = quiet })
+	a, b := nodes[0], nodes[1]
+	if !a.Reships() || !b.Reships() {
+		t.Fatal("two nodes of this build do not number targeted messages")
+	}
+	msg := func(seq uint64) []byte {
+		return mustEncode(&packet.Packet{From: "n0", Incarnation: a.Incarnation(), Seq: seq, Targeted: true,
+			Counts: []packet.Count{{Hash: seq, Bucket: 1_700_000_000_000, Value: 1}}})
+	}
+	d := (*delegate)(b.Node)
+	d.NotifyMsg(msg(1))
+	d.NotifyMsg(msg(3))
+	d.NotifyMsg(msg(2)) // late, not lost
+	d.NotifyMsg(msg(5)) // 4 lost
+	eventually(t, 5*time.Second, "n0 is asked for a reship", func() bool { return len(a.rec.reshipped()) == 1 })
+	if got := a.rec.reshipped(); got[0] != "n1" {
+		t.Fatalf("reships made for %v, want [n1]", got)
+	}
+	time.Sleep(3 * targetedWait)
+	if got := a.rec.reshipped(); len(got) != 1 {
+		t.Fatalf("reships made for %v, want one", got)
+	}
+	if bs, as := b.Stats(), a.Stats(); bs.ReshipsAsked != 1 || as.ReshipsMade != 1 {
+		t.Fatalf("n1 asked %d reships, n0 made %d; want 1 and 1", bs.ReshipsAsked, as.ReshipsMade)
+	}
+	if n := b.rec.count(func(p *packet.Packet) bool { return p.From == "n0" && p.Targeted }); n != 4 {
+		t.Fatalf("n1 handled %d targeted messages, want the 4 that arrived", n)
 	}
 }

@@ -249,3 +249,60 @@ func BenchmarkInHeard(b *testing.B) {
 		in.Heard("node-1", 1, s, int64(s))
 	}
 }
+
+func TestLanes(t *testing.T) {
+	var l Lanes
+	if s := l.Take("a", 3); s != 1 {
+		t.Fatalf("first seq to a %d, want 1", s)
+	}
+	if s := l.Take("b", 1); s != 1 {
+		t.Fatalf("first seq to b %d, want 1", s)
+	}
+	if s := l.Take("a", 1); s != 4 {
+		t.Fatalf("seq to a after 3 %d, want 4", s)
+	}
+}
+
+// TestReships: a gap in a targeted stream is asked for once, as a whole,
+// after the wait; its seqs are not waited for again (the reship comes under
+// new ones), and a later gap is asked for anew.
+func TestReships(t *testing.T) {
+	in := NewIn(Options{Wait: 10})
+	type call struct {
+		from string
+		seqs []uint64
+	}
+	var calls []call
+	ask := func(from string, inc uint64, seqs []uint64) { calls = append(calls, call{from, seqs}) }
+	in.Heard("o", 1, 1, 0)
+	in.Heard("o", 1, 4, 0) // 2 and 3 missing
+	in.Reships(5, 128, ask)
+	if len(calls) != 0 {
+		t.Fatalf("asked before the wait: %v", calls)
+	}
+	in.Reships(10, 128, ask)
+	if len(calls) != 1 || calls[0].from != "o" || len(calls[0].seqs) != 2 {
+		t.Fatalf("calls %v, want one reship of o listing 2 and 3", calls)
+	}
+	if in.Pending() {
+		t.Fatal("the gap is still open after its reship was asked")
+	}
+	in.Reships(1000, 128, ask)
+	if len(calls) != 1 {
+		t.Fatalf("asked again: %v", calls)
+	}
+	if !in.Heard("o", 1, 5, 1000) || in.Pending() {
+		t.Fatal("the next seq after the reship is not news, or opened a gap")
+	}
+	in.Heard("o", 1, 7, 1000)
+	in.Reships(1010, 128, ask)
+	if len(calls) != 2 || len(calls[1].seqs) != 1 || calls[1].seqs[0] != 6 {
+		t.Fatalf("calls %v, want a second reship listing 6", calls)
+	}
+	// A gap wider than MaxGap is a resync: a reship too, listing nothing.
+	in.Heard("o", 1, 7+DefaultMaxGap+2, 2000)
+	in.Reships(2000, 128, ask)
+	if len(calls) != 3 || calls[2].seqs != nil {
+		t.Fatalf("calls %v, want a third reship listing no seqs", calls)
+	}
+}
