@@ -85,9 +85,10 @@ type Stats struct {
 	Asked, Resent, RepairResyncs, Duplicates uint64
 	NamesAsked, NamesSent                    uint64
 	Targeted                                 uint64 // sync messages sent by SendTo (also in PacketsOut): owner mode's traffic
-	// Targeted streams (Reships): reships this node asked members for
-	// (it found messages of their streams to it missing), and reships it
-	// made when asked.
+	// Targeted streams (Reships): their seqs missing and the messages
+	// sent again count in Asked and Resent; reships this node asked
+	// members for (a gap it gave up on) and made (asked for messages no
+	// longer kept, or a reship).
 	ReshipsAsked, ReshipsMade uint64
 }
 
@@ -119,14 +120,14 @@ type Node struct {
 	targeted, reshipsAsked, reshipsMade      atomic.Uint64
 
 	unsequenced bool
-	allRepair   atomic.Bool   // every live peer repairs (recount)
-	noOwners    bool          // Config.NoOwners
-	allOwners   atomic.Bool   // every live member aggregates (recount)
-	allTargeted atomic.Bool   // every live member reads targeted messages (recount)
-	laneMu      sync.Mutex    // numbers messages to one member (SendTo)
-	lanes       stream.Lanes  // their seqs, under laneMu
-	epoch       atomic.Uint64 // membership epoch: bumped, under mu, when the live set changes
-	placeMu     sync.Mutex    // held by the one goroutine rebuilding place
+	allRepair   atomic.Bool     // every live peer repairs (recount)
+	noOwners    bool            // Config.NoOwners
+	allOwners   atomic.Bool     // every live member aggregates (recount)
+	allTargeted atomic.Bool     // every live member reads targeted messages (recount)
+	laneMu      sync.Mutex      // numbers messages to one member (SendTo) and keeps them
+	tout        *stream.Targets // those streams (under laneMu)
+	epoch       atomic.Uint64   // membership epoch: bumped, under mu, when the live set changes
+	placeMu     sync.Mutex      // held by the one goroutine rebuilding place
 	place       atomic.Pointer[placement]
 	sendMu      sync.Mutex    // numbers messages and sends them in order
 	out         *stream.Out   // this node's stream (under sendMu)
@@ -209,7 +210,8 @@ func New(cfg Config, h Handler) (*Node, error) {
 		noOwners:    cfg.NoOwners,
 		out:         stream.NewOut(RepairMessages, RepairBytes),
 		in:          newIn(),
-		tin:         newTargetedIn(),
+		tin:         newIn(),
+		tout:        stream.NewTargets(RepairMessages, RepairBytes),
 		repairKick:  make(chan struct{}, 1),
 	}
 	n.allRepair.Store(true) // alone: nobody to wait for

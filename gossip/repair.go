@@ -85,6 +85,7 @@ func (n *Node) heard(p *packet.Packet) bool {
 	in := n.in
 	if p.Targeted {
 		in = n.tin
+		in.Begin(p.From, p.Incarnation, 1)
 	}
 	fresh := in.Heard(p.From, p.Incarnation, p.Seq, now)
 	pending := in.Pending()
@@ -189,10 +190,13 @@ func (n *Node) repairStep(now time.Time) int {
 	resync = n.in.Due(now.UnixNano(), packet.MaxRequestItems, func(from string, inc uint64, seqs []uint64) {
 		asks = append(asks, ask{to: from, req: packet.Request{From: n.name, Incarnation: n.inc, Target: inc, Seqs: append([]uint64(nil), seqs...)}})
 	})
-	n.tin.Reships(now.UnixNano(), packet.MaxRequestItems, func(from string, inc uint64, seqs []uint64) {
-		asks = append(asks, ask{to: from, req: packet.Request{From: n.name, Incarnation: n.inc, Target: inc, Seqs: seqs, Reship: true}})
+	reship := n.tin.Due(now.UnixNano(), packet.MaxRequestItems, func(from string, inc uint64, seqs []uint64) {
+		asks = append(asks, ask{to: from, req: packet.Request{From: n.name, Incarnation: n.inc, Target: inc, Seqs: append([]uint64(nil), seqs...), Reship: true}})
 	})
 	n.inMu.Unlock()
+	for _, from := range reship { // given up on, or too much missing: everything it routes here
+		asks = append(asks, ask{to: from, req: packet.Request{From: n.name, Incarnation: n.inc, Target: n.tinc(from), Reship: true}})
+	}
 	sent := 0
 	for i := range asks {
 		a := &asks[i]
@@ -200,10 +204,9 @@ func (n *Node) repairStep(now time.Time) int {
 			continue
 		}
 		sent++
-		if a.req.Reship {
+		n.asked.Add(uint64(len(a.req.Seqs)))
+		if a.req.Reship && len(a.req.Seqs) == 0 {
 			n.reshipsAsked.Add(1)
-		} else {
-			n.asked.Add(uint64(len(a.req.Seqs)))
 		}
 	}
 	if len(resync) > 0 {
@@ -300,10 +303,7 @@ func (n *Node) answer(r *packet.Request) {
 		return // another incarnation's stream: the asker will hear of this one
 	}
 	if r.Reship {
-		if rs, ok := n.h.(Reshipper); ok {
-			rs.ReshipTo(r.From)
-			n.reshipsMade.Add(1)
-		}
+		n.answerTargeted(r)
 		return
 	}
 	if len(r.Seqs) > 0 {
@@ -355,16 +355,51 @@ func (n *Node) answer(r *packet.Request) {
 	}
 }
 
-// newIn is the receiver a node starts with.
+// newIn is the receiver a node starts with, of its peers' streams to
+// every peer and of their targeted streams to it alike.
 func newIn() *stream.In { return stream.NewIn(stream.Options{}) }
 
-// targetedWait is how long a gap in a member's targeted stream to this
-// node stays open before a reship is asked: time for a message that is
-// only late (memberlist hands its queued messages out newest first) to
-// arrive. A reship asked for a message only late costs its bytes, no count.
-const targetedWait = 20 * time.Millisecond
+// answerTargeted answers a Request about this node's targeted stream to
+// the asker: the messages Seqs still kept, sent again; for those no longer
+// kept, an empty message under their seq (so that the asker stops waiting
+// for them) and a reship of everything the handler routes to the asker
+// (Reshipper), which holds whatever they held; a reship alone when the
+// Request lists no seqs (the asker gave up on a gap).
+func (n *Node) answerTargeted(r *packet.Request) {
+	var msgs [][]byte
+	gone := len(r.Seqs) == 0
+	n.laneMu.Lock()
+	for _, s := range r.Seqs {
+		if b, ok := n.tout.Get(r.From, s); ok {
+			msgs = append(msgs, b)
+			continue
+		}
+		gone = true
+		if b, err := packet.Encode(&packet.Packet{From: n.name, Incarnation: n.inc, Seq: s, Targeted: true}); err == nil {
+			msgs = append(msgs, b)
+		}
+	}
+	n.laneMu.Unlock()
+	for _, b := range msgs {
+		if n.sendTo(r.From, b) == nil {
+			n.resent.Add(1)
+		}
+	}
+	if !gone {
+		return
+	}
+	if rs, ok := n.h.(Reshipper); ok {
+		rs.ReshipTo(r.From)
+		n.reshipsMade.Add(1)
+	}
+}
 
-// newTargetedIn is the receiver of the members' targeted streams.
-func newTargetedIn() *stream.In {
-	return stream.NewIn(stream.Options{Wait: int64(targetedWait), MaxWait: int64(targetedWait)})
+// tinc returns the incarnation of member name.
+func (n *Node) tinc(name string) uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ps := n.peers[name]; ps != nil {
+		return ps.inc
+	}
+	return 0
 }

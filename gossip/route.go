@@ -24,15 +24,16 @@ const ownerProtocol = 2
 const targetedProtocol = 3
 
 // Reshipper is implemented by a Handler that can send again everything it
-// routes to one member (reconcile.Cluster): the member found messages of
-// this node's targeted stream to it missing and asked for a reship. It
-// sends with SendTo. Must not block for long.
+// routes to one member (reconcile.Cluster): the member asked for messages
+// of this node's targeted stream to it that are no longer kept, or gave up
+// on a gap. It sends with SendTo. Must not block for long.
 type Reshipper interface {
 	ReshipTo(to string)
 }
 
 // Reships reports whether the node numbers its messages to one member
-// (SendTo) so that the member asks for a reship when it finds one missing:
+// (SendTo) and keeps them, so that the member asks for one it finds
+// missing (or, when it is no longer kept, for a reship):
 // while it numbers its stream to every peer (Repairs) and every live
 // member, self included, reads targeted messages (memberlist's delegate
 // protocol max of 3 or more), unless Config.NoOwners. A change can then
@@ -142,13 +143,13 @@ func (n *Node) SendTo(to string, p *packet.Packet) error {
 	var msgs [][]byte
 	var err error
 	if n.Reships() {
-		// Numbered under laneMu, so that messages to one member leave in
-		// the order of their seqs.
+		// Numbered and kept under laneMu, so that messages to one member
+		// leave in the order of their seqs.
 		n.laneMu.Lock()
 		defer n.laneMu.Unlock()
-		cp.Targeted, cp.Seq = true, n.lanes.Take(to, 0)
+		cp.Targeted, cp.Seq = true, n.tout.Next(to)
 		if msgs, err = packet.Split(&cp, n.budget); err == nil {
-			n.lanes.Take(to, len(msgs))
+			n.tout.Sent(to, msgs)
 		}
 	} else {
 		msgs, err = packet.Split(&cp, n.budget)

@@ -133,9 +133,11 @@ type Cluster struct {
 	live    atomic.Int64
 
 	ownerFrom int
-	agg       atomic.Bool // owner mode, as of the last Step
-	epoch     uint64      // the Router's epoch at the last Step (Step's alone)
-	relayKick bool        // a relay became urgent (c.mu)
+	agg       atomic.Bool     // owner mode, as of the last Step
+	tonce     atomic.Bool     // owner mode's targeted messages ship once (targetsOnce), as of the last Step
+	sentTo    map[string]bool // members sent targeted counts or sums since the last tick (c.mu; followUps)
+	epoch     uint64          // the Router's epoch at the last Step (Step's alone)
+	relayKick bool            // a relay became urgent (c.mu)
 
 	kick      chan struct{}
 	gapAuto   bool         // flushGap is the default, capped by minLife
@@ -395,7 +397,7 @@ func (c *Cluster) Flush(now time.Time) {
 	s := c.tick.Load()
 	agg := c.agg.Load()
 	mode := shipFlush
-	if c.shipsOnce() && !agg {
+	if c.shipsOnce() && (!agg || c.tonce.Load()) {
 		mode = shipOnce
 	}
 	pkt := c.packet()
@@ -442,6 +444,7 @@ func (c *Cluster) shipTargets(up *packet.Packet, next, s uint32, now int64, flus
 	c.mu.Lock()
 	c.relay(rt, ts, s, now, flush)
 	c.relayKick = false
+	c.followUps(ts, flush)
 	c.mu.Unlock()
 	c.sendTargets(rt, ts)
 }
@@ -458,7 +461,9 @@ func (c *Cluster) Step(now time.Time) {
 	housekeeping := s%4 == 0
 	rt := c.router()
 	agg, moved := c.decideMode(rt, c.n())
-	once := c.shipsOnce() && !agg
+	tonce := agg && c.targetsOnce(rt)
+	c.tonce.Store(tonce)
+	once := c.shipsOnce() && (!agg || tonce)
 	mode := shipTick
 	if once {
 		mode = shipOnce

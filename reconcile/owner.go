@@ -32,10 +32,16 @@ import (
 // instead of not at all. While the owner relays, the successor sends
 // nothing.
 //
-// Targeted messages are not numbered (numbering is one stream to every
-// peer): counts and sums follow the resend schedule (1, 2, 4, 8 and 16
-// ticks after a change), and a node re-ships every live bucket of a key
-// whose owner or successor changed.
+// Messages to one member (counts and sums) ship once when the Router
+// numbers them per member and repairs them (TargetedRepairer, and the
+// stream to every peer is repaired too): a member that misses one asks for
+// it, and a sender that no longer keeps it reships everything it routes to
+// that member (ReshipTo); a tick with nothing for a member sent something
+// since the last one sends it an empty message (followUps), so that a lost
+// last message shows as a gap. Otherwise (a member of an earlier release)
+// they follow the resend schedule (1, 2, 4, 8 and 16 ticks after a
+// change). Either way a node re-ships every live bucket of a key whose
+// owner or successor changed.
 
 // DefaultOwnerFrom is Options.OwnerFrom's default: owner mode from 100
 // live members. Below, direct fan-out costs fewer bytes with many sparse
@@ -300,6 +306,7 @@ func (c *Cluster) relayThreshold(h uint64, slot uint32) int64 {
 // counts too, every live bucket with the key's name when it became so.
 func (c *Cluster) relay(rt Router, ts targets, s uint32, now int64, flush bool) {
 	t := c.tab
+	once := c.tonce.Load() // relayed once: a member that misses one asks for a reship
 	var keys []uint64
 	if flush {
 		keys = t.urgent
@@ -331,7 +338,7 @@ func (c *Cluster) relay(rt Router, ts targets, s uint32, now int64, flush bool) 
 		rows = rows[:0]
 		for i := range rk.rows {
 			r := &rk.rows[i]
-			if r.unsent || (!flush && due(s, r.changed)) {
+			if r.unsent || (!flush && !once && due(s, r.changed)) {
 				rows = append(rows, i)
 				r.unsent = false
 			}
@@ -339,7 +346,7 @@ func (c *Cluster) relay(rt Router, ts targets, s uint32, now int64, flush bool) 
 		rk.unrelayed = 0
 		if len(rows) == 0 {
 			if !flush {
-				rk.rows = slices.DeleteFunc(rk.rows, func(r relayRow) bool { return !pending(s, r.changed) })
+				rk.rows = slices.DeleteFunc(rk.rows, func(r relayRow) bool { return !r.unsent && (once || !pending(s, r.changed)) })
 			}
 			continue
 		}
@@ -376,7 +383,7 @@ func (c *Cluster) relay(rt Router, ts targets, s uint32, now int64, flush bool) 
 			c.relayWide(rt, ts, h, rk, subs, rows, totals, cells, name, was)
 		}
 		if !flush { // rows past their resends go until they change again
-			rk.rows = slices.DeleteFunc(rk.rows, func(r relayRow) bool { return !pending(s, r.changed) })
+			rk.rows = slices.DeleteFunc(rk.rows, func(r relayRow) bool { return !r.unsent && (once || !pending(s, r.changed)) })
 		}
 	}
 }
@@ -807,4 +814,123 @@ func (t *table) sweepOwner(now, grace int64, life func(resource string, slot uin
 			delete(t.relays, h)
 		}
 	}
+}
+
+// targetsOnce reports whether owner mode's messages to one member ship
+// once: the Router numbers them per member and the member asks for a
+// reship of what it missed (TargetedRepairer), and the stream to every
+// peer is repaired too (tier entries ship once with the counts).
+func (c *Cluster) targetsOnce(rt Router) bool {
+	tr, ok := rt.(TargetedRepairer)
+	return ok && tr.Reships() && c.shipsOnce()
+}
+
+// followUps adds to ts, c.mu held, at a tick (flush unset) while targeted
+// messages ship once, an empty message for each member sent counts or sums
+// since the last tick and sent nothing now: its seq shows a member that
+// lost the last message of a burst its gap (the stream to every peer does
+// the same on its first idle tick). It then notes the members ts sends to.
+func (c *Cluster) followUps(ts targets, flush bool) {
+	if !c.tonce.Load() {
+		c.sentTo = nil
+		return
+	}
+	if c.sentTo == nil {
+		c.sentTo = make(map[string]bool)
+	}
+	if !flush {
+		var idle []string
+		for to := range c.sentTo {
+			if _, counts := ts[target{to, false}]; counts {
+				continue
+			}
+			if _, sums := ts[target{to, true}]; sums {
+				continue
+			}
+			idle = append(idle, to)
+		}
+		clear(c.sentTo)
+		for _, to := range idle {
+			ts.get(c, to, false)
+		}
+	}
+	for t, p := range ts {
+		if len(p.Counts) > 0 || len(p.Names) > 0 {
+			c.sentTo[t.to] = true
+		}
+	}
+}
+
+// ReshipTo sends member to again, at once, everything this node routes to
+// it in owner mode: the live counts of the keys it owns or succeeds, with
+// their names, and the sums of the keys this node owns that it relays to
+// it (gossip.Reshipper: the member found a message of this node's stream
+// to it missing). Outside owner mode it does nothing.
+func (c *Cluster) ReshipTo(to string) {
+	rt := c.router()
+	if rt == nil || !c.agg.Load() || to == c.name {
+		return
+	}
+	ms := c.clock.Now().UnixMilli()
+	s := c.tick.Load()
+	snap := c.packet()
+	for _, r := range c.resources() {
+		r.snapshot(r.p.Load(), s, ms, snap)
+	}
+	counts := c.packet()
+	named := make(map[uint64]bool)
+	for _, cn := range snap.Counts {
+		if o, sc := rt.Owners(cn.Hash); o == to || sc == to {
+			counts.Counts = append(counts.Counts, cn)
+			named[cn.Hash] = true
+		}
+	}
+	for _, n := range snap.Names {
+		if named[n.Hash] {
+			counts.Names = append(counts.Names, n)
+		}
+	}
+	sums := c.packet()
+	sums.Sum = true
+	c.mu.Lock()
+	for h, rk := range c.tab.relays {
+		if rk.standby {
+			continue
+		}
+		subs := c.subscribers(h, rk)
+		var mine *remoteKey
+		for _, o := range subs {
+			if o.name == to {
+				mine = o.keys[h]
+			}
+		}
+		if mine == nil && !rk.wide {
+			continue // not one it relays to
+		}
+		cells, name, _ := c.windowCounts(h, subs, ms)
+		first := true
+		for _, cell := range cells {
+			v := cell.Value - mine.value(cell.Slot, cell.Bucket)
+			if v == 0 {
+				continue
+			}
+			if first && mine == nil { // a wide relay to a non-origin carries the name
+				sums.Names = append(sums.Names, packet.Name{Hash: h, Resource: name.resource, Domain: name.domain})
+			}
+			first = false
+			sums.Counts = append(sums.Counts, packet.Count{Hash: h, Slot: cell.Slot, Bucket: cell.Bucket, Value: v})
+		}
+	}
+	ts := targets{}
+	if len(counts.Counts) > 0 {
+		ts[target{to, false}] = counts
+	}
+	if len(sums.Counts) > 0 {
+		ts[target{to, true}] = sums
+	}
+	if len(ts) > 0 && c.sentTo != nil {
+		c.sentTo[to] = true // its last message may be lost too: a follow-up shows it
+	}
+	c.mu.Unlock()
+	c.sendTargets(rt, ts)
 }

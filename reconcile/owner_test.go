@@ -393,3 +393,96 @@ func TestSuccessorRelaysAtOnceWhenTheOwnerIsSilent(t *testing.T) {
 		})
 	}
 }
+
+// onceRouted is a routed sender whose streams, to every peer and to one
+// member, are repaired (reconcile.Repairer, reconcile.TargetedRepairer).
+type onceRouted struct{ routed }
+
+func (onceRouted) Repairs() bool { return true }
+func (onceRouted) Reships() bool { return true }
+
+// onceCluster is ownerCluster with repaired streams.
+func onceCluster(t *testing.T, fc *clock.Fake, names ...string) (*memNet, []*node, *placement) {
+	t.Helper()
+	net, nodes, pl := ownerCluster(t, fc, names...)
+	for _, n := range nodes {
+		n.c.SetSender(onceRouted{routed{memSender{net, n.name}, pl}})
+	}
+	return net, nodes, pl
+}
+
+// TestOwnerShipsOnceWhenTargetsRepair: with numbered targeted streams a
+// change goes to its owner and successor once, and is relayed once; the
+// tick after, each member sent something gets an empty follow-up (its seq
+// shows a lost last message), and then nothing; a member that lost a
+// message and asks for a reship (ReshipTo) gets every live count and sum
+// owed to it again.
+func TestOwnerShipsOnceWhenTargetsRepair(t *testing.T) {
+	fc := clock.NewFake(t0)
+	net, nodes, pl := onceCluster(t, fc, "a", "b", "c", "d")
+	step(fc, nodes)
+	h := reconcile.KeyHash("t/one", "u")
+	owner, succ := pl.ring.Owners(h)
+	var x, y *node
+	for _, n := range nodes {
+		if n.name != owner && n.name != succ {
+			if x == nil {
+				x = n
+			} else {
+				y = n
+			}
+		}
+	}
+	req(t, x, fc.Now(), "t/one", "u", 3)
+	req(t, y, fc.Now(), "t/one", "u", 2)
+	mark := len(pl.targeted)
+	tick := func() {
+		fc.Advance(50 * time.Millisecond)
+		step(fc, nodes)
+	}
+	tick()
+	tick() // the relay of the counts that reached the owner in the first tick
+	wantHits(t, nodes, fc.Now(), 5)
+	for range 6 {
+		tick()
+	}
+	counts := map[string]int{} // messages of counts of u, by sender
+	empties := map[string]int{}
+	for _, p := range pl.targeted[mark:] {
+		switch {
+		case len(p.Counts) == 0:
+			empties[p.From]++
+		case !p.Sum && p.Counts[0].Hash == h:
+			counts[p.From]++
+		}
+	}
+	if counts[x.name] != 2 || counts[y.name] != 2 { // once to the owner, once to the successor
+		t.Errorf("counts of u sent: %v; want each origin's twice (owner and successor), once each", counts)
+	}
+	if empties[x.name] != 2 || empties[owner] == 0 {
+		t.Errorf("empty follow-ups: %v; want two from %s (to the owner and the successor) and some from the owner", empties, x.name)
+	}
+	// x lost the owner's sum: it counts only its own hits until a reship.
+	var o *node
+	for _, n := range nodes {
+		if n.name == owner {
+			o = n
+		}
+	}
+	net.mu.Lock()
+	net.cut[x.name] = true
+	net.mu.Unlock()
+	req(t, y, fc.Now(), "t/one", "u", 4)
+	tick()
+	tick()
+	net.mu.Lock()
+	net.cut[x.name] = false
+	net.mu.Unlock()
+	if d := req(t, x, fc.Now(), "t/one", "u", 0); d.TierHits != 5 {
+		t.Fatalf("%s counts %d hits while cut off, want 5", x.name, d.TierHits)
+	}
+	o.c.ReshipTo(x.name)
+	if d := req(t, x, fc.Now(), "t/one", "u", 0); d.TierHits != 9 {
+		t.Fatalf("%s counts %d hits after the owner's reship, want 9", x.name, d.TierHits)
+	}
+}

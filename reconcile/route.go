@@ -28,4 +28,18 @@ type Router interface {
 	SendTo(to string, p *packet.Packet) error
 }
 
-var _ Router = (*gossip.Node)(nil)
+// TargetedRepairer is implemented by a Router whose messages to one
+// member are numbered in a stream per member, so that a member that finds
+// one missing asks for a reship (ReshipTo): gossip.Node. While Reships
+// reports true (and the Sender repairs its stream to every peer,
+// Repairer), owner mode sends a change to its owner once and relays it
+// once, instead of on the resend schedule.
+type TargetedRepairer interface {
+	Reships() bool
+}
+
+var (
+	_ Router           = (*gossip.Node)(nil)
+	_ TargetedRepairer = (*gossip.Node)(nil)
+	_ gossip.Reshipper = (*Cluster)(nil)
+)

@@ -26,8 +26,7 @@ import (
 // the layout of version 1, its counts sums over origins. TargetedVersion
 // is a message to one node numbered in its origin's stream to that node
 // (Packet.Targeted): counts to a key's owner, or a sum. ReshipVersion is
-// a Request that asks for everything an origin routes to the asker
-// (Request.Reship).
+// a Request about that stream (Request.Reship).
 //
 // Every value a msgpack array or a compact int:
 //
@@ -99,10 +98,9 @@ type Packet struct {
 	Sum bool
 	// Targeted marks a message to one node numbered in its origin's
 	// stream to that node: Seq is its place there (1, 2, …), not in the
-	// origin's stream to every peer, and its receiver asks for a reship
-	// (Request.Reship) when it finds one missing. A targeted message is
-	// never Full and carries counts (and their names) only; it may be a
-	// Sum.
+	// origin's stream to every peer, and its receiver asks for one it
+	// finds missing with a Reship request. A targeted message is never
+	// Full and carries counts (and their names) only; it may be a Sum.
 	Targeted bool
 	Names    []Name
 	Counts   []Count

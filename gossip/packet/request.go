@@ -16,10 +16,11 @@ import (
 // again), and the names of the key hashes Hashes. From and Incarnation are
 // the asking node's.
 //
-// A Reship request (version ReshipVersion, same layout) says instead that
-// the asker found messages of the origin's stream to it (Packet.Targeted)
-// missing, Seqs among them when it lists any: the origin is to send it
-// again every live count it routes to it and every sum it owes it.
+// A Reship request (version ReshipVersion, same layout) is about the
+// origin's stream to the asker alone (Packet.Targeted): it asks for the
+// messages Seqs again, and for those the origin no longer keeps, or when
+// it lists none (the asker gave up on a gap), for a reship: every live
+// count the origin routes to the asker and every sum it owes it.
 type Request struct {
 	From        string
 	Incarnation uint64

@@ -14,10 +14,9 @@
 // every message before a seq closes the gaps below it (In.Covered).
 //
 // A node's messages to one receiver (owner mode's counts to a key's owner,
-// and sums) are numbered per receiver (Lanes) and not kept: the receiver
-// notes them with an In of their own and, for a gap, asks the origin for
-// a reship of everything it routes to it (In.Reships), which comes under
-// new seqs.
+// and sums) are numbered per receiver, and the recent ones of all
+// receivers kept together (Targets); the receiver notes them with an In of
+// their own and asks for its gaps like any stream's.
 //
 // The package is pure: no clock, no network, no goroutines; time is an
 // argument in nanoseconds. gossip runs it over memberlist and the cluster

@@ -250,59 +250,64 @@ func BenchmarkInHeard(b *testing.B) {
 	}
 }
 
-func TestLanes(t *testing.T) {
-	var l Lanes
-	if s := l.Take("a", 3); s != 1 {
-		t.Fatalf("first seq to a %d, want 1", s)
+// TestTargets: each receiver's stream is numbered from 1; the recent
+// messages of all receivers are kept together, bounded in count and in
+// bytes, oldest forgotten first, the newest always kept.
+func TestTargets(t *testing.T) {
+	tg := NewTargets(4, 100)
+	if n := tg.Next("a"); n != 1 {
+		t.Fatalf("Next(a) = %d before any message, want 1", n)
 	}
-	if s := l.Take("b", 1); s != 1 {
-		t.Fatalf("first seq to b %d, want 1", s)
+	tg.Sent("a", [][]byte{[]byte("a1"), []byte("a2")})
+	tg.Sent("b", [][]byte{[]byte("b1")})
+	if tg.Next("a") != 3 || tg.Next("b") != 2 {
+		t.Fatalf("Next: a %d, b %d; want 3 and 2", tg.Next("a"), tg.Next("b"))
 	}
-	if s := l.Take("a", 1); s != 4 {
-		t.Fatalf("seq to a after 3 %d, want 4", s)
+	if m, ok := tg.Get("a", 2); !ok || string(m) != "a2" {
+		t.Fatalf("Get(a, 2) = %q, %v", m, ok)
+	}
+	if _, ok := tg.Get("b", 2); ok {
+		t.Fatal("Get(b, 2) found a message not sent")
+	}
+	tg.Sent("a", [][]byte{[]byte("a3"), []byte("a4")}) // 5 kept: a1 goes
+	if _, ok := tg.Get("a", 1); ok {
+		t.Fatal("the oldest message is still kept past 4")
+	}
+	if n, b := tg.Kept(); n != 4 || b != 8 {
+		t.Fatalf("Kept = %d, %d; want 4, 8", n, b)
+	}
+	big := make([]byte, 150)
+	tg.Sent("c", [][]byte{big}) // past 100 bytes: only the newest stays
+	if n, b := tg.Kept(); n != 1 || b != 150 {
+		t.Fatalf("Kept = %d, %d after a message past the byte bound; want 1, 150", n, b)
+	}
+	if _, ok := tg.Get("c", 1); !ok {
+		t.Fatal("the newest message is not kept")
+	}
+	for i := range 1000 { // the fifo is compacted, not grown for ever
+		tg.Sent("d", [][]byte{{byte(i)}})
+	}
+	if n, _ := tg.Kept(); n != 4 || cap(tg.fifo) > 1024 {
+		t.Fatalf("Kept %d, fifo capacity %d after 1,000 messages", n, cap(tg.fifo))
 	}
 }
 
-// TestReships: a gap in a targeted stream is asked for once, as a whole,
-// after the wait; its seqs are not waited for again (the reship comes under
-// new ones), and a later gap is asked for anew.
-func TestReships(t *testing.T) {
-	in := NewIn(Options{Wait: 10})
-	type call struct {
-		from string
-		seqs []uint64
+// TestBegin: a stream begun at 1 finds the seqs before the first heard
+// missing; Begin does nothing to a stream already followed.
+func TestBegin(t *testing.T) {
+	in := NewIn(Options{Wait: 1})
+	in.Begin("o", 1, 1)
+	in.Heard("o", 1, 3, 0)
+	var asked []uint64
+	in.Due(10, 128, func(_ string, _ uint64, seqs []uint64) { asked = append(asked, seqs...) })
+	if len(asked) != 2 || asked[0] != 1 || asked[1] != 2 {
+		t.Fatalf("asked %v, want [1 2]", asked)
 	}
-	var calls []call
-	ask := func(from string, inc uint64, seqs []uint64) { calls = append(calls, call{from, seqs}) }
-	in.Heard("o", 1, 1, 0)
-	in.Heard("o", 1, 4, 0) // 2 and 3 missing
-	in.Reships(5, 128, ask)
-	if len(calls) != 0 {
-		t.Fatalf("asked before the wait: %v", calls)
-	}
-	in.Reships(10, 128, ask)
-	if len(calls) != 1 || calls[0].from != "o" || len(calls[0].seqs) != 2 {
-		t.Fatalf("calls %v, want one reship of o listing 2 and 3", calls)
-	}
-	if in.Pending() {
-		t.Fatal("the gap is still open after its reship was asked")
-	}
-	in.Reships(1000, 128, ask)
-	if len(calls) != 1 {
-		t.Fatalf("asked again: %v", calls)
-	}
-	if !in.Heard("o", 1, 5, 1000) || in.Pending() {
-		t.Fatal("the next seq after the reship is not news, or opened a gap")
-	}
-	in.Heard("o", 1, 7, 1000)
-	in.Reships(1010, 128, ask)
-	if len(calls) != 2 || len(calls[1].seqs) != 1 || calls[1].seqs[0] != 6 {
-		t.Fatalf("calls %v, want a second reship listing 6", calls)
-	}
-	// A gap wider than MaxGap is a resync: a reship too, listing nothing.
-	in.Heard("o", 1, 7+DefaultMaxGap+2, 2000)
-	in.Reships(2000, 128, ask)
-	if len(calls) != 3 || calls[2].seqs != nil {
-		t.Fatalf("calls %v, want a third reship listing no seqs", calls)
+	in.Begin("o", 1, 1) // followed: nothing changes
+	in.Heard("o", 1, 4, 20)
+	asked = asked[:0]
+	in.Due(10_000_000_000, 128, func(_ string, _ uint64, seqs []uint64) { asked = append(asked, seqs...) })
+	if len(asked) != 2 {
+		t.Fatalf("asked %v after Begin on a followed stream, want 1 and 2 again", asked)
 	}
 }

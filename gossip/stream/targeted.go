@@ -2,61 +2,101 @@ package stream
 
 import "strings"
 
-// Targeted streams. A node's messages to one receiver (counts to a key's
-// owner, sums) are numbered per receiver (Lanes) and are not kept: a
-// receiver that finds one missing asks its origin to send again
-// everything it routes to it (a reship), under new seqs, rather than the
-// lost messages themselves. It notes seqs with an In like any stream and
-// asks with Reships, which closes the gaps it asks about.
+// Targets is a node's outgoing targeted streams: its messages to one
+// receiver each (owner mode's counts to a key's owner, and sums), numbered
+// 1, 2, … per receiver, and the recent ones of all receivers together,
+// kept to be sent again to the receiver that asks: the last maxMsgs
+// messages, fewer when they hold more than maxBytes bytes, oldest
+// forgotten first. A receiver notes the seqs it hears with an In like any
+// stream's. The zero value is not usable: call NewTargets. Not safe for
+// concurrent use.
+type Targets struct {
+	next     map[string]uint64 // receiver → the seq of its next message
+	kept     map[lane][]byte
+	fifo     []lane // kept lanes, oldest first, from head
+	head     int
+	bytes    int
+	maxMsgs  int
+	maxBytes int
+}
 
-// Lanes numbers a node's targeted messages, 1, 2, … per receiver. The
-// zero value is ready to use. Not safe for concurrent use.
-type Lanes struct{ next map[string]uint64 }
+// lane is one message of one receiver's stream.
+type lane struct {
+	to  string
+	seq uint64
+}
 
-// Take reserves n seqs of the stream to receiver to and returns the
-// first. A receiver's numbering goes on for the node's lifetime, whatever
-// becomes of the receiver: a receiver that forgot it (a restart) starts
-// again wherever it resumes.
-func (l *Lanes) Take(to string, n int) uint64 {
-	if l.next == nil {
-		l.next = make(map[string]uint64)
+// NewTargets returns targeted streams whose first message to any receiver
+// is seq 1, keeping the last maxMsgs messages (at least 1) in at most
+// maxBytes bytes (the newest is always kept).
+func NewTargets(maxMsgs, maxBytes int) *Targets {
+	return &Targets{next: make(map[string]uint64), kept: make(map[lane][]byte), maxMsgs: max(maxMsgs, 1), maxBytes: maxBytes}
+}
+
+// Next returns the seq the next message to receiver to gets. A receiver's
+// numbering goes on for the node's lifetime, whatever becomes of the
+// receiver: one that forgot it (a restart) starts again where it resumes.
+func (t *Targets) Next(to string) uint64 {
+	if s, ok := t.next[to]; ok {
+		return s
 	}
-	s, ok := l.next[to]
+	return 1
+}
+
+// Sent records msgs as the messages to receiver to numbered Next(to),
+// Next(to)+1, … and keeps them (not copies: the caller must not change
+// them). What no longer fits is forgotten, oldest first.
+func (t *Targets) Sent(to string, msgs [][]byte) {
+	if len(msgs) == 0 {
+		return
+	}
+	s, ok := t.next[to]
 	if !ok {
 		s = 1
 		to = strings.Clone(to)
 	}
-	l.next[to] = s + uint64(max(n, 0))
-	return s
+	for _, m := range msgs {
+		l := lane{to, s}
+		t.kept[l] = m
+		t.fifo = append(t.fifo, l)
+		t.bytes += len(m)
+		s++
+		for len(t.fifo)-t.head > t.maxMsgs || (t.bytes > t.maxBytes && len(t.fifo)-t.head > 1) {
+			old := t.fifo[t.head]
+			t.fifo[t.head] = lane{}
+			t.head++
+			t.bytes -= len(t.kept[old])
+			delete(t.kept, old)
+		}
+		if t.head > len(t.fifo)/2 && t.head > 64 { // compact
+			t.fifo = append(t.fifo[:0], t.fifo[t.head:]...)
+			t.head = 0
+		}
+	}
+	t.next[to] = s
 }
 
-// Reships calls ask, at now (ns), for each origin of in with a gap due (open
-// for the origin's wait) or a resync due, in name order, with the seqs
-// found missing (up to limit; none for a resync): the receiver is to ask
-// that origin for a reship. The gaps of every origin asked are closed:
-// what the reship brings comes under new seqs, so the missing ones are
-// never waited for again. An origin's gaps that are not due yet stay open.
-func (in *In) Reships(now int64, limit int, ask func(from string, inc uint64, missing []uint64)) {
-	type asked struct {
-		from string
-		inc  uint64
-		seqs []uint64
+// Get returns message seq of the stream to receiver to if it is still
+// kept.
+func (t *Targets) Get(to string, seq uint64) ([]byte, bool) {
+	m, ok := t.kept[lane{to, seq}]
+	return m, ok
+}
+
+// Kept returns how many messages and bytes are kept.
+func (t *Targets) Kept() (msgs, bytes int) { return len(t.fifo) - t.head, t.bytes }
+
+// Begin starts from's stream of incarnation inc at seq first when it is
+// not followed yet, so that seqs from first on that never arrive are
+// missing: a targeted stream starts at 1, and a receiver hears its
+// beginning (or, having restarted, finds everything before the seq it
+// resumes at missing, which is a reship). It does nothing to a stream
+// already followed.
+func (in *In) Begin(from string, inc, first uint64) {
+	if first == 0 {
+		return
 	}
-	var all []asked
-	resync := in.Due(now, limit, func(from string, inc uint64, seqs []uint64) {
-		if n := len(all); n > 0 && all[n-1].from == from {
-			return // the rest of a long gap: one reship covers it
-		}
-		all = append(all, asked{from, inc, append([]uint64(nil), seqs...)})
-	})
-	for _, a := range all {
-		o := in.origins[a.from]
-		in.Covered(a.from, a.inc, o.high+1)
-		ask(a.from, a.inc, a.seqs)
-	}
-	for _, from := range resync {
-		if o := in.origins[from]; o != nil {
-			ask(from, o.inc, nil)
-		}
+	if o, fresh := in.stream(from, inc, first-1); fresh {
+		o.start = first
 	}
 }

@@ -29,6 +29,11 @@ func (sd *sender) Live() int { return sd.s.live }
 // change ships once (reconcile.Repairer): unless Scenario.Unsequenced.
 func (sd *sender) Repairs() bool { return !sd.s.sc.Unsequenced }
 
+// Reships reports whether messages to one node are numbered per receiver
+// and lost ones reshipped (reconcile.TargetedRepairer): unless
+// Scenario.Unsequenced or TargetedResends.
+func (sd *sender) Reships() bool { return !sd.s.sc.Unsequenced && !sd.s.sc.TargetedResends }
+
 // AskNames sends origin a Request for the names of hashes
 // (reconcile.NameAsker), as gossip.Node does.
 func (sd *sender) AskNames(origin string, inc uint64, hashes []uint64) {

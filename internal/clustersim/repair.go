@@ -18,10 +18,17 @@ import (
 // heard tells nd's receiver of p, and reports whether p is news to merge;
 // it schedules nd's repair when a gap is open.
 func (s *sim) heard(nd *node, p *packet.Packet) bool {
-	if nd.in == nil || p.Seq == 0 {
+	in := nd.in
+	if p.Targeted {
+		in = nd.tin
+	}
+	if in == nil || p.Seq == 0 {
 		return true
 	}
-	fresh := nd.in.Heard(p.From, p.Incarnation, p.Seq, s.now)
+	if p.Targeted {
+		in.Begin(p.From, p.Incarnation, 1)
+	}
+	fresh := in.Heard(p.From, p.Incarnation, p.Seq, s.now)
 	if !fresh && s.now >= s.warm {
 		s.res.Duplicates++
 	}
@@ -33,6 +40,11 @@ func (s *sim) heard(nd *node, p *packet.Packet) bool {
 // one is queued no later.
 func (s *sim) scheduleRepair(nd *node) {
 	at, ok := nd.in.NextDue()
+	if nd.tin != nil {
+		if tat, tok := nd.tin.NextDue(); tok && (!ok || tat < at) {
+			at, ok = tat, true
+		}
+	}
 	if !ok {
 		return
 	}
@@ -62,6 +74,21 @@ func (s *sim) repair(nd *node) {
 			s.resync(nd, s.nodes[j])
 		}
 	}
+	if nd.tin != nil {
+		reship := nd.tin.Due(s.now, packet.MaxRequestItems, func(from string, inc uint64, seqs []uint64) {
+			if j := s.index(from); j >= 0 {
+				s.sendRequest(nd, j, &packet.Request{From: nd.name, Incarnation: nd.rec.Incarnation(), Target: inc, Seqs: append([]uint64(nil), seqs...), Reship: true})
+				if s.now >= s.warm {
+					s.res.Asked += int64(len(seqs))
+				}
+			}
+		})
+		for _, from := range reship { // given up on, or too much missing: everything it routes here
+			if j := s.index(from); j >= 0 {
+				s.sendRequest(nd, j, &packet.Request{From: nd.name, Incarnation: nd.rec.Incarnation(), Target: s.nodes[j].rec.Incarnation(), Reship: true})
+			}
+		}
+	}
 	s.scheduleRepair(nd)
 }
 
@@ -87,6 +114,10 @@ func (s *sim) answer(origin *node, from int32, r *packet.Request) {
 		return // another incarnation's stream: the asker learns of the new one
 	}
 	asker := s.nodes[from]
+	if r.Reship {
+		s.answerTargeted(origin, asker, r)
+		return
+	}
 	gone := false
 	for _, seq := range r.Seqs {
 		if origin.out == nil {
@@ -194,4 +225,42 @@ func (s *sim) index(name string) int {
 		return i
 	}
 	return -1
+}
+
+// answerTargeted answers a Request about origin's targeted stream to the
+// asker as gossip.Node does: the messages still kept, sent again; for
+// those no longer kept, an empty message under their seq and a reship of
+// everything origin routes to the asker (reconcile.Cluster.ReshipTo); a
+// reship alone when it lists no seqs.
+func (s *sim) answerTargeted(origin, asker *node, r *packet.Request) {
+	gone := len(r.Seqs) == 0
+	for _, seq := range r.Seqs {
+		b, ok := origin.tout.Get(asker.name, seq)
+		if !ok {
+			gone = true
+			var err error
+			if b, err = packet.Encode(&packet.Packet{From: origin.name, Incarnation: origin.rec.Incarnation(), Seq: seq, Targeted: true}); err != nil {
+				s.err = fmt.Errorf("clustersim: node %d: %w", origin.idx, err)
+				return
+			}
+		}
+		pkt, err := packet.Decode(b)
+		if err != nil {
+			s.err = fmt.Errorf("clustersim: node %d: a kept datagram does not decode: %w", origin.idx, err)
+			return
+		}
+		if s.now >= s.warm {
+			s.res.Resent++
+		}
+		if s.wire(origin, asker.idx, len(b)) {
+			dg := &datagram{from: int32(origin.idx), size: len(b), pkt: pkt}
+			s.q.push(event{at: s.arrival(), kind: evDeliver, dg: dg, to: []int32{int32(asker.idx)}})
+		}
+	}
+	if gone {
+		if s.now >= s.warm {
+			s.res.Reships++
+		}
+		origin.rec.ReshipTo(asker.name)
+	}
 }

@@ -57,8 +57,11 @@ type Result struct {
 	// for (measured span).
 	NamesAsked int64
 	// Owner mode over the measured span: datagrams sent to one node (counts
-	// to an owner or successor, and sums), and sums among them.
-	Targeted, Sums int64
+	// to an owner or successor, and sums), sums among them, and reships
+	// made (a receiver asked for a targeted message no longer kept, or gave
+	// up on a gap). Seqs of targeted streams asked for and sent again
+	// count in Asked and Resent.
+	Targeted, Sums, Reships int64
 	// DatagramOverhead is the bytes added to each datagram's payload.
 	DatagramOverhead int
 	// Nodes are the per-node figures.

@@ -13,7 +13,9 @@ import (
 // route.go is owner mode on the simulated network: each node's sender is a
 // reconcile.Router over one ring of the nodes not known dead (rebuilt
 // when a death is detected, as memberlist's members change), and sends to
-// one node as gossip.Node's SendTo does: unnumbered, split at the budget.
+// one node as gossip.Node's SendTo does: split at the budget, numbered
+// per receiver (a receiver that finds one missing asks for a reship,
+// repair.go) unless Scenario.TargetedResends or Unsequenced.
 
 var _ reconcile.Router = (*sender)(nil)
 
@@ -30,8 +32,9 @@ func (sd *sender) Epoch() uint64 { return sd.s.epoch }
 // Members lists the nodes of the ring.
 func (sd *sender) Members() []string { return sd.s.ring.Names() }
 
-// SendTo splits p into unnumbered datagrams at the budget, decodes each
-// once, and schedules it for node to alone.
+// SendTo splits p into datagrams at the budget, numbered in the sender's
+// stream to node to when Reships, decodes each once, and schedules it for
+// node to alone.
 func (sd *sender) SendTo(to string, p *packet.Packet) error {
 	s := sd.s
 	nd := s.nodes[sd.from]
@@ -40,11 +43,17 @@ func (sd *sender) SendTo(to string, p *packet.Packet) error {
 		return fmt.Errorf("clustersim: node %d: send to %q: not a peer", sd.from, to)
 	}
 	cp := *p
-	cp.Seq = 0
+	cp.Seq, cp.Targeted = 0, false
+	if nd.tout != nil {
+		cp.Targeted, cp.Seq = true, nd.tout.Next(to)
+	}
 	msgs, err := packet.Split(&cp, s.budget)
 	if err != nil {
 		s.err = fmt.Errorf("clustersim: node %d: split: %w", sd.from, err)
 		return err
+	}
+	if nd.tout != nil {
+		nd.tout.Sent(to, msgs)
 	}
 	for _, b := range msgs {
 		pkt, err := packet.Decode(b)

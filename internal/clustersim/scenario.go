@@ -99,6 +99,12 @@ type Scenario struct {
 	// owner and successor only, on a ring of the nodes not known dead, and
 	// owners send sums back (see the package doc).
 	OwnerFrom int
+	// TargetedResends sends owner mode's messages to one node unnumbered,
+	// each change resent on reconcile's schedule, as agents of the
+	// release before numbered targeted streams. By default (unless
+	// Unsequenced) they are numbered per receiver and ship once; a
+	// receiver that finds one missing asks its origin for a reship.
+	TargetedResends bool
 	// Delay is the one-way network delay (0 = DefaultDelay; use NoDelay
 	// for none), Jitter a uniform extra in [0, Jitter).
 	Delay, Jitter time.Duration

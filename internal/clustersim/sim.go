@@ -50,6 +50,8 @@ type node struct {
 	own      map[int32]int64 // key → the bucket (ms) its last grant fell in
 	out      *stream.Out     // its numbered stream (nil: Unsequenced)
 	in       *stream.In      // its peers' streams
+	tout     *stream.Targets // its targeted streams (nil: not numbered)
+	tin      *stream.In      // its peers' targeted streams to it (nil: not numbered)
 	repairAt int64           // when its queued evRepair runs (−1: none queued)
 }
 
@@ -200,6 +202,10 @@ func setup(s Scenario) (*sim, error) {
 		if !s.Unsequenced {
 			nd.out = stream.NewOut(gossip.RepairMessages, gossip.RepairBytes)
 			nd.in = stream.NewIn(stream.Options{})
+			if !s.TargetedResends {
+				nd.tin = stream.NewIn(stream.Options{})
+				nd.tout = stream.NewTargets(gossip.RepairMessages, gossip.RepairBytes)
+			}
 		}
 		nd.jit = rand.New(rand.NewPCG(s.Seed, uint64(i)+1))
 		nd.rec = reconcile.New(reconcile.Options{

@@ -333,3 +333,30 @@ func TestOwnerDeath(t *testing.T) {
 		})
 	}
 }
+
+// TestTargetedShipOnce: in owner mode, messages to one node numbered per
+// receiver ship once: fewer bytes than resending them on the schedule,
+// the same accuracy; with loss, the receivers ask for what they missed and
+// the senders send it again from what they keep.
+func TestTargetedShipOnce(t *testing.T) {
+	rc := resource(t, `{"kind":"gcra","burst":50,"count":50,"period":"1s","drift":0.05}`)
+	for _, loss := range []float64{0, 0.05} {
+		s := Scenario{Resource: rc, Nodes: 20, Keys: 50, Rate: 200, OwnerFrom: 2, Duration: 4 * time.Second, Loss: loss, Seed: 3}
+		once := run(t, s)
+		s.TargetedResends = true
+		resend := run(t, s)
+		t.Logf("loss %.2f: once %.0f B/node/s worst %.3f mean %.3f false %d asked %d resent %d reships %d; resends %.0f B/node/s worst %.3f mean %.3f false %d",
+			loss, once.BytesPerNodeS, once.WorstWindowRatio, once.MeanWindowRatio, once.FalseDenials, once.Asked, once.Resent, once.Reships,
+			resend.BytesPerNodeS, resend.WorstWindowRatio, resend.MeanWindowRatio, resend.FalseDenials)
+		if once.BytesPerNodeS >= 0.8*resend.BytesPerNodeS {
+			t.Errorf("loss %.2f: %.0f bytes per node per second shipping once, %.0f resending: want far fewer", loss, once.BytesPerNodeS, resend.BytesPerNodeS)
+		}
+		if once.WorstWindowRatio > resend.WorstWindowRatio+0.05 || once.MeanWindowRatio > resend.MeanWindowRatio+0.01 || once.FalseDenials > 2*resend.FalseDenials+10 {
+			t.Errorf("loss %.2f: once: worst %.3f mean %.3f × L, %d false denials; resends: worst %.3f mean %.3f, %d", loss,
+				once.WorstWindowRatio, once.MeanWindowRatio, once.FalseDenials, resend.WorstWindowRatio, resend.MeanWindowRatio, resend.FalseDenials)
+		}
+		if (loss == 0) != (once.Asked == 0 && once.Resent == 0) {
+			t.Errorf("loss %.2f: %d seqs asked for, %d resent", loss, once.Asked, once.Resent)
+		}
+	}
+}
