@@ -47,9 +47,13 @@ type ClusterCounters struct {
 	// heard twice; key names asked for and told.
 	Asked, Resent, RepairResyncs, Duplicates uint64
 	NamesAsked, NamesSent                    uint64
-	Sequenced                                bool // this node numbers its messages (every live peer reads them)
-	Live                                     int  // live members, this node included
-	Merge                                    reconcile.Stats
+	// Reships asked of members (a gap in one's targeted stream given up
+	// on) and made (asked for targeted messages no longer kept).
+	ReshipsAsked, ReshipsMade uint64
+	Sequenced                 bool // this node numbers its messages (every live peer reads them)
+	Targeted                  bool // this node numbers its messages to one member (every live member reads them)
+	Live                      int  // live members, this node included
+	Merge                     reconcile.Stats
 }
 
 // peerReply is one node of GET /v1/peers.
@@ -107,6 +111,8 @@ var (
 	descRepairResyncs = prometheus.NewDesc("obol_gossip_repair_resyncs_total", "Push/pulls started because a gap in a gossip stream could not be filled message by message.", nil, nil)
 	descDuplicates    = prometheus.NewDesc("obol_gossip_duplicates_total", "Numbered gossip messages that arrived twice (not merged again).", nil, nil)
 	descNames         = prometheus.NewDesc("obol_gossip_names_total", "Key names asked of peers (asked) and told to peers that asked (told).", []string{"op"}, nil)
+	descReships       = prometheus.NewDesc("obol_gossip_reships_total", "Owner-mode reships: everything a member routes to this node, asked of it after a gap in its targeted stream could not be filled message by message (asked), and made for a member that asked for targeted messages no longer kept (made).", []string{"op"}, nil)
+	descTargetedOn    = prometheus.NewDesc("obol_gossip_targeted_numbered", "1 while this node numbers its messages to one member (owner mode's counts and sums ship once, repaired on request), 0 while they are resent on the schedule (a member of an earlier release).", nil, nil)
 	descSequenced     = prometheus.NewDesc("obol_gossip_sequenced", "1 while this node numbers its gossip messages and ships each change once (every live peer reads numbered messages), 0 while it resends changes on the schedule (a peer of an earlier release is in the mesh).", nil, nil)
 	descLive          = prometheus.NewDesc("obol_cluster_live_nodes", "Live members of the mesh, this node included.", nil, nil)
 	descMerged        = prometheus.NewDesc("obol_cluster_packets_merged_total", "Peers' sync packets merged.", nil, nil)
@@ -123,7 +129,7 @@ var (
 )
 
 func (c clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descAsked, descResent, descRepairResyncs, descDuplicates, descNames, descSequenced, descLive, descMerged, descFlushes, descStale, descApplied, descTooOld, descGone, descLag, descOwnerMode, descTargeted, descSums, descWide} {
+	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descAsked, descResent, descRepairResyncs, descDuplicates, descNames, descReships, descTargetedOn, descSequenced, descLive, descMerged, descFlushes, descStale, descApplied, descTooOld, descGone, descLag, descOwnerMode, descTargeted, descSums, descWide} {
 		ch <- d
 	}
 }
@@ -146,6 +152,13 @@ func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descDuplicates, k.Duplicates)
 	counter(descNames, k.NamesAsked, "asked")
 	counter(descNames, k.NamesSent, "told")
+	counter(descReships, k.ReshipsAsked, "asked")
+	counter(descReships, k.ReshipsMade, "made")
+	tnum := 0.0
+	if k.Targeted {
+		tnum = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descTargetedOn, prometheus.GaugeValue, tnum)
 	seq := 0.0
 	if k.Sequenced {
 		seq = 1

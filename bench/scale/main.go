@@ -41,6 +41,7 @@ type options struct {
 	encrypt       bool
 	tickOnly      bool
 	unsequenced   bool
+	tresends      bool
 	flushGap      time.Duration
 	ownerFrom     int
 	limit         int
@@ -85,6 +86,7 @@ func run(args []string, out, log io.Writer) error {
 	fs.BoolVar(&o.encrypt, "encrypt", true, "count AES-GCM's 29 bytes per datagram")
 	fs.BoolVar(&o.tickOnly, "tick-only", false, "ship on the tick only")
 	fs.BoolVar(&o.unsequenced, "unsequenced", false, "ship as without sequenced streams: unsequenced messages, changes resent on a schedule (the mode before repair)")
+	fs.BoolVar(&o.tresends, "targeted-resends", false, "owner mode's messages to one node unnumbered, resent on the schedule (the mode before numbered targeted streams)")
 	fs.DurationVar(&o.flushGap, "flush-gap", 0, "least time between two drift flushes of a node (0: reconcile's default, negative: none)")
 	fs.IntVar(&o.ownerFrom, "owner-from", 0, "least cluster size in owner mode (0: reconcile's default, negative: never)")
 	fs.IntVar(&o.limit, "limit", 0, "every key's limit per second (0: a quarter of what a key is offered, at least 10)")
@@ -159,8 +161,8 @@ func limitFor(n, k int, rate float64) int {
 }
 
 func table(o options, out, log io.Writer) error {
-	fmt.Fprintf(out, "sync %s, drift %g, delay %s, loss %g, encrypt %v, tick-only %v, unsequenced %v, %s per run (%s measured), seed %d\n",
-		o.sync, o.drift, o.delay, o.loss, o.encrypt, o.tickOnly, o.unsequenced, o.d, o.d-o.warm, o.seed)
+	fmt.Fprintf(out, "sync %s, drift %g, delay %s, loss %g, encrypt %v, tick-only %v, unsequenced %v, targeted resends %v, %s per run (%s measured), seed %d\n",
+		o.sync, o.drift, o.delay, o.loss, o.encrypt, o.tickOnly, o.unsequenced, o.tresends, o.d, o.d-o.warm, o.seed)
 	fmt.Fprintf(out, "%5s %7s %8s %7s %9s %9s %8s %8s %9s %9s %9s %10s %9s %9s %10s %7s\n",
 		"n", "keys", "hits/s", "limit", "B/hit/pr", "B/node/s", "dgram/s", "merge/s", "decB/s", "worst/L", "mean/L", "false den", "conv p50", "conv p99", "unconverged", "wall")
 	var rows []row
@@ -181,7 +183,7 @@ func table(o options, out, log io.Writer) error {
 			}
 			sc := clustersim.Scenario{
 				Resource: rc, Nodes: n, Keys: k, Rate: rate, SyncInterval: o.sync, Delay: delay, Loss: o.loss,
-				Encrypt: o.encrypt, Label: "obol", TickOnly: o.tickOnly, Unsequenced: o.unsequenced, FlushGap: o.flushGap, OwnerFrom: o.ownerFrom, Duration: o.d, Warmup: o.warm, Seed: o.seed,
+				Encrypt: o.encrypt, Label: "obol", TickOnly: o.tickOnly, Unsequenced: o.unsequenced, TargetedResends: o.tresends, FlushGap: o.flushGap, OwnerFrom: o.ownerFrom, Duration: o.d, Warmup: o.warm, Seed: o.seed,
 				MaxEvents: 2_000_000_000, Skew: o.skew,
 			}
 			if o.killOwner > 0 {

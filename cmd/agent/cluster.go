@@ -127,6 +127,7 @@ func (c *clusterRun) Counters() api.ClusterCounters {
 		Dropped: s.Dropped, QueueDrops: s.QueueDrops, SendErrors: s.SendErrors, Live: c.node.Live(), Merge: c.rec.Stats(),
 		Asked: s.Asked, Resent: s.Resent, RepairResyncs: s.RepairResyncs, Duplicates: s.Duplicates,
 		NamesAsked: s.NamesAsked, NamesSent: s.NamesSent, Sequenced: c.node.Repairs(),
+		ReshipsAsked: s.ReshipsAsked, ReshipsMade: s.ReshipsMade, Targeted: c.node.Reships(),
 	}
 }
 
