@@ -133,11 +133,11 @@ type Cluster struct {
 	live    atomic.Int64
 
 	ownerFrom int
-	agg       atomic.Bool     // owner mode, as of the last Step
-	tonce     atomic.Bool     // owner mode's targeted messages ship once (targetsOnce), as of the last Step
-	sentTo    map[string]bool // members sent targeted counts or sums since the last tick (c.mu; followUps)
-	epoch     uint64          // the Router's epoch at the last Step (Step's alone)
-	relayKick bool            // a relay became urgent (c.mu)
+	agg       atomic.Bool       // owner mode, as of the last Step
+	tonce     atomic.Bool       // owner mode's targeted messages ship once (targetsOnce), as of the last Step
+	sentTo    map[string]uint32 // members sent targeted counts or sums: the tick of the last (c.mu; followUps)
+	epoch     uint64            // the Router's epoch at the last Step (Step's alone)
+	relayKick bool              // a relay became urgent (c.mu)
 
 	kick      chan struct{}
 	gapAuto   bool         // flushGap is the default, capped by minLife
@@ -444,7 +444,7 @@ func (c *Cluster) shipTargets(up *packet.Packet, next, s uint32, now int64, flus
 	c.mu.Lock()
 	c.relay(rt, ts, s, now, flush)
 	c.relayKick = false
-	c.followUps(ts, flush)
+	c.followUps(ts, s, flush)
 	c.mu.Unlock()
 	c.sendTargets(rt, ts)
 }

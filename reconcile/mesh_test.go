@@ -78,6 +78,12 @@ resources:
 
 func startMesh(t *testing.T, fn *gossiptest.FaultNet, n int, sync time.Duration) *mesh {
 	t.Helper()
+	return startMeshFrom(t, fn, n, sync, 0)
+}
+
+// startMeshFrom is startMesh with reconcile.Options.OwnerFrom ownerFrom.
+func startMeshFrom(t *testing.T, fn *gossiptest.FaultNet, n int, sync time.Duration, ownerFrom int) *mesh {
+	t.Helper()
 	cfg, err := config.Parse([]byte(meshYAML))
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +96,7 @@ func startMesh(t *testing.T, fn *gossiptest.FaultNet, n int, sync time.Duration)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := reconcile.New(reconcile.Options{Name: name, SyncInterval: sync, Clock: m.clk, Incarnation: uint64(i + 1)})
+		c := reconcile.New(reconcile.Options{Name: name, SyncInterval: sync, Clock: m.clk, Incarnation: uint64(i + 1), OwnerFrom: ownerFrom})
 		e := local.New(cfg)
 		e.Attach(c)
 		g, err := gossip.New(gossip.Config{Name: name, Transport: tr, Join: seeds, Tune: fastProbes,
@@ -267,4 +273,82 @@ func TestMeshPartitionHealsAndDeadNodesLoseHolds(t *testing.T) {
 		return true
 	})
 	t.Logf("holds of the dead node dropped %v after its death", took.Round(time.Millisecond))
+}
+
+// TestMeshOwnerModeUnderLoss: six agents over real memberlist in owner
+// mode, 20% of datagrams lost and 5 ms of delay. Counts go to each key's
+// owner and successor once, numbered per member; what is lost is asked for
+// and sent again; every node ends up counting every hit of keys past half
+// their limit (relayed to every member), never more.
+func TestMeshOwnerModeUnderLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a six-node memberlist mesh")
+	}
+	fn := gossiptest.NewFaultNet()
+	m := startMeshFrom(t, fn, 6, 50*time.Millisecond, 2)
+	for _, n := range m.nodes {
+		if !n.g.Reships() {
+			t.Fatalf("%s does not number its messages to one member", n.name)
+		}
+	}
+	m.tick(t) // every node decides the mode
+	for _, n := range m.nodes {
+		if !n.c.Owners() {
+			t.Fatalf("%s is not in owner mode with 6 members and OwnerFrom 2", n.name)
+		}
+	}
+	fn.SetDrop(0.2, nil)
+	fn.SetDelay(5 * time.Millisecond)
+	keys := []string{"k0", "k1", "k2", "k3", "k4"}
+	for _, n := range m.nodes {
+		for _, k := range keys {
+			for range 5 {
+				if d, _ := n.e.Request(m.now(), "m/tiers", k, 1, 1); d.Granted != 1 {
+					t.Fatalf("%s rejected a hit of %s under the limit: %+v", n.name, k, d)
+				}
+			}
+		}
+	}
+	const want = 30 // 6 nodes × 5: past half of 50, so relayed to every member
+	all := func() bool {
+		for _, n := range m.nodes {
+			for _, k := range keys {
+				if tierHits(t, m, n, k) != want {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	defer func() {
+		if t.Failed() {
+			for _, n := range m.nodes {
+				var got []int
+				for _, k := range keys {
+					got = append(got, tierHits(t, m, n, k))
+				}
+				t.Logf("%s counts %v; gossip %+v; owner mode %v", n.name, got, n.g.Stats(), n.c.Owners())
+			}
+		}
+	}()
+	took := waitMesh(t, m, 15*time.Second, "every node to count every hit", true, all)
+	t.Logf("%d hits of %d keys on 6 nodes counted everywhere %v later with 20%% loss", want*len(keys), len(keys), took.Round(time.Millisecond))
+	var asked, resent, targeted uint64
+	for _, n := range m.nodes {
+		s := n.g.Stats()
+		asked, resent, targeted = asked+s.Asked, resent+s.Resent, targeted+s.Targeted
+	}
+	if targeted == 0 || asked == 0 || resent == 0 {
+		t.Errorf("targeted %d, asked %d, resent %d: want messages to one member, and loss repaired", targeted, asked, resent)
+	}
+	for range 20 {
+		m.tick(t)
+		for _, n := range m.nodes {
+			for _, k := range keys {
+				if got := tierHits(t, m, n, k); got != want {
+					t.Fatalf("%s counts %d hits of %s, want %d", n.name, got, k, want)
+				}
+			}
+		}
+	}
 }

@@ -825,41 +825,50 @@ func (c *Cluster) targetsOnce(rt Router) bool {
 	return ok && tr.Reships() && c.shipsOnce()
 }
 
-// followUps adds to ts, c.mu held, at a tick (flush unset) while targeted
-// messages ship once, an empty message for each member sent counts or sums
-// since the last tick and sent nothing now: its seq shows a member that
-// lost the last message of a burst its gap (the stream to every peer does
-// the same on its first idle tick). It then notes the members ts sends to.
-func (c *Cluster) followUps(ts targets, flush bool) {
+// followUps adds to ts, c.mu held, at tick s (flush unset) while targeted
+// messages ship once, an empty message for each member last sent counts
+// or sums 1, 4 or 16 ticks ago and sent nothing now: its seq shows a
+// member that lost the last message of a burst its gap (the stream to
+// every peer does the same on its first idle tick, and its heartbeat every
+// fourth). A last message lost with its three follow-ups stays unrepaired
+// until its bucket changes again or leaves its window (at 1% loss, one
+// burst in 10⁸). It then notes the members ts sends something to.
+func (c *Cluster) followUps(ts targets, s uint32, flush bool) {
 	if !c.tonce.Load() {
 		c.sentTo = nil
 		return
 	}
 	if c.sentTo == nil {
-		c.sentTo = make(map[string]bool)
+		c.sentTo = make(map[string]uint32)
 	}
 	if !flush {
-		var idle []string
-		for to := range c.sentTo {
+		for to, last := range c.sentTo {
+			d := int32(s - last)
+			if d >= followUpLast {
+				delete(c.sentTo, to)
+			}
+			if d != 1 && d != 4 && d != followUpLast {
+				continue
+			}
 			if _, counts := ts[target{to, false}]; counts {
 				continue
 			}
 			if _, sums := ts[target{to, true}]; sums {
 				continue
 			}
-			idle = append(idle, to)
-		}
-		clear(c.sentTo)
-		for _, to := range idle {
 			ts.get(c, to, false)
 		}
 	}
 	for t, p := range ts {
 		if len(p.Counts) > 0 || len(p.Names) > 0 {
-			c.sentTo[t.to] = true
+			c.sentTo[t.to] = s
 		}
 	}
 }
+
+// followUpLast is the tick of the last follow-up after a member's last
+// message (followUps).
+const followUpLast = 16
 
 // ReshipTo sends member to again, at once, everything this node routes to
 // it in owner mode: the live counts of the keys it owns or succeeds, with
@@ -929,7 +938,7 @@ func (c *Cluster) ReshipTo(to string) {
 		ts[target{to, true}] = sums
 	}
 	if len(ts) > 0 && c.sentTo != nil {
-		c.sentTo[to] = true // its last message may be lost too: a follow-up shows it
+		c.sentTo[to] = c.tick.Load() // its last message may be lost too: the follow-ups show it
 	}
 	c.mu.Unlock()
 	c.sendTargets(rt, ts)
