@@ -36,9 +36,9 @@ import (
 // numbers them per member and repairs them (TargetedRepairer, and the
 // stream to every peer is repaired too): a member that misses one asks for
 // it, and a sender that no longer keeps it reships everything it routes to
-// that member (ReshipTo); a tick with nothing for a member sent something
-// since the last one sends it an empty message (followUps), so that a lost
-// last message shows as a gap. Otherwise (a member of an earlier release)
+// that member (ReshipTo); 1, 4 and 16 ticks after its last message to a
+// member a node sends it an empty one (followUps), so that a lost last
+// message shows as a gap. Otherwise (a member of an earlier release)
 // they follow the resend schedule (1, 2, 4, 8 and 16 ticks after a
 // change). Either way a node re-ships every live bucket of a key whose
 // owner or successor changed.
