@@ -234,13 +234,7 @@ func TestOwnerWideReachesNonOrigins(t *testing.T) {
 	fc := clock.NewFake(t0)
 	_, nodes, pl := ownerCluster(t, fc, "a", "b", "c", "d", "e")
 	step(fc, nodes)
-	owner, succ := pl.ring.Owners(reconcile.KeyHash("t/one", "u"))
-	var others []*node
-	for _, n := range nodes {
-		if n.name != owner && n.name != succ {
-			others = append(others, n)
-		}
-	}
+	owner, _, others := roles(pl, nodes, "t/one", "u")
 	x, y, z := others[0], others[1], others[2]
 	tick := func() { // two ticks, all within t/one's 1 s window
 		for range 2 {
@@ -292,13 +286,7 @@ func TestSuccessorStandsByNearTheLimit(t *testing.T) {
 	fc := clock.NewFake(t0)
 	net, nodes, pl := ownerCluster(t, fc, "a", "b", "c", "d", "e")
 	step(fc, nodes)
-	owner, succ := pl.ring.Owners(reconcile.KeyHash("t/one", "u"))
-	var others []*node
-	for _, n := range nodes {
-		if n.name != owner && n.name != succ {
-			others = append(others, n)
-		}
-	}
+	owner, succ, others := roles(pl, nodes, "t/one", "u")
 	x, y, z := others[0], others[1], others[2]
 	tick := func() {
 		for range 2 {
@@ -358,18 +346,8 @@ func TestSuccessorRelaysAtOnceWhenTheOwnerIsSilent(t *testing.T) {
 			fc := clock.NewFake(t0)
 			net, nodes, pl := ownerCluster(t, fc, "a", "b", "c", "d", "e")
 			step(fc, nodes)
-			owner, succ := pl.ring.Owners(reconcile.KeyHash("t/one", "u"))
-			var others []*node
-			var s *node
-			for _, n := range nodes {
-				switch n.name {
-				case owner:
-				case succ:
-					s = n
-				default:
-					others = append(others, n)
-				}
-			}
+			owner, succ, others := roles(pl, nodes, "t/one", "u")
+			s := byName(nodes, succ)
 			x, y := others[0], others[1]
 			req(t, x, fc.Now(), "t/one", "u", 8)
 			req(t, y, fc.Now(), "t/one", "u", 8) // 16 of 30: past half the limit
@@ -422,17 +400,8 @@ func TestOwnerShipsOnceWhenTargetsRepair(t *testing.T) {
 	net, nodes, pl := onceCluster(t, fc, "a", "b", "c", "d")
 	step(fc, nodes)
 	h := reconcile.KeyHash("t/one", "u")
-	owner, succ := pl.ring.Owners(h)
-	var x, y *node
-	for _, n := range nodes {
-		if n.name != owner && n.name != succ {
-			if x == nil {
-				x = n
-			} else {
-				y = n
-			}
-		}
-	}
+	owner, _, others := roles(pl, nodes, "t/one", "u")
+	x, y := others[0], others[1]
 	req(t, x, fc.Now(), "t/one", "u", 3)
 	req(t, y, fc.Now(), "t/one", "u", 2)
 	mark := len(pl.targeted)
@@ -487,4 +456,26 @@ func TestOwnerShipsOnceWhenTargetsRepair(t *testing.T) {
 	if d := req(t, x, fc.Now(), "t/one", "u", 0); d.TierHits != 9 {
 		t.Fatalf("%s counts %d hits after the owner's reship, want 9", x.name, d.TierHits)
 	}
+}
+
+// roles returns the owner and successor of key resource/domain and the
+// other nodes, in order.
+func roles(pl *placement, nodes []*node, resource, domain string) (owner, succ string, others []*node) {
+	owner, succ = pl.ring.Owners(reconcile.KeyHash(resource, domain))
+	for _, n := range nodes {
+		if n.name != owner && n.name != succ {
+			others = append(others, n)
+		}
+	}
+	return owner, succ, others
+}
+
+// byName returns the node named name, nil for none.
+func byName(nodes []*node, name string) *node {
+	for _, n := range nodes {
+		if n.name == name {
+			return n
+		}
+	}
+	return nil
 }

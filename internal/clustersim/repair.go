@@ -128,17 +128,11 @@ func (s *sim) answer(origin *node, from int32, r *packet.Request) {
 			gone = true
 			continue
 		}
-		pkt, err := packet.Decode(b)
-		if err != nil {
-			s.err = fmt.Errorf("clustersim: node %d: a kept datagram does not decode: %w", origin.idx, err)
-			return
-		}
 		if s.now >= s.warm {
 			s.res.Resent++
 		}
-		if s.wire(origin, int(from), len(b)) {
-			dg := &datagram{from: int32(origin.idx), size: len(b), pkt: pkt}
-			s.q.push(event{at: s.arrival(), kind: evDeliver, dg: dg, to: []int32{from}})
+		if !s.sendRaw(origin, int(from), b) {
+			return
 		}
 	}
 	if gone {
@@ -157,14 +151,8 @@ func (s *sim) answer(origin *node, from int32, r *packet.Request) {
 		return
 	}
 	for _, b := range msgs {
-		pkt, err := packet.Decode(b)
-		if err != nil {
-			s.err = fmt.Errorf("clustersim: node %d: its names do not decode: %w", origin.idx, err)
+		if !s.sendRaw(origin, int(from), b) {
 			return
-		}
-		if s.wire(origin, int(from), len(b)) {
-			dg := &datagram{from: int32(origin.idx), size: len(b), pkt: pkt}
-			s.q.push(event{at: s.arrival(), kind: evDeliver, dg: dg, to: []int32{from}})
 		}
 	}
 }
@@ -244,17 +232,11 @@ func (s *sim) answerTargeted(origin, asker *node, r *packet.Request) {
 				return
 			}
 		}
-		pkt, err := packet.Decode(b)
-		if err != nil {
-			s.err = fmt.Errorf("clustersim: node %d: a kept datagram does not decode: %w", origin.idx, err)
-			return
-		}
 		if s.now >= s.warm {
 			s.res.Resent++
 		}
-		if s.wire(origin, asker.idx, len(b)) {
-			dg := &datagram{from: int32(origin.idx), size: len(b), pkt: pkt}
-			s.q.push(event{at: s.arrival(), kind: evDeliver, dg: dg, to: []int32{int32(asker.idx)}})
+		if !s.sendRaw(origin, asker.idx, b) {
+			return
 		}
 	}
 	if gone {
@@ -263,4 +245,20 @@ func (s *sim) answerTargeted(origin, asker *node, r *packet.Request) {
 		}
 		origin.rec.ReshipTo(asker.name)
 	}
+}
+
+// sendRaw sends datagram b from node from to node j alone (a message sent
+// again, or an answer), lost and cut like any; false when b does not
+// decode (the run's error is set).
+func (s *sim) sendRaw(from *node, j int, b []byte) bool {
+	pkt, err := packet.Decode(b)
+	if err != nil {
+		s.err = fmt.Errorf("clustersim: node %d: a datagram it sends again does not decode: %w", from.idx, err)
+		return false
+	}
+	if s.wire(from, j, len(b)) {
+		dg := &datagram{from: int32(from.idx), size: len(b), pkt: pkt}
+		s.q.push(event{at: s.arrival(), kind: evDeliver, dg: dg, to: []int32{int32(j)}})
+	}
+	return true
 }
