@@ -91,8 +91,8 @@ func manyKeys(o options, stdout, stderr io.Writer) ([]keysResult, error) {
 	if !slices.Contains(ns, 1) {
 		ns = append([]int{1}, ns...)
 	}
-	fmt.Fprintf(stdout, "obol cluster bench, many keys: %d keys of %s (gcra burst %d, %d per second, drift %g), %g requests offered per node per second open loop (evenly paced, keys chosen uniformly), %v measured per run after %v warm-up; unsequenced %v, flush gap %v (0: the default); GOMAXPROCS=%d, %d CPUs\n\n",
-		o.keys, resKeys, keysLimit, keysLimit, o.drift, o.rate, o.d, o.warm, o.unsequenced, o.flushGap, runtime.GOMAXPROCS(0), runtime.NumCPU())
+	fmt.Fprintf(stdout, "obol cluster bench, many keys: %d keys of %s (gcra burst %d, %d per second, drift %g), %g requests offered per node per second open loop (evenly paced, keys chosen uniformly), %v measured per run after %v warm-up; unsequenced %v, flush gap %v (0: the default), owner mode from %d members (0: the default); GOMAXPROCS=%d, %d CPUs\n\n",
+		o.keys, resKeys, keysLimit, keysLimit, o.drift, o.rate, o.d, o.warm, o.unsequenced, o.flushGap, o.ownerFrom, runtime.GOMAXPROCS(0), runtime.NumCPU())
 	var out []keysResult
 	id := 0
 	for _, n := range ns {
@@ -111,7 +111,7 @@ func manyKeys(o options, stdout, stderr io.Writer) ([]keysResult, error) {
 		}
 		for _, sh := range shapes {
 			id++
-			c, err := startCluster(clusterSpec{n: n, tickOnly: sh.mode == "tick", sync: sh.sync, cfg: cfg, unsequenced: o.unsequenced, flushGap: o.flushGap,
+			c, err := startCluster(clusterSpec{n: n, tickOnly: sh.mode == "tick", sync: sh.sync, cfg: cfg, unsequenced: o.unsequenced, flushGap: o.flushGap, ownerFrom: o.ownerFrom,
 				seed: o.seed, prefix: fmt.Sprintf("k%d-n%d-%s-%v", o.keys, n, sh.mode, sh.sync), countLog: true})
 			if err != nil {
 				return out, err

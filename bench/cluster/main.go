@@ -45,6 +45,8 @@ type options struct {
 	// reconcile.Options.FlushGap.
 	unsequenced bool
 	flushGap    time.Duration
+	// ownerFrom is every node's reconcile.Options.OwnerFrom.
+	ownerFrom int
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -68,6 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.rate, "rate", 2000, "many-keys mode: requests offered per node per second")
 	fs.BoolVar(&o.unsequenced, "unsequenced", false, "ship as before numbered streams: unsequenced messages, every change resent on the schedule (gossip.Config.Unsequenced)")
 	fs.DurationVar(&o.flushGap, "flush-gap", 0, "least time between two drift flushes of a node (reconcile.Options.FlushGap; 0: its default, negative: none)")
+	fs.IntVar(&o.ownerFrom, "owner-from", 0, "least mesh size in owner mode (reconcile.Options.OwnerFrom; 0: its default, 100; -1: never)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -188,7 +191,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		for _, sh := range shapes {
-			c, err := startCluster(clusterSpec{n: n, tickOnly: sh.mode == "tick", sync: sh.sync, cfg: cfg, unsequenced: o.unsequenced, flushGap: o.flushGap,
+			c, err := startCluster(clusterSpec{n: n, tickOnly: sh.mode == "tick", sync: sh.sync, cfg: cfg, unsequenced: o.unsequenced, flushGap: o.flushGap, ownerFrom: o.ownerFrom,
 				seed: o.seed, prefix: fmt.Sprintf("n%d-%s-%v", n, sh.mode, sh.sync)})
 			if err != nil {
 				return err

@@ -171,6 +171,8 @@ type clusterSpec struct {
 	// releases, for before/after comparisons).
 	unsequenced bool
 	flushGap    time.Duration
+	// ownerFrom is reconcile.Options.OwnerFrom of every node.
+	ownerFrom int
 }
 
 type cluster struct {
@@ -194,7 +196,7 @@ func startCluster(spec clusterSpec) (*cluster, error) {
 	for i := range spec.n {
 		name := fmt.Sprintf("%s-%d", spec.prefix, i)
 		rec := reconcile.New(reconcile.Options{
-			Name: name, SyncInterval: spec.sync, TickOnly: spec.tickOnly, FlushGap: spec.flushGap,
+			Name: name, SyncInterval: spec.sync, TickOnly: spec.tickOnly, FlushGap: spec.flushGap, OwnerFrom: spec.ownerFrom,
 			Rand: rand.New(rand.NewPCG(spec.seed, uint64(i))),
 		})
 		eng := local.New(spec.cfg)
