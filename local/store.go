@@ -20,6 +20,11 @@ import (
 
 const numShards = 256
 
+// minSlots is a shard's least table: a store spreads its first keys over
+// its shards one or two apiece, and most stores (a lightly used resource,
+// an agent of a large simulated cluster) stay that sparse.
+const minSlots = 4
+
 // shortLen is the longest domain kept inline in a slot.
 const shortLen = 23
 
@@ -115,7 +120,7 @@ func (s *store[V]) insert(sh *shard[V], key string, h uint64, v V) bool {
 		return true
 	}
 	if (sh.used+1)*4 > len(sh.slots)*3 {
-		sh.resize(max(16, len(sh.slots)*2))
+		sh.resize(max(minSlots, len(sh.slots)*2))
 	}
 	sh.place(slot[V]{hash: h, klen: uint8(len(key)), val: v}, key)
 	sh.used++
@@ -209,8 +214,8 @@ func (s *store[V]) sweep(done func(V) bool) int {
 				dropped++
 			}
 		}
-		if len(sh.slots) > 16 && sh.used*8 < len(sh.slots) {
-			sh.resize(max(16, len(sh.slots)/4))
+		if len(sh.slots) > minSlots && sh.used*8 < len(sh.slots) {
+			sh.resize(max(minSlots, len(sh.slots)/4))
 		}
 		sh.mu.Unlock()
 	}
