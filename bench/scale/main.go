@@ -95,6 +95,7 @@ func run(args []string, out, log io.Writer) error {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed")
 	quick := fs.Bool("quick", false, "N 10,50,100, K 1,1000, 1.25 s runs")
 	prof := fs.String("cpuprofile", "", "write a CPU profile here")
+	memprof := fs.String("memprofile", "", "write a heap profile here when the runs end")
 	val := fs.Bool("validate", false, "run bench/cluster's scenarios (N from -n, default 3,10) instead of the table")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -132,10 +133,26 @@ func run(args []string, out, log io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if *memprof != "" {
+		defer writeHeap(*memprof, log)
+	}
 	if *val {
 		return validate(o.ns, o.d, o.seed, o.flushGap, out)
 	}
 	return table(o, out, log)
+}
+
+// writeHeap writes the heap profile of what the last run left live.
+func writeHeap(path string, log io.Writer) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(log, "-memprofile:", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		fmt.Fprintln(log, "-memprofile:", err)
+	}
 }
 
 func flagSet(fs *flag.FlagSet, name string) bool {
