@@ -273,7 +273,7 @@ func (n *Node) received(p *packet.Packet, size int) {
 	now := n.clk.Now()
 	n.mu.Lock()
 	ps := n.peer(p.From)
-	silent := !ps.lastSync.IsZero() && now.Sub(ps.lastSync) > n.resyncAfter
+	silent := !ps.lastSync.IsZero() && now.Sub(ps.lastSync) > n.resyncAfter*time.Duration(n.stretch.Load())
 	if n.resyncAfter > 0 && (silent || ps.state == "dead") { // a dead peer speaking is back
 		n.queueResyncLocked(p.From, ps, now)
 	}

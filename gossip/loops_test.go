@@ -274,3 +274,58 @@ func resyncedWith(n *testNode, name string) time.Time {
 	}
 	return time.Time{}
 }
+
+// TestHeartbeatStretch: past HeartbeatPeers + 1 live members that all
+// stretch, a node's HeartbeatStretch is stream.Stretch of them and it
+// reads a silence of ResyncAfter × the stretch as normal; a member that
+// does not stretch (an older release's protocol max, here NoOwners' 1)
+// takes the mesh back to 1 and the plain ResyncAfter, and its leaving
+// stretches again.
+func TestHeartbeatStretch(t *testing.T) {
+	const after = 2 * time.Second
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	tune := func(c *Config) { c.Tune, c.Clock, c.ResyncAfter, c.BeaconInterval = quick, fake, after, -1 }
+	fn := gossiptest.NewFaultNet()
+	nodes := mesh(t, fn, 3, tune)
+	n0, n1 := nodes[0], nodes[1]
+	if got := n0.HeartbeatStretch(); got != 1 {
+		t.Fatalf("3 members, 100 heartbeat peers: stretch %d, want 1", got)
+	}
+	n0.mu.Lock()
+	n0.hbPeers = 1 // as 102 members would with 100
+	n0.recount()
+	n0.mu.Unlock()
+	if got := n0.HeartbeatStretch(); got != 2 {
+		t.Fatalf("3 members, 1 heartbeat peer: stretch %d, want 2", got)
+	}
+	h := uint64(1)
+	hear := func(name string, silence time.Duration, resync bool) {
+		t.Helper()
+		fake.Advance(silence)
+		last := resyncedWith(n0, "n1")
+		h++
+		if err := n1.Send(&packet.Packet{Counts: []packet.Count{{Hash: h, Value: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, name+": n0 receives the packet", func() bool { return n0.rec.has("n1", false, h, 1) })
+		if queued := !resyncedWith(n0, "n1").Equal(last); queued != resync {
+			t.Fatalf("%s: resync queued = %v, want %v", name, queued, resync)
+		}
+	}
+	hear("first packet", 0, false)
+	hear("a silence of 1.5 ResyncAfter, stretched 2", after*3/2, false)
+	hear("a silence of 2 ResyncAfter", 2*after, false)
+	hear("past 2 ResyncAfter", 2*after+time.Millisecond, true)
+
+	old := start(t, fn, "old", func(c *Config) {
+		tune(c)
+		c.NoOwners = true // advertises protocol 1: it does not stretch
+		c.Join = []string{n0.Addr()}
+	})
+	eventually(t, 10*time.Second, "n0 sees a member that does not stretch", func() bool { return n0.Live() == 4 && n0.HeartbeatStretch() == 1 })
+	hear("1.5 ResyncAfter with a member that does not stretch", after*3/2, true)
+	if err := old.Leave(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "n0 stretches again once it left", func() bool { return n0.Live() == 3 && n0.HeartbeatStretch() == 2 })
+}

@@ -124,6 +124,8 @@ type Node struct {
 	noOwners    bool            // Config.NoOwners
 	allOwners   atomic.Bool     // every live member aggregates (recount)
 	allTargeted atomic.Bool     // every live member reads targeted messages (recount)
+	hbPeers     int             // stream.HeartbeatPeers (tests set fewer), under mu
+	stretch     atomic.Int64    // HeartbeatStretch (recount)
 	laneMu      sync.Mutex      // numbers messages to one member (SendTo) and keeps them
 	tout        *stream.Targets // those streams (under laneMu)
 	epoch       atomic.Uint64   // membership epoch: bumped, under mu, when the live set changes
@@ -203,6 +205,7 @@ func New(cfg Config, h Handler) (*Node, error) {
 		metaOff:     encodeMeta(set.inc, true),
 		peers:       map[string]*peerState{},
 		resyncAfter: set.resyncAfter,
+		hbPeers:     stream.HeartbeatPeers,
 		wake:        make(chan struct{}, 1),
 		done:        make(chan struct{}),
 		recv:        newReceiver(set.workers, set.queue),
@@ -217,6 +220,7 @@ func New(cfg Config, h Handler) (*Node, error) {
 	n.allRepair.Store(true) // alone: nobody to wait for
 	n.allOwners.Store(true)
 	n.allTargeted.Store(true)
+	n.stretch.Store(1)
 
 	mc := profile(cfg)
 	mc.Delegate = (*delegate)(n)

@@ -96,11 +96,13 @@ func profile(c Config) *memberlist.Config {
 	// version check lets old and new nodes share a mesh; a sender numbers
 	// its messages only while every live peer's max is 1 or more, and
 	// the mesh runs in owner mode only while every live member's is 2 or
-	// more, and numbers its messages to one member only while every live
-	// member's is 3 or more. A NoOwners node advertises 1.
+	// more, numbers its messages to one member only while every live
+	// member's is 3 or more, and stretches its idle heartbeats in a large
+	// mesh only while every live member's is 4 or more (version 4 reads a
+	// longer silence as normal there). A NoOwners node advertises 1.
 	mc.DelegateProtocolMin = 0
 	mc.DelegateProtocolVersion = 0
-	mc.DelegateProtocolMax = targetedProtocol
+	mc.DelegateProtocolMax = heartbeatProtocol
 	if c.NoOwners {
 		mc.DelegateProtocolMax = repairProtocol
 	}

@@ -31,6 +31,22 @@ const (
 // reads sequenced messages and answers Requests.
 const repairProtocol = 1
 
+// heartbeatProtocol is memberlist's delegate protocol max of a node that
+// reads a silence of its peers as loss only past ResyncAfter ×
+// HeartbeatStretch, and stretches its own idle heartbeats as much.
+const heartbeatProtocol = 4
+
+// HeartbeatStretch returns by how much the node's idle heartbeats are
+// spread in this mesh (reconcile.HeartbeatStretcher): 1 (every heartbeat
+// period, every peer) unless every live member stretches too (memberlist's
+// delegate protocol max of 4 or more) and there are more than
+// stream.HeartbeatPeers of them besides self; then stream.Stretch of the
+// live members, so that an idle node sends about stream.HeartbeatPeers
+// heartbeats per period whatever the mesh's size. A peer silent for ResyncAfter times
+// as much is resynced when heard from again. Cheap: the answer is kept up
+// to date by membership events.
+func (n *Node) HeartbeatStretch() int { return int(n.stretch.Load()) }
+
 // NameSource is implemented by a Handler that can tell the names of key
 // hashes it shipped (reconcile.Cluster): a peer that received counts of a
 // hash whose name it does not know asks for it with a Request, and the
@@ -50,10 +66,15 @@ func (n *Node) Repairs() bool { return !n.unsequenced && n.allRepair.Load() }
 // live peer repairs (Repairs) and whether every live member, self
 // included, aggregates (Aggregates). n.mu must be held.
 func (n *Node) recount() {
-	repair, owners, targeted := true, true, true
+	repair, owners, targeted, stretches := true, true, true, true
+	live := 0
 	for name, ps := range n.peers {
 		if ps.state != "alive" {
 			continue
+		}
+		live++
+		if ps.protoMax < heartbeatProtocol {
+			stretches = false
 		}
 		if name != n.name && ps.protoMax < repairProtocol {
 			repair = false
@@ -64,13 +85,15 @@ func (n *Node) recount() {
 		if ps.protoMax < targetedProtocol {
 			targeted = false
 		}
-		if !repair && !owners && !targeted {
-			break
-		}
 	}
 	n.allRepair.Store(repair)
 	n.allOwners.Store(owners)
 	n.allTargeted.Store(targeted)
+	stretch := 1
+	if stretches {
+		stretch = stream.Stretch(max(live, 1), n.hbPeers)
+	}
+	n.stretch.Store(int64(stretch))
 }
 
 // heard tells the receiver of p's seq and reports whether p is news: a

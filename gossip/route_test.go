@@ -34,16 +34,16 @@ func keyHashes(n int) []uint64 {
 }
 
 // TestProfileProtocol: a node advertises the delegate protocol max of
-// numbered targeted messages, 1 with NoOwners, and speaks 0 so that any
+// stretched heartbeats, 1 with NoOwners, and speaks 0 so that any
 // release joins.
 func TestProfileProtocol(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  Config
 		want uint8
 	}{
-		{Config{Name: "a"}, targetedProtocol},
+		{Config{Name: "a"}, heartbeatProtocol},
 		{Config{Name: "a", NoOwners: true}, repairProtocol},
-		{Config{Name: "a", Unsequenced: true}, targetedProtocol},
+		{Config{Name: "a", Unsequenced: true}, heartbeatProtocol},
 	} {
 		mc := profile(tc.cfg)
 		if mc.DelegateProtocolMax != tc.want || mc.DelegateProtocolMin != 0 || mc.DelegateProtocolVersion != 0 {

@@ -311,3 +311,15 @@ func TestBegin(t *testing.T) {
 		t.Fatalf("asked %v after Begin on a followed stream, want 1 and 2 again", asked)
 	}
 }
+
+func TestStretch(t *testing.T) {
+	for _, c := range []struct{ live, peers, want int }{
+		{0, 100, 1}, {1, 100, 1}, {2, 100, 1}, {101, 100, 1}, {102, 100, 2},
+		{201, 100, 2}, {202, 100, 3}, {1000, 100, 10}, {1001, 100, 10}, {1002, 100, 11},
+		{10, 3, 3}, {10, 0, 1}, {1000, -1, 1},
+	} {
+		if got := Stretch(c.live, c.peers); got != c.want {
+			t.Errorf("Stretch(%d, %d) = %d, want %d", c.live, c.peers, got, c.want)
+		}
+	}
+}
