@@ -55,6 +55,24 @@ type Repairer interface {
 	Repairs() bool
 }
 
+// HeartbeatStretcher is implemented by a Sender whose peers read a longer
+// silence as normal in a large mesh (gossip.Node): an idle node sends its
+// heartbeat (an empty packet to every peer) every 4 × HeartbeatStretch()
+// ticks instead of every fourth, so that what an idle mesh sends per node
+// does not grow with its size. A Sender without it: every fourth tick.
+type HeartbeatStretcher interface {
+	HeartbeatStretch() int
+}
+
+// heartbeatTicks is how many ticks pass between two idle heartbeats: 4,
+// times the sender's stretch.
+func heartbeatTicks(s Sender) uint32 {
+	if hs, ok := s.(HeartbeatStretcher); ok {
+		return 4 * uint32(max(1, hs.HeartbeatStretch()))
+	}
+	return 4
+}
+
 // Options configure a Cluster. The zero value of each field is a usable
 // default except Name.
 type Options struct {
@@ -505,11 +523,16 @@ func (c *Cluster) Step(now time.Time) {
 	c.mu.Unlock()
 	c.apply(ops, ms)
 	c.askNames(asks)
-	// An idle node still sends an empty packet every fourth tick: peers
-	// read a silence as loss and resync (gossip.Config.ResyncAfter). When
-	// changes ship once, the first idle tick after a shipment sends one
-	// too: its seq shows a peer that lost the last message its gap.
-	c.send(pkt, housekeeping || (once && c.sentLast.Load()))
+	// An idle node still sends an empty packet every fourth tick (every
+	// 4 × HeartbeatStretch in a large mesh): peers read a silence as loss
+	// and resync (gossip.Config.ResyncAfter). When changes ship once, the
+	// first idle tick after a shipment sends one too: its seq shows a peer
+	// that lost the last message its gap.
+	heartbeat := false
+	if b := c.sender.Load(); b != nil {
+		heartbeat = s%heartbeatTicks(b.s) == 0
+	}
+	c.send(pkt, heartbeat || (once && c.sentLast.Load()))
 	if agg {
 		c.shipTargets(up, s, s, ms, false)
 	}

@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -198,5 +199,53 @@ func TestNamesOncePerKey(t *testing.T) {
 	}
 	if got := b2.Stats().NamesAsked; got != 1 {
 		t.Fatalf("NamesAsked = %d, want 1", got)
+	}
+}
+
+// stretching is a memSender whose peers read a longer silence as normal
+// (reconcile.HeartbeatStretcher).
+type stretching struct {
+	memSender
+	stretch int
+}
+
+func (s *stretching) HeartbeatStretch() int { return s.stretch }
+
+// TestHeartbeatStretched: an idle node sends its heartbeat every fourth
+// tick, every 4 × HeartbeatStretch ticks when its sender stretches, and
+// every fourth again when the stretch falls back to 1 (a member that does
+// not stretch joined); a stretch under 1 counts as 1.
+func TestHeartbeatStretched(t *testing.T) {
+	fc := clock.NewFake(t0)
+	net, nodes := cluster(t, fc, "a", "b")
+	a := nodes[0]
+	ss := &stretching{memSender: memSender{net, "a"}, stretch: 1}
+	a.c.SetSender(ss)
+	beats := func(ticks int) (at []int) {
+		for i := 1; i <= ticks; i++ {
+			n := sentCount(net)
+			fc.Advance(250 * time.Millisecond)
+			a.c.Step(fc.Now())
+			if sentCount(net) > n {
+				at = append(at, i)
+			}
+		}
+		return at
+	}
+	beats(4) // line the ticks up: heartbeats on ticks 4, 8, …
+	for _, tc := range []struct {
+		stretch int
+		want    []int
+	}{
+		{1, []int{4, 8, 12, 16, 20, 24}},
+		{3, []int{8, 20}}, // the node's ticks 36 and 48
+		{0, []int{4, 8, 12, 16, 20, 24}},
+		{-2, []int{4, 8, 12, 16, 20, 24}},
+		{2, []int{4, 12, 20}}, // its ticks 104, 112, 120
+	} {
+		ss.stretch = tc.stretch
+		if got := beats(24); !slices.Equal(got, tc.want) {
+			t.Errorf("stretch %d: heartbeats on ticks %v of 24, want %v", tc.stretch, got, tc.want)
+		}
 	}
 }

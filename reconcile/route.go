@@ -39,7 +39,8 @@ type TargetedRepairer interface {
 }
 
 var (
-	_ Router           = (*gossip.Node)(nil)
-	_ TargetedRepairer = (*gossip.Node)(nil)
-	_ gossip.Reshipper = (*Cluster)(nil)
+	_ Router             = (*gossip.Node)(nil)
+	_ TargetedRepairer   = (*gossip.Node)(nil)
+	_ HeartbeatStretcher = (*gossip.Node)(nil)
+	_ gossip.Reshipper   = (*Cluster)(nil)
 )

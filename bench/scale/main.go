@@ -39,6 +39,8 @@ type options struct {
 	delay         time.Duration
 	loss          float64
 	encrypt       bool
+	detail        bool
+	flatHB        bool
 	tickOnly      bool
 	unsequenced   bool
 	tresends      bool
@@ -86,6 +88,7 @@ func run(args []string, out, log io.Writer) error {
 	fs.BoolVar(&o.encrypt, "encrypt", true, "count AES-GCM's 29 bytes per datagram")
 	fs.BoolVar(&o.tickOnly, "tick-only", false, "ship on the tick only")
 	fs.BoolVar(&o.unsequenced, "unsequenced", false, "ship as without sequenced streams: unsequenced messages, changes resent on a schedule (the mode before repair)")
+	fs.BoolVar(&o.flatHB, "flat-heartbeat", false, "an idle node's heartbeat to every peer every fourth tick whatever N (the mode before stretched heartbeats)")
 	fs.BoolVar(&o.tresends, "targeted-resends", false, "owner mode's messages to one node unnumbered, resent on the schedule (the mode before numbered targeted streams)")
 	fs.DurationVar(&o.flushGap, "flush-gap", 0, "least time between two drift flushes of a node (0: reconcile's default, negative: none)")
 	fs.IntVar(&o.ownerFrom, "owner-from", 0, "least cluster size in owner mode (0: reconcile's default, negative: never)")
@@ -95,6 +98,7 @@ func run(args []string, out, log io.Writer) error {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed")
 	quick := fs.Bool("quick", false, "N 10,50,100, K 1,1000, 1.25 s runs")
 	prof := fs.String("cpuprofile", "", "write a CPU profile here")
+	fs.BoolVar(&o.detail, "detail", false, "after each row, where its datagrams went: to every peer, to one node (counts, sums), and drift flushes")
 	memprof := fs.String("memprofile", "", "write a heap profile here when the runs end")
 	val := fs.Bool("validate", false, "run bench/cluster's scenarios (N from -n, default 3,10) instead of the table")
 	if err := fs.Parse(args); err != nil {
@@ -178,8 +182,8 @@ func limitFor(n, k int, rate float64) int {
 }
 
 func table(o options, out, log io.Writer) error {
-	fmt.Fprintf(out, "sync %s, drift %g, delay %s, loss %g, encrypt %v, tick-only %v, unsequenced %v, targeted resends %v, %s per run (%s measured), seed %d\n",
-		o.sync, o.drift, o.delay, o.loss, o.encrypt, o.tickOnly, o.unsequenced, o.tresends, o.d, o.d-o.warm, o.seed)
+	fmt.Fprintf(out, "sync %s, drift %g, delay %s, loss %g, encrypt %v, tick-only %v, unsequenced %v, targeted resends %v, flat heartbeat %v, %s per run (%s measured), seed %d\n",
+		o.sync, o.drift, o.delay, o.loss, o.encrypt, o.tickOnly, o.unsequenced, o.tresends, o.flatHB, o.d, o.d-o.warm, o.seed)
 	fmt.Fprintf(out, "%5s %7s %8s %7s %9s %9s %8s %8s %9s %9s %9s %10s %9s %9s %10s %7s\n",
 		"n", "keys", "hits/s", "limit", "B/hit/pr", "B/node/s", "dgram/s", "merge/s", "decB/s", "worst/L", "mean/L", "false den", "conv p50", "conv p99", "unconverged", "wall")
 	var rows []row
@@ -200,7 +204,7 @@ func table(o options, out, log io.Writer) error {
 			}
 			sc := clustersim.Scenario{
 				Resource: rc, Nodes: n, Keys: k, Rate: rate, SyncInterval: o.sync, Delay: delay, Loss: o.loss,
-				Encrypt: o.encrypt, Label: "obol", TickOnly: o.tickOnly, Unsequenced: o.unsequenced, TargetedResends: o.tresends, FlushGap: o.flushGap, OwnerFrom: o.ownerFrom, Duration: o.d, Warmup: o.warm, Seed: o.seed,
+				Encrypt: o.encrypt, Label: "obol", TickOnly: o.tickOnly, Unsequenced: o.unsequenced, TargetedResends: o.tresends, FlatHeartbeat: o.flatHB, FlushGap: o.flushGap, OwnerFrom: o.ownerFrom, Duration: o.d, Warmup: o.warm, Seed: o.seed,
 				MaxEvents: 2_000_000_000, Skew: o.skew,
 			}
 			if o.killOwner > 0 {
@@ -218,12 +222,26 @@ func table(o options, out, log io.Writer) error {
 			fmt.Fprintf(out, "%5d %7d %8.0f %7d %9.1f %9.0f %8.0f %8.0f %9.0f %9.3f %9.3f %10d %9s %9s %10d %7s\n",
 				n, k, rate, limit, r.BytesPerHitPerPeer, r.BytesPerNodeS, r.DatagramsPerNodeS, r.MergesPerNodeS, r.DecodeBytesPerNodeS,
 				r.WorstWindowRatio, r.MeanWindowRatio, r.FalseDenials, ms(r.ConvergenceP50), ms(r.ConvergenceP99), r.Unconverged, w.wall.Round(100*time.Millisecond))
+			if o.detail {
+				fmt.Fprintln(out, detail(r, n, o.d))
+			}
 		}
 	}
 	fmt.Fprintln(out, "B/hit/pr: wire bytes (payload + memberlist's 1+5 bytes, AES-GCM's 29, the label's 6) per granted hit per peer; B/node/s, dgram/s: sent per node;")
 	fmt.Fprintln(out, "merge/s, decB/s: datagrams merged and bytes decoded per node; worst/L, mean/L: grants per key per 1 s window ÷ limit; conv: sampled hits until every peer's engine counts them.")
 	fmt.Fprintln(out, result(o, rows))
 	return nil
+}
+
+// detail splits a row's datagrams sent per node per second: to one node
+// (owner mode: counts to an owner or successor, and sums), the sums among
+// them, the rest (to every peer: ticks, flushes, heartbeats, repair); and
+// drift flushes per node per second over the whole run (d).
+func detail(r clustersim.Result, n int, d time.Duration) string {
+	per := func(v int64, span time.Duration) float64 { return float64(v) / span.Seconds() / float64(n) }
+	targeted, sums := per(r.Targeted, r.Measured), per(r.Sums, r.Measured)
+	return fmt.Sprintf("      datagrams/s per node: %.0f to one node (%.0f counts, %.0f sums), %.0f others; drift flushes/s per node %.1f",
+		targeted, targeted-sums, sums, r.DatagramsPerNodeS-targeted, per(r.Flushes, d))
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0fms", float64(d)/1e6) }

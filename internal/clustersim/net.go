@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/gossip/stream"
 	"github.com/obol-dev/obol/local"
 	"github.com/obol-dev/obol/reconcile"
 )
@@ -33,6 +34,16 @@ func (sd *sender) Repairs() bool { return !sd.s.sc.Unsequenced }
 // and lost ones reshipped (reconcile.TargetedRepairer): unless
 // Scenario.Unsequenced or TargetedResends.
 func (sd *sender) Reships() bool { return !sd.s.sc.Unsequenced && !sd.s.sc.TargetedResends }
+
+// HeartbeatStretch spreads an idle node's heartbeats as gossip.Node does
+// in a mesh whose members all stretch (reconcile.HeartbeatStretcher):
+// unless Scenario.FlatHeartbeat.
+func (sd *sender) HeartbeatStretch() int {
+	if sd.s.sc.FlatHeartbeat {
+		return 1
+	}
+	return stream.Stretch(sd.s.live, stream.HeartbeatPeers)
+}
 
 // AskNames sends origin a Request for the names of hashes
 // (reconcile.NameAsker), as gossip.Node does.

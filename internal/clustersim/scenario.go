@@ -105,6 +105,12 @@ type Scenario struct {
 	// Unsequenced) they are numbered per receiver and ship once; a
 	// receiver that finds one missing asks its origin for a reship.
 	TargetedResends bool
+	// FlatHeartbeat sends an idle node's heartbeat to every peer every
+	// fourth tick whatever the cluster's size, as agents of the release
+	// before stretched heartbeats. By default, above
+	// stream.HeartbeatPeers + 1 nodes, every 4 × stream.Stretch ticks
+	// (gossip.Node.HeartbeatStretch).
+	FlatHeartbeat bool
 	// Delay is the one-way network delay (0 = DefaultDelay; use NoDelay
 	// for none), Jitter a uniform extra in [0, Jitter).
 	Delay, Jitter time.Duration

@@ -360,3 +360,24 @@ func TestTargetedShipOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestStretchedHeartbeat: at 250 nodes (stream.Stretch 3) an idle node's
+// heartbeat goes to each peer every twelfth tick instead of every fourth,
+// so a lightly loaded cluster sends far fewer datagrams to every peer,
+// with the same decisions.
+func TestStretchedHeartbeat(t *testing.T) {
+	rc := resource(t, `{"kind":"gcra","burst":20,"count":20,"period":"1s","drift":0.05}`)
+	s := Scenario{Resource: rc, Nodes: 250, Keys: 100, Rate: 1, Duration: 4 * time.Second, Warmup: time.Second, Seed: 5}
+	stretched := run(t, s)
+	s.FlatHeartbeat = true
+	flat := run(t, s)
+	others := func(r Result) float64 { return r.DatagramsPerNodeS - float64(r.Targeted)/r.Measured.Seconds()/250 }
+	t.Logf("to every peer per node per second: stretched %.1f, flat %.1f; bytes %.0f and %.0f", others(stretched), others(flat), stretched.BytesPerNodeS, flat.BytesPerNodeS)
+	if others(stretched) > 0.45*others(flat) || others(flat) < 200 {
+		t.Errorf("datagrams to every peer per node per second: stretched %.1f, flat %.1f; want about a third", others(stretched), others(flat))
+	}
+	if stretched.Grants != flat.Grants || stretched.FalseDenials != flat.FalseDenials || stretched.WorstWindowRatio != flat.WorstWindowRatio {
+		t.Errorf("decisions differ: stretched %d grants, %d false denials, worst %.3f; flat %d, %d, %.3f",
+			stretched.Grants, stretched.FalseDenials, stretched.WorstWindowRatio, flat.Grants, flat.FalseDenials, flat.WorstWindowRatio)
+	}
+}
