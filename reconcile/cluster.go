@@ -64,13 +64,20 @@ type HeartbeatStretcher interface {
 	HeartbeatStretch() int
 }
 
-// heartbeatTicks is how many ticks pass between two idle heartbeats: 4,
-// times the sender's stretch.
-func heartbeatTicks(s Sender) uint32 {
-	if hs, ok := s.(HeartbeatStretcher); ok {
-		return 4 * uint32(max(1, hs.HeartbeatStretch()))
+// heartbeatDue reports whether tick s sends the idle heartbeat of the
+// node named name: every fourth tick, or, when the sender stretches by
+// S > 1, every 4·S-th, on a phase of its own (from its name), so that the
+// members of a mesh started together spread their heartbeats over the
+// period instead of sending them all in the same tick.
+func heartbeatDue(sd Sender, name string, s uint32) bool {
+	if s%4 != 0 {
+		return false
 	}
-	return 4
+	stretch := uint32(1)
+	if hs, ok := sd.(HeartbeatStretcher); ok {
+		stretch = uint32(max(1, hs.HeartbeatStretch()))
+	}
+	return (s/4+uint32(KeyHash("", name)%uint64(stretch)))%stretch == 0
 }
 
 // Options configure a Cluster. The zero value of each field is a usable
@@ -530,7 +537,7 @@ func (c *Cluster) Step(now time.Time) {
 	// that lost the last message its gap.
 	heartbeat := false
 	if b := c.sender.Load(); b != nil {
-		heartbeat = s%heartbeatTicks(b.s) == 0
+		heartbeat = heartbeatDue(b.s, c.name, s)
 	}
 	c.send(pkt, heartbeat || (once && c.sentLast.Load()))
 	if agg {

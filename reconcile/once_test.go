@@ -1,7 +1,7 @@
 package reconcile_test
 
 import (
-	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -212,9 +212,10 @@ type stretching struct {
 func (s *stretching) HeartbeatStretch() int { return s.stretch }
 
 // TestHeartbeatStretched: an idle node sends its heartbeat every fourth
-// tick, every 4 × HeartbeatStretch ticks when its sender stretches, and
-// every fourth again when the stretch falls back to 1 (a member that does
-// not stretch joined); a stretch under 1 counts as 1.
+// tick, every 4 × HeartbeatStretch ticks (still on a fourth tick, on a
+// phase of its own) when its sender stretches, and every fourth again when
+// the stretch falls back to 1 (a member that does not stretch joined); a
+// stretch under 1 counts as 1.
 func TestHeartbeatStretched(t *testing.T) {
 	fc := clock.NewFake(t0)
 	net, nodes := cluster(t, fc, "a", "b")
@@ -232,20 +233,43 @@ func TestHeartbeatStretched(t *testing.T) {
 		}
 		return at
 	}
-	beats(4) // line the ticks up: heartbeats on ticks 4, 8, …
+	beats(4) // line the ticks up: the node's fourth ticks are 4, 8, …
 	for _, tc := range []struct {
-		stretch int
-		want    []int
+		stretch, gap int
 	}{
-		{1, []int{4, 8, 12, 16, 20, 24}},
-		{3, []int{8, 20}}, // the node's ticks 36 and 48
-		{0, []int{4, 8, 12, 16, 20, 24}},
-		{-2, []int{4, 8, 12, 16, 20, 24}},
-		{2, []int{4, 12, 20}}, // its ticks 104, 112, 120
+		{1, 4}, {3, 12}, {0, 4}, {-2, 4}, {5, 20}, {2, 8},
 	} {
 		ss.stretch = tc.stretch
-		if got := beats(24); !slices.Equal(got, tc.want) {
-			t.Errorf("stretch %d: heartbeats on ticks %v of 24, want %v", tc.stretch, got, tc.want)
+		got := beats(60)
+		if len(got) != 60/tc.gap {
+			t.Errorf("stretch %d: heartbeats on ticks %v of 60, want one every %d", tc.stretch, got, tc.gap)
+			continue
 		}
+		for i, at := range got {
+			if at%4 != 0 || (i > 0 && at-got[i-1] != tc.gap) {
+				t.Errorf("stretch %d: heartbeats on ticks %v of 60, want one every %d, on fourth ticks", tc.stretch, got, tc.gap)
+				break
+			}
+		}
+	}
+	// The phase is the node's own: of 12 names, stretched by 3, not all
+	// heartbeat on the same tick.
+	phases := map[int]bool{}
+	for i := range 12 {
+		fc := clock.NewFake(t0)
+		net, nodes := cluster(t, fc, "p"+strconv.Itoa(i), "q")
+		ss := &stretching{memSender: memSender{net, "p" + strconv.Itoa(i)}, stretch: 3}
+		nodes[0].c.SetSender(ss)
+		for s := 1; s <= 12; s++ {
+			n := sentCount(net)
+			fc.Advance(250 * time.Millisecond)
+			nodes[0].c.Step(fc.Now())
+			if sentCount(net) > n {
+				phases[s] = true
+			}
+		}
+	}
+	if len(phases) < 2 {
+		t.Errorf("12 nodes stretched by 3 heartbeat on ticks %v of 12: want their phases spread", phases)
 	}
 }
