@@ -82,7 +82,9 @@ type Config struct {
 	// arrives without waiting for the key to change or for memberlist's
 	// 30 s anti-entropy. The sender of deltas sends an empty heartbeat when
 	// it has been idle (reconcile: every fourth tick), so silence means
-	// loss. 0: 2.5 s; negative: never.
+	// loss; in a mesh of more than 101 members that all stretch their
+	// heartbeats the silence is ResyncAfter × Node.HeartbeatStretch. 0:
+	// 2.5 s; negative: never.
 	ResyncAfter time.Duration
 	// BeaconInterval is how often the node sends an empty packet (one small
 	// datagram) to each peer memberlist declared dead, not left, in the
