@@ -53,7 +53,10 @@ type ClusterCounters struct {
 	Sequenced                 bool // this node numbers its messages (every live peer reads them)
 	Targeted                  bool // this node numbers its messages to one member (every live member reads them)
 	Live                      int  // live members, this node included
-	Merge                     reconcile.Stats
+	// HeartbeatStretch spreads this node's idle heartbeats in a large mesh
+	// (gossip.Node.HeartbeatStretch): 1, every fourth tick; S, every 4·S.
+	HeartbeatStretch int
+	Merge            reconcile.Stats
 }
 
 // peerReply is one node of GET /v1/peers.
@@ -112,6 +115,7 @@ var (
 	descDuplicates    = prometheus.NewDesc("obol_gossip_duplicates_total", "Numbered gossip messages that arrived twice (not merged again).", nil, nil)
 	descNames         = prometheus.NewDesc("obol_gossip_names_total", "Key names asked of peers (asked) and told to peers that asked (told).", []string{"op"}, nil)
 	descReships       = prometheus.NewDesc("obol_gossip_reships_total", "Owner-mode reships: everything a member routes to this node, asked of it after a gap in its targeted stream could not be filled message by message (asked), and made for a member that asked for targeted messages no longer kept (made).", []string{"op"}, nil)
+	descStretch       = prometheus.NewDesc("obol_gossip_heartbeat_stretch", "How much this node spreads its idle heartbeats: 1 (every fourth tick, to every peer) up to 101 live members or while any member does not stretch, else ceil((members-1)/100), the heartbeat going every 4 x that ticks and the silence read as loss (2.5 s by default) that many times longer.", nil, nil)
 	descTargetedOn    = prometheus.NewDesc("obol_gossip_targeted_numbered", "1 while this node numbers its messages to one member (owner mode's counts and sums ship once, repaired on request), 0 while they are resent on the schedule (a member of an earlier release).", nil, nil)
 	descSequenced     = prometheus.NewDesc("obol_gossip_sequenced", "1 while this node numbers its gossip messages and ships each change once (every live peer reads numbered messages), 0 while it resends changes on the schedule (a peer of an earlier release is in the mesh).", nil, nil)
 	descLive          = prometheus.NewDesc("obol_cluster_live_nodes", "Live members of the mesh, this node included.", nil, nil)
@@ -129,7 +133,7 @@ var (
 )
 
 func (c clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descAsked, descResent, descRepairResyncs, descDuplicates, descNames, descReships, descTargetedOn, descSequenced, descLive, descMerged, descFlushes, descStale, descApplied, descTooOld, descGone, descLag, descOwnerMode, descTargeted, descSums, descWide} {
+	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descAsked, descResent, descRepairResyncs, descDuplicates, descNames, descReships, descStretch, descTargetedOn, descSequenced, descLive, descMerged, descFlushes, descStale, descApplied, descTooOld, descGone, descLag, descOwnerMode, descTargeted, descSums, descWide} {
 		ch <- d
 	}
 }
@@ -165,6 +169,7 @@ func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descSequenced, prometheus.GaugeValue, seq)
 	ch <- prometheus.MustNewConstMetric(descLive, prometheus.GaugeValue, float64(k.Live))
+	ch <- prometheus.MustNewConstMetric(descStretch, prometheus.GaugeValue, float64(max(1, k.HeartbeatStretch)))
 	m := k.Merge
 	counter(descMerged, m.PacketsMerged)
 	counter(descFlushes, m.Flushes)

@@ -24,7 +24,7 @@ func TestClusterMetrics(t *testing.T) {
 	h.srv = New(testEngine(t), Options{
 		Now: h.clock.now, Logger: slog.New(slog.NewJSONHandler(h.logs, nil)), NodeName: "node-a",
 		Cluster: fakeCluster{ClusterCounters{BytesIn: 11, BytesOut: 12, PacketsIn: 13, PacketsOut: 14, Dropped: 3, QueueDrops: 7, SendErrors: 2, Live: 4,
-			Asked: 21, Resent: 22, RepairResyncs: 23, Duplicates: 24, NamesAsked: 25, NamesSent: 26, Sequenced: true, ReshipsAsked: 27, ReshipsMade: 28, Targeted: true,
+			Asked: 21, Resent: 22, RepairResyncs: 23, Duplicates: 24, NamesAsked: 25, NamesSent: 26, Sequenced: true, ReshipsAsked: 27, ReshipsMade: 28, Targeted: true, HeartbeatStretch: 3,
 			Merge: reconcile.Stats{Owners: true, Targeted: 31, SumsSent: 32, SumsMerged: 33, WideRelays: 34, TooOld: 35}}},
 	})
 	page := string(h.serve().do("GET", "/metrics", "").body)
@@ -44,6 +44,7 @@ func TestClusterMetrics(t *testing.T) {
 		`obol_gossip_reships_total{op="asked"} 27`,
 		`obol_gossip_reships_total{op="made"} 28`,
 		"obol_gossip_targeted_numbered 1",
+		"obol_gossip_heartbeat_stretch 3",
 		"obol_cluster_live_nodes 4",
 		"obol_cluster_owner_mode 1",
 		"obol_cluster_targeted_packets_total 31",

@@ -128,6 +128,7 @@ func (c *clusterRun) Counters() api.ClusterCounters {
 		Asked: s.Asked, Resent: s.Resent, RepairResyncs: s.RepairResyncs, Duplicates: s.Duplicates,
 		NamesAsked: s.NamesAsked, NamesSent: s.NamesSent, Sequenced: c.node.Repairs(),
 		ReshipsAsked: s.ReshipsAsked, ReshipsMade: s.ReshipsMade, Targeted: c.node.Reships(),
+		HeartbeatStretch: c.node.HeartbeatStretch(),
 	}
 }
 
