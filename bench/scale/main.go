@@ -234,14 +234,14 @@ func table(o options, out, log io.Writer) error {
 }
 
 // detail splits a row's datagrams sent per node per second: to one node
-// (owner mode: counts to an owner or successor, and sums), the sums among
-// them, the rest (to every peer: ticks, flushes, heartbeats, repair); and
-// drift flushes per node per second over the whole run (d).
+// (owner mode: counts to an owner or successor, empty follow-ups, and
+// sums), the rest (to every peer: ticks, flushes, heartbeats, repair);
+// and drift flushes per node per second over the whole run (d).
 func detail(r clustersim.Result, n int, d time.Duration) string {
 	per := func(v int64, span time.Duration) float64 { return float64(v) / span.Seconds() / float64(n) }
-	targeted, sums := per(r.Targeted, r.Measured), per(r.Sums, r.Measured)
-	return fmt.Sprintf("      datagrams/s per node: %.0f to one node (%.0f counts, %.0f sums), %.0f others; drift flushes/s per node %.1f",
-		targeted, targeted-sums, sums, r.DatagramsPerNodeS-targeted, per(r.Flushes, d))
+	targeted, sums, fu := per(r.Targeted, r.Measured), per(r.Sums, r.Measured), per(r.FollowUps, r.Measured)
+	return fmt.Sprintf("      datagrams/s per node: %.0f to one node (%.0f counts, %.0f follow-ups, %.0f sums), %.0f others; drift flushes/s per node %.1f",
+		targeted, targeted-sums-fu, fu, sums, r.DatagramsPerNodeS-targeted, per(r.Flushes, d))
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0fms", float64(d)/1e6) }

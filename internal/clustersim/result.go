@@ -62,6 +62,10 @@ type Result struct {
 	// up on a gap). Seqs of targeted streams asked for and sent again
 	// count in Asked and Resent.
 	Targeted, Sums, Reships int64
+	// FollowUps are the empty messages to one node among Targeted: sent
+	// 1, 4 and 16 ticks after a node's last message to it, so that a lost
+	// last message shows as a gap.
+	FollowUps int64
 	// DatagramOverhead is the bytes added to each datagram's payload.
 	DatagramOverhead int
 	// Nodes are the per-node figures.

@@ -66,6 +66,9 @@ func (sd *sender) SendTo(to string, p *packet.Packet) error {
 		}
 		if s.now >= s.warm {
 			s.res.Targeted++
+			if !p.Sum && len(p.Counts) == 0 && len(p.Names) == 0 {
+				s.res.FollowUps++
+			}
 		}
 		if s.nodes[j].dead && s.detected(j) {
 			continue
