@@ -251,6 +251,7 @@ func (n *Node) member(node *memberlist.Node, state string) {
 	if state != "" && state != ps.state {
 		if (state == "alive") != (ps.state == "alive") {
 			n.epoch.Add(1) // the live set changed: the ring is stale (route.go)
+			n.kickPlacer()
 		}
 		ps.state = state
 		ps.changed = now

@@ -130,6 +130,7 @@ type Node struct {
 	tout        *stream.Targets // those streams (under laneMu)
 	epoch       atomic.Uint64   // membership epoch: bumped, under mu, when the live set changes
 	placeMu     sync.Mutex      // held by the one goroutine rebuilding place
+	placeKick   chan struct{}   // wakes the placer: the live set changed
 	place       atomic.Pointer[placement]
 	sendMu      sync.Mutex    // numbers messages and sends them in order
 	out         *stream.Out   // this node's stream (under sendMu)
@@ -216,6 +217,7 @@ func New(cfg Config, h Handler) (*Node, error) {
 		tin:         newIn(),
 		tout:        stream.NewTargets(RepairMessages, RepairBytes),
 		repairKick:  make(chan struct{}, 1),
+		placeKick:   make(chan struct{}, 1),
 	}
 	n.allRepair.Store(true) // alone: nobody to wait for
 	n.allOwners.Store(true)
@@ -249,6 +251,8 @@ func New(cfg Config, h Handler) (*Node, error) {
 	}
 	n.wg.Add(1)
 	go n.dispatch()
+	n.wg.Add(1)
+	go n.placer()
 	if len(n.seeds) > 0 {
 		n.join(set.joinTimeout, set.rejoinEvery)
 	}

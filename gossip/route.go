@@ -61,15 +61,17 @@ func (n *Node) Aggregates() bool { return !n.noOwners && n.allOwners.Load() }
 // Owners returns the owner of key hash h and its successor on the ring
 // of the live (alive or suspect) members, self included: "" when there
 // are fewer. Every node that sees the same members places every key
-// alike. The ring is rebuilt on the first call after the live set
-// changes, by one caller; others meanwhile use the previous one.
+// alike. The ring is rebuilt in the background when the live set changes
+// (8 ms at 1,000 members): until it is, Owners places keys on the previous
+// one, so a caller holding a lock never waits for a rebuild (only the very
+// first call builds the first ring).
 func (n *Node) Owners(h uint64) (owner, successor string) {
 	return n.placement().ring.Owners(h)
 }
 
 // Epoch returns the membership epoch of the ring Owners places keys on:
-// it changes whenever a member joins or goes (once the ring has been
-// rebuilt, which Epoch itself does when due). What Owners returns after
+// it changes whenever a member joins or goes, once the ring has been
+// rebuilt. What Owners returns after
 // Epoch returned e is placed by a ring of epoch e or later, so placements
 // remembered under e are current while Epoch still returns e.
 func (n *Node) Epoch() uint64 { return n.placement().epoch }
@@ -78,23 +80,50 @@ func (n *Node) Epoch() uint64 { return n.placement().epoch }
 // self included, sorted (the ring's own slice: not to be modified).
 func (n *Node) Members() []string { return n.placement().ring.Names() }
 
-// placement returns the current ring, rebuilding it when the live set
-// changed since it was built, unless another goroutine is rebuilding it
-// (then the previous one).
+// placement returns the latest ring built: when the live set changed
+// since, it wakes the placer and returns the previous one; only the first
+// ring is built by the caller (nothing to use meanwhile).
 func (n *Node) placement() *placement {
 	p := n.place.Load()
 	if p != nil && p.epoch == n.epoch.Load() {
 		return p
 	}
 	if p == nil {
-		n.placeMu.Lock() // nothing to use meanwhile
-	} else if !n.placeMu.TryLock() {
-		return p
+		return n.rebuild()
 	}
+	n.kickPlacer()
+	return p
+}
+
+// kickPlacer wakes the placer without waiting.
+func (n *Node) kickPlacer() {
+	select {
+	case n.placeKick <- struct{}{}:
+	default:
+	}
+}
+
+// placer rebuilds the ring whenever kicked, until Shutdown.
+func (n *Node) placer() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.done:
+			return
+		case <-n.placeKick:
+			n.rebuild()
+		}
+	}
+}
+
+// rebuild builds the ring of the live members unless the latest one is
+// current, and returns the current one.
+func (n *Node) rebuild() *placement {
+	n.placeMu.Lock()
 	defer n.placeMu.Unlock()
 	n.mu.Lock()
 	epoch := n.epoch.Load() // bumped under mu
-	if p = n.place.Load(); p != nil && p.epoch == epoch {
+	if p := n.place.Load(); p != nil && p.epoch == epoch {
 		n.mu.Unlock()
 		return p
 	}
@@ -105,7 +134,7 @@ func (n *Node) placement() *placement {
 		}
 	}
 	n.mu.Unlock()
-	p = &placement{epoch: epoch, ring: ring.New(live)}
+	p := &placement{epoch: epoch, ring: ring.New(live)}
 	n.place.Store(p) // only under placeMu: epochs stored only grow
 	return p
 }

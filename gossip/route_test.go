@@ -100,6 +100,7 @@ func TestPlacementFollowsEvents(t *testing.T) {
 	for _, st := range steps {
 		before := nd.Epoch()
 		st.ev()
+		placed(t, nd)
 		if moved := nd.Epoch() != before; moved != st.moves {
 			t.Errorf("%s: epoch %d → %d; want a change: %v", st.what, before, nd.Epoch(), st.moves)
 		}
@@ -107,6 +108,49 @@ func TestPlacementFollowsEvents(t *testing.T) {
 		if nd.Aggregates() != st.aggregates || nd.Repairs() != st.repairs {
 			t.Errorf("%s: Aggregates %v, Repairs %v; want %v, %v", st.what, nd.Aggregates(), nd.Repairs(), st.aggregates, st.repairs)
 		}
+	}
+}
+
+// placed waits until nd's ring is built for its current live set: the
+// placer rebuilds it in the background after a change.
+func placed(t *testing.T, nd *testNode) {
+	t.Helper()
+	eventually(t, 5*time.Second, "the ring is rebuilt", func() bool {
+		p := nd.place.Load()
+		return p != nil && p.epoch == nd.epoch.Load()
+	})
+}
+
+// TestPlacementInBackground: after the live set changes the ring is
+// rebuilt without any caller of Owners (none of whom, holding a lock of
+// its own, waits for a rebuild), and meanwhile Owners places keys on the
+// previous ring, under the previous epoch.
+func TestPlacementInBackground(t *testing.T) {
+	nd := start(t, gossiptest.NewFaultNet(), "solo", func(c *Config) { c.Tune = quiet; c.ResyncAfter = -1 })
+	d := (*delegate)(nd.Node)
+	first := nd.Epoch()
+	d.NotifyJoin(peerOf("x", 1, 7, ownerProtocol))
+	placed(t, nd) // nobody calls Owners
+	if e := nd.Epoch(); e == first || !slices.Equal(nd.Members(), []string{"solo", "x"}) {
+		t.Fatalf("x joined: epoch %d (was %d), members %q; want a new epoch and solo, x", e, first, nd.Members())
+	}
+	second := nd.Epoch()
+	want := ring.New([]string{"solo", "x"})
+	nd.placeMu.Lock() // a rebuild in progress
+	d.NotifyJoin(peerOf("y", 2, 7, ownerProtocol))
+	if e := nd.Epoch(); e != second {
+		t.Fatalf("while the ring is rebuilt Epoch is %d, want the previous %d", e, second)
+	}
+	for _, h := range keyHashes(100) {
+		o, s := nd.Owners(h)
+		if wo, ws := want.Owners(h); o != wo || s != ws {
+			t.Fatalf("while the ring is rebuilt Owners(%#x) = %q, %q; want the previous ring's %q, %q", h, o, s, wo, ws)
+		}
+	}
+	nd.placeMu.Unlock()
+	placed(t, nd)
+	if got := nd.Members(); !slices.Equal(got, []string{"solo", "x", "y"}) {
+		t.Fatalf("y joined: members %q, want solo, x, y", got)
 	}
 }
 
@@ -158,6 +202,7 @@ func TestPlacementConcurrent(t *testing.T) {
 		t.Error(err)
 	}
 	// Every p left last: the ring is self's alone again.
+	placed(t, nd)
 	for _, h := range keyHashes(100) {
 		if o, s := nd.Owners(h); o != "solo" || s != "" {
 			t.Fatalf("after the churn Owners(%#x) = %q, %q; want solo alone", h, o, s)
