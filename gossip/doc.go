@@ -49,6 +49,7 @@
 // and the rejoin, which joins seed addresses that are not members
 // (loops.go). A peer heard from after a silence of ResyncAfter on that
 // clock (times HeartbeatStretch in a mesh of more than 101 members that
-// all stretch their idle heartbeats) gets a push/pull. Tests inject loss, delay and partitions through
-// Config.Transport (an internal fault-injecting transport).
+// all stretch their idle heartbeats) gets a push/pull. Tests inject loss,
+// delay and partitions through Config.Transport (an internal
+// fault-injecting transport).
 package gossip

@@ -42,9 +42,9 @@ const heartbeatProtocol = 4
 // delegate protocol max of 4 or more) and there are more than
 // stream.HeartbeatPeers of them besides self; then stream.Stretch of the
 // live members, so that an idle node sends about stream.HeartbeatPeers
-// heartbeats per period whatever the mesh's size. A peer silent for ResyncAfter times
-// as much is resynced when heard from again. Cheap: the answer is kept up
-// to date by membership events.
+// heartbeats per period whatever the mesh's size. A peer silent for
+// ResyncAfter times as much is resynced when heard from again. Cheap: the
+// answer is kept up to date by membership events.
 func (n *Node) HeartbeatStretch() int { return int(n.stretch.Load()) }
 
 // NameSource is implemented by a Handler that can tell the names of key

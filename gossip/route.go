@@ -71,9 +71,9 @@ func (n *Node) Owners(h uint64) (owner, successor string) {
 
 // Epoch returns the membership epoch of the ring Owners places keys on:
 // it changes whenever a member joins or goes, once the ring has been
-// rebuilt. What Owners returns after
-// Epoch returned e is placed by a ring of epoch e or later, so placements
-// remembered under e are current while Epoch still returns e.
+// rebuilt. What Owners returns after Epoch returned e is placed by a ring
+// of epoch e or later, so placements remembered under e are current while
+// Epoch still returns e.
 func (n *Node) Epoch() uint64 { return n.placement().epoch }
 
 // Members returns the live members of the ring Owners places keys on,
