@@ -85,8 +85,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var errs []error
 	for _, s := range split(*ns) {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 64 {
-			errs = append(errs, fmt.Errorf("-n: %q is not a size in 1–64", s))
+		if err != nil || n < 1 || n > 128 {
+			errs = append(errs, fmt.Errorf("-n: %q is not a size in 1–128", s))
 			continue
 		}
 		o.ns = append(o.ns, n)
