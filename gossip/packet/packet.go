@@ -106,6 +106,10 @@ type Packet struct {
 	Counts   []Count
 	Marks    []Mark
 	Gauges   []Gauge
+	// Held are the counts and tier entries this node keeps for other
+	// origins (a Full packet only: a push/pull state or a state file,
+	// EncodeState). Encode and Split ignore it.
+	Held []Held
 }
 
 // Name resolves a key hash to the resource and domain it was made from.
