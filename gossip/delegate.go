@@ -68,7 +68,10 @@ func (d *delegate) LocalState(join bool) []byte {
 	}
 	cp := *p
 	cp.From, cp.Incarnation, cp.Full, cp.Seq = n.name, n.inc, true, seq
-	b, err := packet.Encode(&cp)
+	if !n.HoldsForMesh() {
+		cp.Held = nil // a peer of an earlier release would refuse the whole state
+	}
+	b, err := packet.EncodeState(&cp)
 	if err != nil {
 		n.log.Warn("gossip: snapshot not encoded", "err", err)
 		return nil
@@ -93,7 +96,7 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 	}
 	n.statesIn.Add(1)
 	n.bytesIn.Add(uint64(len(buf)))
-	p := n.decode(buf, "state")
+	p := n.decodeState(buf)
 	if p == nil {
 		return
 	}

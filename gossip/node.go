@@ -121,6 +121,7 @@ type Node struct {
 
 	unsequenced bool
 	allRepair   atomic.Bool     // every live peer repairs (recount)
+	allState    atomic.Bool     // every live peer reads a mesh state (recount)
 	noOwners    bool            // Config.NoOwners
 	allOwners   atomic.Bool     // every live member aggregates (recount)
 	allTargeted atomic.Bool     // every live member reads targeted messages (recount)
@@ -220,6 +221,7 @@ func New(cfg Config, h Handler) (*Node, error) {
 		placeKick:   make(chan struct{}, 1),
 	}
 	n.allRepair.Store(true) // alone: nobody to wait for
+	n.allState.Store(true)
 	n.allOwners.Store(true)
 	n.allTargeted.Store(true)
 	n.stretch.Store(1)

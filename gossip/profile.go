@@ -99,10 +99,12 @@ func profile(c Config) *memberlist.Config {
 	// more, numbers its messages to one member only while every live
 	// member's is 3 or more, and stretches its idle heartbeats in a large
 	// mesh only while every live member's is 4 or more (version 4 reads a
-	// longer silence as normal there). A NoOwners node advertises 1.
+	// longer silence as normal there); a push/pull state passes on what
+	// a node holds for other origins only while every live peer's is 5
+	// or more (it reads a mesh state). A NoOwners node advertises 1.
 	mc.DelegateProtocolMin = 0
 	mc.DelegateProtocolVersion = 0
-	mc.DelegateProtocolMax = heartbeatProtocol
+	mc.DelegateProtocolMax = stateProtocol
 	if c.NoOwners {
 		mc.DelegateProtocolMax = repairProtocol
 	}

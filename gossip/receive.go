@@ -103,9 +103,22 @@ func (n *Node) queueFull(from []byte) {
 // or claims this node's name.
 func (n *Node) decode(b []byte, what string) *packet.Packet {
 	p, err := packet.Decode(b)
+	return n.accept(p, err, len(b), what)
+}
+
+// decodeState is decode for a push/pull state: a mesh state or a full
+// message (packet.DecodeState).
+func (n *Node) decodeState(b []byte) *packet.Packet {
+	p, err := packet.DecodeState(b)
+	return n.accept(p, err, len(b), "state")
+}
+
+// accept returns p, or nil (counted and logged) when it failed to decode
+// (err) or claims this node's name.
+func (n *Node) accept(p *packet.Packet, err error, size int, what string) *packet.Packet {
 	if err != nil {
 		n.dropped.Add(1)
-		n.log.Debug("gossip: dropped undecodable "+what, "bytes", len(b), "err", err)
+		n.log.Debug("gossip: dropped undecodable "+what, "bytes", size, "err", err)
 		return nil
 	}
 	if p.From == n.name {

@@ -36,6 +36,19 @@ const repairProtocol = 1
 // HeartbeatStretch, and stretches its own idle heartbeats as much.
 const heartbeatProtocol = 4
 
+// stateProtocol is memberlist's delegate protocol max of a node that reads
+// a mesh state (packet.StateVersion) in a push/pull: what its peer holds
+// for other origins beside its own counts.
+const stateProtocol = 5
+
+// HoldsForMesh reports whether the node's push/pull state passes on the
+// counts it holds for other origins (packet.Held): while every live peer
+// reads a mesh state (memberlist's delegate protocol max of 5 or more).
+// Otherwise the state is the node's own snapshot alone, which every
+// release reads. Cheap: the answer is kept up to date by membership
+// events.
+func (n *Node) HoldsForMesh() bool { return n.allState.Load() }
+
 // HeartbeatStretch returns by how much the node's idle heartbeats are
 // spread in this mesh (reconcile.HeartbeatStretcher): 1 (every heartbeat
 // period, every peer) unless every live member stretches too (memberlist's
@@ -66,7 +79,7 @@ func (n *Node) Repairs() bool { return !n.unsequenced && n.allRepair.Load() }
 // live peer repairs (Repairs) and whether every live member, self
 // included, aggregates (Aggregates). n.mu must be held.
 func (n *Node) recount() {
-	repair, owners, targeted, stretches := true, true, true, true
+	repair, owners, targeted, stretches, states := true, true, true, true, true
 	live := 0
 	for name, ps := range n.peers {
 		if ps.state != "alive" {
@@ -79,6 +92,9 @@ func (n *Node) recount() {
 		if name != n.name && ps.protoMax < repairProtocol {
 			repair = false
 		}
+		if name != n.name && ps.protoMax < stateProtocol {
+			states = false
+		}
 		if ps.protoMax < ownerProtocol {
 			owners = false
 		}
@@ -89,6 +105,7 @@ func (n *Node) recount() {
 	n.allRepair.Store(repair)
 	n.allOwners.Store(owners)
 	n.allTargeted.Store(targeted)
+	n.allState.Store(states)
 	stretch := 1
 	if stretches {
 		stretch = stream.Stretch(max(live, 1), n.hbPeers)

@@ -233,6 +233,7 @@ func New(o Options) *Cluster {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
+	c.tab.selfInc = c.inc
 	c.live.Store(1)
 	return c
 }
@@ -729,6 +730,12 @@ func (c *Cluster) HandlePacket(p *packet.Packet) {
 	} else {
 		ops, ok = c.tab.merge(p, now, (*buf)[:0])
 	}
+	if p.Full && len(p.Held) > 0 && !p.Sum {
+		var grew int
+		ops, grew = c.tab.mergeHeld(p.Names, p.Held, now, ops)
+		c.stats.heldStates.Add(1)
+		c.stats.heldGrew.Add(uint64(grew))
+	}
 	if len(c.tab.grew) > 0 {
 		next := c.tick.Load() + 1
 		for _, g := range c.tab.grew {
@@ -816,7 +823,32 @@ func (c *Cluster) Snapshot() *packet.Packet {
 		r.snapshot(r.p.Load(), c.tick.Load(), ms, pkt)
 	}
 	c.stepGauges(pkt, c.tick.Load(), true, false)
+	c.mu.Lock()
+	c.tab.held(pkt, ms, c.life)
+	c.mu.Unlock()
 	return pkt
+}
+
+// Restore merges a state this node or another wrote before (a state file:
+// Snapshot, packet.EncodeState) at now, as a peer's state is merged, and
+// reports how many counts it added: its origin's own counts and entries
+// are taken as that origin's (an earlier incarnation of this node's name
+// when it is this node's), what it held for others as theirs, each kept
+// at the max per origin, incarnation, key, slot and bucket, so that a
+// peer passing on the same counts adds nothing. Counts whose windows
+// ended are not applied. Holds are not restored: their sessions ended
+// with the process that held them.
+func (c *Cluster) Restore(p *packet.Packet) int {
+	if p == nil {
+		return 0
+	}
+	held := append([]packet.Held{{From: p.From, Incarnation: p.Incarnation, Counts: p.Counts, Marks: p.Marks}}, p.Held...)
+	now := c.clock.Now().UnixMilli()
+	c.mu.Lock()
+	ops, grew := c.tab.mergeHeld(p.Names, held, now, nil)
+	c.mu.Unlock()
+	c.apply(ops, now)
+	return grew
 }
 
 // NodeGone drops the holds of a node memberlist declared left or dead

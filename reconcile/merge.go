@@ -142,6 +142,12 @@ type table struct {
 	// replaced: readers check), so that a key's first sum need not look
 	// at every origin (newSum).
 	holders map[uint64][]*origin
+
+	// retired keeps the counts and tier entries of earlier incarnations
+	// of names (this node's own included: selfInc is its current one)
+	// until their windows end (held.go).
+	retired map[originID]*origin
+	selfInc uint64
 }
 
 // growth is the growth of an origin's count of a key in one bucket.
@@ -156,7 +162,7 @@ type growth struct {
 func newTable(self string) *table {
 	return &table{origins: make(map[string]*origin), names: make(map[uint64]keyName), waiting: make(map[uint64][]*origin),
 		asked: make(map[uint64]int64), idle: make(map[uint64]int64), self: self,
-		relays: make(map[uint64]*relayKey), own: make(map[uint64]*remoteKey), selfNames: make(map[uint64]keyName), sums: make(map[uint64]*sumKey)}
+		relays: make(map[uint64]*relayKey), retired: make(map[originID]*origin), own: make(map[uint64]*remoteKey), selfNames: make(map[uint64]keyName), sums: make(map[uint64]*sumKey)}
 }
 
 func (o *origin) key(h uint64, t *table, now int64) *remoteKey {
@@ -248,9 +254,10 @@ func (t *table) merge(p *packet.Packet, now int64, out []op) ([]op, bool) {
 		return out, false // a message from before the node restarted (or a second agent under the name)
 	case p.Incarnation != o.inc:
 		// A restart: the old incarnation's holds are gone; its counts were
-		// real hits and stay applied, but the new one counts from zero.
+		// real hits: they stay applied and are kept apart (retire), to be
+		// passed on to nodes that join; the new one counts from zero.
 		out = t.dropGauges(o, out)
-		o.keys = make(map[uint64]*remoteKey)
+		t.retire(o)
 		if o.inc != 0 {
 			o.newerAt = now
 		}
@@ -259,30 +266,7 @@ func (t *table) merge(p *packet.Packet, now int64, out []op) ([]op, bool) {
 	o.gone, o.expired = false, false
 	o.lastSync = now
 	out = t.learn(p.Names, now, out)
-	for _, m := range p.Marks {
-		k := o.key(m.Hash, t, now)
-		k.seen = now
-		if !k.setMark(m.Slot, m.At) {
-			continue
-		}
-		if k.resolved {
-			out = t.emit(out, opEntry, m.Hash, int(m.Slot), m.At, 0)
-		}
-	}
-	for _, c := range p.Counts {
-		k := o.key(c.Hash, t, now)
-		k.seen = now
-		d := k.setCount(c.Slot, c.Bucket, c.Value)
-		if d == 0 {
-			continue
-		}
-		if t.track {
-			t.grew = append(t.grew, growth{o, c.Hash, c.Slot, c.Bucket, d})
-		}
-		if k.resolved {
-			out = t.count(out, c.Hash, c.Slot, c.Bucket, d)
-		}
-	}
+	out = t.mergeEntries(o, p.Marks, p.Counts, t.track, now, out)
 	var watermark uint64
 	for _, g := range p.Gauges {
 		if g.Hash == 0 {
@@ -317,6 +301,37 @@ func (t *table) merge(p *packet.Packet, now int64, out []op) ([]op, bool) {
 		}
 	}
 	return out, true
+}
+
+// mergeEntries folds an origin's tier entries and counts into o at now
+// and appends to out what the engine must change; track notes each
+// count's growth for owner mode's relay.
+func (t *table) mergeEntries(o *origin, marks []packet.Mark, counts []packet.Count, track bool, now int64, out []op) []op {
+	for _, m := range marks {
+		k := o.key(m.Hash, t, now)
+		k.seen = now
+		if !k.setMark(m.Slot, m.At) {
+			continue
+		}
+		if k.resolved {
+			out = t.emit(out, opEntry, m.Hash, int(m.Slot), m.At, 0)
+		}
+	}
+	for _, c := range counts {
+		k := o.key(c.Hash, t, now)
+		k.seen = now
+		d := k.setCount(c.Slot, c.Bucket, c.Value)
+		if d == 0 {
+			continue
+		}
+		if track {
+			t.grew = append(t.grew, growth{o, c.Hash, c.Slot, c.Bucket, d})
+		}
+		if k.resolved {
+			out = t.count(out, c.Hash, c.Slot, c.Bucket, d)
+		}
+	}
+	return out
 }
 
 // learn records names at now and appends to out the values that waited
@@ -432,38 +447,14 @@ const unresolvedTTL = 10 * 60 * 1000
 // at all (Cluster.apply).
 func (t *table) sweep(now, grace int64, life func(resource string, slot uint32, mark bool) (int64, bool)) {
 	used := make(map[uint64]bool)
-	for _, o := range t.origins {
-		for h, k := range o.keys {
-			name, named := t.names[h]
-			if !named {
-				if now-k.seen > unresolvedTTL {
-					delete(o.keys, h)
-				} else {
-					used[h] = true
-				}
-				continue
-			}
-			cs := k.counts[:0]
-			for _, c := range k.counts {
-				if l, ok := life(name.resource, c.slot, false); ok && c.bucket+l+grace > now {
-					cs = append(cs, c)
-				}
-			}
-			k.counts = cs
-			ms := k.marks[:0]
-			for _, m := range k.marks {
-				if l, ok := life(name.resource, m.slot, true); ok && m.at+l+grace > now {
-					ms = append(ms, m)
-				}
-			}
-			k.marks = ms
-			if len(k.counts) == 0 && len(k.marks) == 0 && k.gauge == 0 {
-				delete(o.keys, h)
-				t.idle[h] = max(t.idle[h], k.seen)
-				continue
-			}
-			used[h] = true
+	for id, o := range t.retired {
+		t.sweepKeys(o, now, grace, life, used)
+		if len(o.keys) == 0 {
+			delete(t.retired, id)
 		}
+	}
+	for _, o := range t.origins {
+		t.sweepKeys(o, now, grace, life, used)
 		if o.gone && len(o.keys) == 0 {
 			delete(t.origins, o.name)
 		}
@@ -472,6 +463,49 @@ func (t *table) sweep(now, grace int64, life func(resource string, slot uint32, 
 	if t.holders != nil {
 		t.indexHolders()
 	}
+	t.sweepNames(now, used)
+}
+
+// sweepKeys forgets, at now, o's buckets and entries past their lifetime
+// plus grace and its keys left empty, and marks in used the names its
+// keys use.
+func (t *table) sweepKeys(o *origin, now, grace int64, life func(resource string, slot uint32, mark bool) (int64, bool), used map[uint64]bool) {
+	for h, k := range o.keys {
+		name, named := t.names[h]
+		if !named {
+			if now-k.seen > unresolvedTTL {
+				delete(o.keys, h)
+			} else {
+				used[h] = true
+			}
+			continue
+		}
+		cs := k.counts[:0]
+		for _, c := range k.counts {
+			if l, ok := life(name.resource, c.slot, false); ok && c.bucket+l+grace > now {
+				cs = append(cs, c)
+			}
+		}
+		k.counts = cs
+		ms := k.marks[:0]
+		for _, m := range k.marks {
+			if l, ok := life(name.resource, m.slot, true); ok && m.at+l+grace > now {
+				ms = append(ms, m)
+			}
+		}
+		k.marks = ms
+		if len(k.counts) == 0 && len(k.marks) == 0 && k.gauge == 0 {
+			delete(o.keys, h)
+			t.idle[h] = max(t.idle[h], k.seen)
+			continue
+		}
+		used[h] = true
+	}
+}
+
+// sweepNames forgets the names no key uses (used) once idle for NameTTL
+// (sooner past MaxNames), and the asks and waits of unused hashes.
+func (t *table) sweepNames(now int64, used map[uint64]bool) {
 	for h := range t.names {
 		if used[h] {
 			delete(t.idle, h)

@@ -36,6 +36,11 @@ type Stats struct {
 	// of a key near its limit to every live member (relayWide).
 	Owners                                     bool
 	Targeted, SumsSent, SumsMerged, WideRelays uint64
+	// HeldStates counts the peers' states (push/pull, a join's among
+	// them) that passed on origins' counts (held.go), HeldGrew the counts
+	// they added; HeldOrigins and HeldKeys are what this node keeps of
+	// gone origins and earlier incarnations now, until their windows end.
+	HeldStates, HeldGrew, HeldOrigins, HeldKeys uint64
 	// MergeLag is, per merged delta, how old its newest bucket was on
 	// arrival: the sender's wait to ship plus the network, plus up to one
 	// bucket width (the hit is dated to its bucket's start).
@@ -87,6 +92,7 @@ type statsCounters struct {
 	packetsSent, flushes, sendErrors, packetsMerged, stale, nodesGone atomic.Uint64
 	silentExpired, nameConflicts, namesAsked                          atomic.Uint64
 	targeted, sumsSent, sumsMerged, wide, tooOld                      atomic.Uint64
+	heldStates, heldGrew                                              atomic.Uint64
 	countsApplied                                                     atomic.Int64
 	lag                                                               lagHistogram
 }
@@ -94,7 +100,11 @@ type statsCounters struct {
 // Stats returns the counters.
 func (c *Cluster) Stats() Stats {
 	s := &c.stats
+	c.mu.Lock()
+	ho, hk := c.tab.heldOrigins()
+	c.mu.Unlock()
 	return Stats{
+		HeldStates: s.heldStates.Load(), HeldGrew: s.heldGrew.Load(), HeldOrigins: uint64(ho), HeldKeys: uint64(hk),
 		PacketsSent: s.packetsSent.Load(), Flushes: s.flushes.Load(), SendErrors: s.sendErrors.Load(),
 		PacketsMerged: s.packetsMerged.Load(), Stale: s.stale.Load(),
 		CountsApplied: uint64(s.countsApplied.Load()), TooOld: s.tooOld.Load(), NodesGone: s.nodesGone.Load(),
@@ -141,7 +151,14 @@ func (c *Cluster) Contributions(resource, domain string, now time.Time) []Contri
 	c.gmu.Unlock()
 	out := []Contribution{self}
 	c.mu.Lock()
+	origins := make([]*origin, 0, len(c.tab.origins)+len(c.tab.retired))
 	for _, o := range c.tab.origins {
+		origins = append(origins, o)
+	}
+	for _, o := range c.tab.retired {
+		origins = append(origins, o)
+	}
+	for _, o := range origins {
 		k, ok := o.keys[h]
 		if !ok {
 			continue

@@ -1,0 +1,196 @@
+package reconcile
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/obol-dev/obol/gossip/packet"
+)
+
+// held.go is the rule that a count belongs to the mesh, not to the
+// process that made it, pure: no clock, no locks, no I/O. A node keeps
+// every origin's counts and tier entries until their windows end (the
+// current incarnation of each name in origins, live or gone; earlier
+// incarnations of a name, this node's own among them, in retired) and
+// passes all of them on in its push/pull state (packet.Held), so that a
+// node that joins, under a new name or a name that was in use before,
+// learns every live count the mesh holds. A receiver keeps the max per
+// (origin, incarnation, key, slot, bucket), so that an origin's counts
+// that reach it both from the origin and from any number of relays are
+// counted once. Holds are not passed on: they are gauges of live nodes.
+
+// originID names one incarnation of an origin.
+type originID struct {
+	name string
+	inc  uint64
+}
+
+// retire keeps o's counts and entries (not its holds, which the caller
+// dropped) apart under o's incarnation, as a gone origin, and leaves o
+// empty for the next incarnation.
+func (t *table) retire(o *origin) {
+	if len(o.keys) > 0 {
+		id := originID{o.name, o.inc}
+		old := t.retired[id]
+		if old == nil {
+			old = &origin{name: o.name, inc: o.inc, keys: o.keys, gone: true, lastSync: o.lastSync}
+			t.retired[id] = old
+		} else {
+			for h, k := range o.keys { // the same incarnation twice (rare): keep the max of each
+				ok := old.keys[h]
+				if ok == nil {
+					old.keys[h] = k
+					continue
+				}
+				for _, c := range k.counts {
+					ok.setCount(c.slot, c.bucket, c.value)
+				}
+				for _, m := range k.marks {
+					ok.setMark(m.slot, m.at)
+				}
+			}
+		}
+		for h, k := range old.keys {
+			k.gauge, k.gver = 0, 0
+			if !k.resolved {
+				t.waiting[h] = append(t.waiting[h], old)
+			}
+		}
+	}
+	o.keys = make(map[uint64]*remoteKey)
+}
+
+// heldOrigin returns where the counts of origin name's incarnation inc,
+// passed on by a peer, go at now: the origin's current record, a retired
+// one, or a new one; nil for this node's own current or a later
+// incarnation of its name (counted by its own engine, or not its to take).
+func (t *table) heldOrigin(name string, inc uint64, now int64) (*origin, []op) {
+	if name == "" {
+		return nil, nil
+	}
+	if name == t.self {
+		if inc >= t.selfInc {
+			return nil, nil
+		}
+		return t.retiredOrigin(name, inc), nil
+	}
+	o := t.origins[name]
+	switch {
+	case o == nil:
+		o = &origin{name: name, inc: inc, keys: make(map[uint64]*remoteKey), gone: true}
+		t.origins[name] = o
+		return o, nil
+	case inc == o.inc:
+		return o, nil
+	case inc < o.inc:
+		return t.retiredOrigin(name, inc), nil
+	}
+	// A later incarnation than the one this node heard from: the origin
+	// restarted, as its own first message would have said.
+	out := t.dropGauges(o, nil)
+	t.retire(o)
+	o.inc = inc
+	return o, out
+}
+
+func (t *table) retiredOrigin(name string, inc uint64) *origin {
+	id := originID{name, inc}
+	o := t.retired[id]
+	if o == nil {
+		o = &origin{name: name, inc: inc, keys: make(map[uint64]*remoteKey), gone: true}
+		t.retired[id] = o
+	}
+	return o
+}
+
+// mergeHeld folds the origins a peer's state passed on (with their names)
+// into the table at now and appends to out what the engine must change.
+// It reports how many counts grew.
+func (t *table) mergeHeld(names []packet.Name, held []packet.Held, now int64, out []op) ([]op, int) {
+	out = t.learn(names, now, out)
+	grew := 0
+	for i := range held {
+		h := &held[i]
+		o, drop := t.heldOrigin(h.From, h.Incarnation, now)
+		out = append(out, drop...)
+		if o == nil {
+			continue
+		}
+		n := len(out)
+		out = t.mergeEntries(o, h.Marks, h.Counts, false, now, out)
+		for _, x := range out[n:] {
+			if x.kind == opCount {
+				grew++
+			}
+		}
+	}
+	return out, grew
+}
+
+// held appends to pkt every origin's counts and tier entries of named keys
+// still inside their windows at now (life reports a slot's), with the
+// keys' names, origins in order of name and incarnation. Holds stay out.
+func (t *table) held(pkt *packet.Packet, now int64, life func(resource string, slot uint32, mark bool) (int64, bool)) {
+	all := make([]*origin, 0, len(t.origins)+len(t.retired))
+	for _, o := range t.origins {
+		all = append(all, o)
+	}
+	for _, o := range t.retired {
+		all = append(all, o)
+	}
+	slices.SortFunc(all, func(a, b *origin) int {
+		if c := cmp.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.inc, b.inc)
+	})
+	named := make(map[uint64]bool, len(pkt.Names))
+	for _, n := range pkt.Names {
+		named[n.Hash] = true
+	}
+	for _, o := range all {
+		h := packet.Held{From: o.name, Incarnation: o.inc}
+		for hash, k := range o.keys {
+			name, ok := t.names[hash]
+			if !ok || !k.resolved {
+				continue
+			}
+			live := false
+			for _, c := range k.counts {
+				if l, ok := life(name.resource, c.slot, false); ok && c.bucket+l > now && c.value > 0 {
+					h.Counts = append(h.Counts, packet.Count{Hash: hash, Slot: c.slot, Bucket: c.bucket, Value: c.value})
+					live = true
+				}
+			}
+			for _, m := range k.marks {
+				if l, ok := life(name.resource, m.slot, true); ok && m.at+l > now {
+					h.Marks = append(h.Marks, packet.Mark{Hash: hash, Slot: m.slot, At: m.at})
+					live = true
+				}
+			}
+			if live && !named[hash] {
+				named[hash] = true
+				pkt.Names = append(pkt.Names, packet.Name{Hash: hash, Resource: name.resource, Domain: name.domain})
+			}
+		}
+		if len(h.Counts) > 0 || len(h.Marks) > 0 {
+			pkt.Held = append(pkt.Held, h)
+		}
+	}
+}
+
+// heldOrigins counts the origins kept that are gone or retired
+// incarnations, and their keys: what passing counts on costs in memory.
+func (t *table) heldOrigins() (origins, keys int) {
+	for _, o := range t.origins {
+		if o.gone {
+			origins++
+			keys += len(o.keys)
+		}
+	}
+	for _, o := range t.retired {
+		origins++
+		keys += len(o.keys)
+	}
+	return origins, keys
+}

@@ -1,0 +1,283 @@
+package reconcile_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/local"
+	"github.com/obol-dev/obol/reconcile"
+)
+
+const hourConfig = `
+resources:
+  h/tiers:
+    kind: tiers
+    tiers: "1000,3600,3600,0"
+  h/gcra:
+    kind: gcra
+    burst: 1000
+    count: 1000
+    period: 1h
+  h/prison:
+    kind: tiers
+    tiers: "5,60,60,0,1,600,600,0"
+`
+
+// churnNet is a memNet whose nodes come and go: start adds a node and has
+// it join through a live one (push/pull both ways, through the state's
+// wire form), stop takes one away (its peers hear it is gone).
+type churnNet struct {
+	t   *testing.T
+	fc  *clock.Fake
+	cfg *config.Config
+	net *memNet
+	inc uint64
+	up  map[string]*node
+}
+
+func newChurn(t *testing.T) *churnNet {
+	t.Helper()
+	cfg, err := config.Parse([]byte(hourConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &churnNet{t: t, fc: clock.NewFake(t0), cfg: cfg, inc: 100,
+		net: &memNet{nodes: map[string]*reconcile.Cluster{}, cut: map[string]bool{}}, up: map[string]*node{}}
+}
+
+// state is n's push/pull state as a peer decodes it.
+func (cn *churnNet) state(n *node) *packet.Packet {
+	cn.t.Helper()
+	p := n.c.Snapshot()
+	p.From, p.Incarnation, p.Full = n.name, n.c.Incarnation(), true
+	b, err := packet.EncodeState(p)
+	if err != nil {
+		cn.t.Fatal(err)
+	}
+	q, err := packet.DecodeState(b)
+	if err != nil {
+		cn.t.Fatal(err)
+	}
+	return q
+}
+
+func (cn *churnNet) start(name, via string) *node {
+	cn.t.Helper()
+	cn.inc++
+	c := reconcile.New(reconcile.Options{Name: name, Incarnation: cn.inc, Clock: cn.fc})
+	e := local.New(cn.cfg)
+	e.Attach(c)
+	n := &node{name, c, e}
+	if v := cn.up[via]; v != nil {
+		v.c.HandlePacket(cn.state(n))
+		n.c.HandlePacket(cn.state(v))
+	}
+	c.SetSender(memSender{cn.net, name})
+	cn.net.mu.Lock()
+	cn.net.nodes[name] = c
+	cn.net.mu.Unlock()
+	cn.up[name] = n
+	return n
+}
+
+func (cn *churnNet) stop(name string) {
+	n := cn.up[name]
+	n.c.Step(cn.fc.Now()) // what a clean stop ships last
+	cn.net.mu.Lock()
+	delete(cn.net.nodes, name)
+	cn.net.mu.Unlock()
+	delete(cn.up, name)
+	for _, o := range cn.up {
+		o.c.NodeGone(name)
+	}
+}
+
+func (cn *churnNet) step() {
+	for _, n := range cn.up {
+		n.c.Step(cn.fc.Now())
+	}
+}
+
+// remaining is what n would still grant res/dom now.
+func (cn *churnNet) remaining(n *node, res, dom string) int64 {
+	cn.t.Helper()
+	d, err := n.e.Request(cn.fc.Now(), res, dom, 0, 0)
+	if err != nil {
+		cn.t.Fatal(err)
+	}
+	return int64(d.Remaining)
+}
+
+func (cn *churnNet) expect(res, dom string, want int64, when string) {
+	cn.t.Helper()
+	if want < 0 { // as the control node, which never restarts, sees it
+		want = cn.remaining(cn.up["ctl"], res, dom)
+	}
+	for name, n := range cn.up {
+		if got := cn.remaining(n, res, dom); got != want {
+			cn.t.Errorf("%s: %s sees %d left of %s, want %d", when, name, got, res, want)
+		}
+	}
+}
+
+func TestRollingRestartKeepsCounts(t *testing.T) {
+	for _, sameNames := range []bool{true, false} {
+		t.Run(fmt.Sprintf("same_names=%v", sameNames), func(t *testing.T) {
+			cn := newChurn(t)
+			names := []string{"a", "b", "c"}
+			cn.start("a", "")
+			cn.start("b", "a")
+			cn.start("c", "a")
+			cn.start("ctl", "a") // makes no hits and never restarts: sees every count
+			for _, name := range names {
+				n := cn.up[name]
+				for range 200 {
+					for _, res := range []string{"h/tiers", "h/gcra"} {
+						if d, err := n.e.Request(cn.fc.Now(), res, "u", 1, 1); err != nil || d.Granted != 1 {
+							t.Fatalf("%s rejected a hit under its limit: %+v %v", name, d, err)
+						}
+					}
+				}
+				cn.fc.Advance(10 * time.Millisecond)
+			}
+			cn.step()
+			cn.expect("h/tiers", "u", 400, "before the roll")
+			cn.expect("h/gcra", "u", -1, "before the roll")
+			if got := cn.remaining(cn.up["ctl"], "h/gcra", "u"); got < 400 || got > 410 {
+				t.Fatalf("the control node sees %d left of h/gcra, want 400 (a few more: remote spends are placed at their bucket's start)", got)
+			}
+			for i, name := range names {
+				cn.fc.Advance(30 * time.Second)
+				cn.stop(name)
+				next := name
+				if !sameNames {
+					next = fmt.Sprintf("%s-%d", name, i)
+				}
+				via := names[(i+1)%len(names)]
+				if !sameNames && i > 0 {
+					via = fmt.Sprintf("%s-%d", names[i-1], i-1)
+				}
+				cn.start(next, via)
+				cn.step()
+				cn.expect("h/tiers", "u", 400, "after restarting "+name)
+				cn.expect("h/gcra", "u", -1, "after restarting "+name)
+			}
+			// And a full window later every count has gone, everywhere.
+			cn.fc.Advance(time.Hour)
+			cn.step()
+			cn.expect("h/tiers", "u", 1000, "an hour later")
+		})
+	}
+}
+
+func TestJoinerLearnsDeadOriginsAndEntries(t *testing.T) {
+	cn := newChurn(t)
+	cn.start("a", "")
+	cn.start("b", "a")
+	a := cn.up["a"]
+	// a enters the prison tier (a 10-minute tier entry) and spends 5 of the first tier.
+	for range 6 {
+		if _, err := a.e.Request(cn.fc.Now(), "h/prison", "p", 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 90 {
+		if _, err := a.e.Request(cn.fc.Now(), "h/tiers", "u", 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cn.step()
+	cn.stop("a") // a dies: b keeps its counts
+	cn.fc.Advance(5 * time.Second)
+	j := cn.start("j", "b") // j never heard from a
+	if got := cn.remaining(j, "h/tiers", "u"); got != 910 {
+		t.Fatalf("the joiner sees %d left, want 910: a dead origin's counts must pass on", got)
+	}
+	d, err := j.e.Request(cn.fc.Now(), "h/prison", "p", 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Granted != 0 {
+		t.Fatalf("the joiner granted a domain in prison on another node: %+v", d)
+	}
+	// Passing the same state again, and b's own packets, add nothing.
+	j.c.HandlePacket(cn.state(cn.up["b"]))
+	cn.step()
+	cn.step()
+	if got := cn.remaining(j, "h/tiers", "u"); got != 910 {
+		t.Fatalf("after a second state, %d left, want 910 (counted twice?)", got)
+	}
+	if s := j.c.Stats(); s.HeldOrigins != 1 || s.HeldStates == 0 {
+		t.Fatalf("stats: %+v, want one held origin (a) and a state merged", s)
+	}
+}
+
+func TestStateOfEarlierSelfNotCountedTwice(t *testing.T) {
+	cn := newChurn(t)
+	cn.start("a", "")
+	cn.start("b", "a")
+	a := cn.up["a"]
+	for range 100 {
+		a.e.Request(cn.fc.Now(), "h/tiers", "u", 1, 1)
+	}
+	cn.step()
+	saved := a.c.Snapshot()
+	saved.From, saved.Incarnation, saved.Full = "a", a.c.Incarnation(), true
+	cn.stop("a")
+	a2 := cn.start("a", "b") // the same name, a new incarnation: b passes on a's old counts
+	if got := cn.remaining(a2, "h/tiers", "u"); got != 900 {
+		t.Fatalf("a restarted sees %d left, want 900", got)
+	}
+	// Its state file says the same: nothing more.
+	if n := a2.c.Restore(saved); n != 0 {
+		t.Fatalf("Restore added %d counts that peers had passed on already", n)
+	}
+	if got := cn.remaining(a2, "h/tiers", "u"); got != 900 {
+		t.Fatalf("after Restore, %d left, want 900", got)
+	}
+	// b hears a2's own first message: a's old counts are retired, not lost.
+	a2.e.Request(cn.fc.Now(), "h/tiers", "u", 1, 1)
+	cn.step()
+	if got := cn.remaining(cn.up["b"], "h/tiers", "u"); got != 899 {
+		t.Fatalf("b sees %d left, want 899", got)
+	}
+	j := cn.start("j", "b")
+	if got := cn.remaining(j, "h/tiers", "u"); got != 899 {
+		t.Fatalf("a joiner sees %d left, want 899 (both incarnations of a)", got)
+	}
+}
+
+func TestRestoreAlone(t *testing.T) {
+	cn := newChurn(t)
+	a := cn.start("a", "")
+	for range 100 {
+		a.e.Request(cn.fc.Now(), "h/tiers", "u", 1, 1)
+	}
+	for range 6 {
+		a.e.Request(cn.fc.Now(), "h/prison", "p", 1, 1)
+	}
+	saved := cn.state(a)
+	cn.stop("a")
+	cn.fc.Advance(90 * time.Second) // the prison's first tier (60 s) ended meanwhile
+	a2 := cn.start("a", "")
+	if n := a2.c.Restore(saved); n == 0 {
+		t.Fatal("Restore added nothing")
+	}
+	if got := cn.remaining(a2, "h/tiers", "u"); got != 900 {
+		t.Fatalf("after a restart alone with its state, %d left, want 900", got)
+	}
+	if d, _ := a2.e.Request(cn.fc.Now(), "h/prison", "p", 1, 1); d.Granted != 0 {
+		t.Fatalf("the prison tier entered before the restart no longer holds: %+v", d)
+	}
+	// A state older than every window restores nothing.
+	cn.fc.Advance(2 * time.Hour)
+	a3 := cn.start("a", "")
+	a3.c.Restore(saved)
+	if got := cn.remaining(a3, "h/tiers", "u"); got != 1000 {
+		t.Fatalf("a state from before the window restored counts: %d left, want 1000", got)
+	}
+}
