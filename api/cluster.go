@@ -130,10 +130,15 @@ var (
 	descTargeted      = prometheus.NewDesc("obol_cluster_targeted_packets_total", "Sync packets sent to one member in owner mode (counts to a key's owner or successor, and sums).", nil, nil)
 	descSums          = prometheus.NewDesc("obol_cluster_sums_total", "Owner-mode sum messages this node sent as a key's owner or successor (sent) and merged (merged).", []string{"op"}, nil)
 	descWide          = prometheus.NewDesc("obol_cluster_wide_relays_total", "Relays of a key near its limit to every live member (owner mode).", nil, nil)
+	descHeldStates    = prometheus.NewDesc("obol_cluster_held_states_total", "Peers' push/pull states (a join's among them) that passed on the counts they hold for other origins.", nil, nil)
+	descHeldHits      = prometheus.NewDesc("obol_cluster_held_hits_total", "Counts that peers' states passed on and that this node did not have yet (a joiner's catch-up).", nil, nil)
+	descHeldOrigins   = prometheus.NewDesc("obol_cluster_held_origins", "Origins this node keeps counts of that are gone or earlier incarnations of a name, until their windows end.", nil, nil)
+	descHeldKeys      = prometheus.NewDesc("obol_cluster_held_keys", "Keys of those origins this node keeps.", nil, nil)
+	descWelcomes      = prometheus.NewDesc("obol_cluster_welcomes_total", "Members that joined this node sent its recent counts to.", nil, nil)
 )
 
 func (c clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descAsked, descResent, descRepairResyncs, descDuplicates, descNames, descReships, descStretch, descTargetedOn, descSequenced, descLive, descMerged, descFlushes, descStale, descApplied, descTooOld, descGone, descLag, descOwnerMode, descTargeted, descSums, descWide} {
+	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descAsked, descResent, descRepairResyncs, descDuplicates, descNames, descReships, descStretch, descTargetedOn, descSequenced, descLive, descMerged, descFlushes, descStale, descApplied, descTooOld, descGone, descLag, descOwnerMode, descTargeted, descSums, descWide, descHeldStates, descHeldHits, descHeldOrigins, descHeldKeys, descWelcomes} {
 		ch <- d
 	}
 }
@@ -186,6 +191,11 @@ func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descSums, m.SumsSent, "sent")
 	counter(descSums, m.SumsMerged, "merged")
 	counter(descWide, m.WideRelays)
+	counter(descHeldStates, m.HeldStates)
+	counter(descHeldHits, m.HeldGrew)
+	ch <- prometheus.MustNewConstMetric(descHeldOrigins, prometheus.GaugeValue, float64(m.HeldOrigins))
+	ch <- prometheus.MustNewConstMetric(descHeldKeys, prometheus.GaugeValue, float64(m.HeldKeys))
+	counter(descWelcomes, m.Welcomes)
 	buckets := make(map[float64]uint64, len(reconcile.LagBoundsMs))
 	for i, b := range reconcile.LagBoundsMs {
 		if i < len(m.MergeLag.Counts) {

@@ -200,7 +200,7 @@ func jsonDocument(data []byte) (*yaml.Node, error) {
 // namespace. A resource's keys are the schema's (schema.go).
 var (
 	topKeys       = []string{"agent", "gossip", "namespaces", "resources"}
-	agentKeys     = []string{"socket", "http"}
+	agentKeys     = []string{"socket", "http", "state_file", "state_interval"}
 	gossipKeys    = []string{"bind", "join", "sync_interval", "secret_file", "owner_from"}
 	namespaceKeys = []string{"ignore_configured", "allow_unconfigured"}
 )
@@ -231,6 +231,13 @@ func (d *decoder) agent(path string, n *yaml.Node, a *Agent) {
 			a.Socket = d.listener(p.path, p.v, "a path", "the Unix socket")
 		case "http":
 			a.HTTP = d.listener(p.path, p.v, "host:port", "the HTTP listener")
+		case "state_file":
+			a.StateFile = d.str(p.path, p.v)
+		case "state_interval":
+			a.StateInterval = d.duration(p.path, p.v)
+			if a.StateInterval <= 0 && !d.isBad(p.path) {
+				d.fail(p.path, p.v, "%v: want a positive duration such as 5s (leave the key out for the default)", a.StateInterval)
+			}
 		default:
 			d.unknown(p, agentKeys, "")
 		}

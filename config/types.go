@@ -132,6 +132,14 @@ type Agent struct {
 	// HTTP is the loopback TCP address ("" = 127.0.0.1:7070; "off" = none).
 	// Otherwise it must be host:port.
 	HTTP string `json:"http,omitempty"`
+	// StateFile is where the agent keeps its counts across restarts (its
+	// own and those it holds for peers): written every StateInterval and
+	// on a clean stop, read at start; "" = none (docs/operations.md).
+	StateFile string `json:"state_file,omitempty"`
+	// StateInterval is how often the state file is written; 0 = the
+	// built-in 5s. What a kill -9 can lose is what was admitted since the
+	// last write.
+	StateInterval time.Duration `json:"state_interval,omitempty"`
 }
 
 // ListenerOff is the value of Agent.Socket or Agent.HTTP that turns that

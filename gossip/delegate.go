@@ -146,11 +146,17 @@ func (d *delegate) NotifyJoin(node *memberlist.Node) {
 		n.log.Info("gossip: peer back", "node", node.Name, "addr", node.Address(), "was", was,
 			"restarted", inc != oldInc, "incarnation", inc)
 	}
+	n.mu.Lock()
 	if back {
-		n.mu.Lock()
 		n.queueResyncLocked(node.Name, n.peer(node.Name), n.clk.Now())
-		n.mu.Unlock()
+	} else if was == "" {
+		n.welcome = append(n.welcome, node.Name)
+		select {
+		case n.wake <- struct{}{}:
+		default:
+		}
 	}
+	n.mu.Unlock()
 }
 
 // NotifyUpdate records a member's new meta (its incarnation, its leaving

@@ -37,8 +37,8 @@ func (n *Node) pushPull(names []string) {
 	}
 }
 
-// dispatch delivers NodeGone events in order, and runs resyncs, until
-// Shutdown.
+// dispatch delivers NodeGone events in order, runs resyncs and welcomes
+// members new to this node (Welcomer), until Shutdown.
 func (n *Node) dispatch() {
 	defer n.wg.Done()
 	for {
@@ -52,9 +52,20 @@ func (n *Node) dispatch() {
 		n.gone = nil
 		rs := n.resync
 		n.resync = nil
+		ws := n.welcome
+		n.welcome = nil
 		n.mu.Unlock()
 		if len(rs) > 0 {
 			n.pushPull(rs)
+		}
+		if w, ok := n.h.(Welcomer); ok {
+			for _, name := range ws {
+				if !n.enter() {
+					return
+				}
+				w.Welcome(name)
+				n.exit()
+			}
 		}
 		for _, ev := range evs {
 			if n.stopped() {

@@ -148,6 +148,7 @@ type Node struct {
 	peers       map[string]*peerState
 	gone        []goneEvent // NodeGone queue
 	resync      []string    // names of peers to push/pull with
+	welcome     []string    // names of members new to this node, for Welcomer
 	resyncAfter time.Duration
 
 	wake      chan struct{} // signals the NodeGone dispatcher

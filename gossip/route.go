@@ -31,6 +31,18 @@ type Reshipper interface {
 	ReshipTo(to string)
 }
 
+// Welcomer is implemented by a Handler that sends a member new to this
+// node what it shipped to its peers just before it knew of the member
+// (reconcile.Cluster.Welcome): the joiner's push/pull with its seed
+// carries the mesh's counts as the seed knew them, and what other nodes
+// shipped while the join spread reaches the joiner this way. It is
+// called once per member that joins (not one that is back: that one is
+// resynced with a push/pull), on a goroutine of this package, and may
+// call SendTo. Must not block for long.
+type Welcomer interface {
+	Welcome(name string)
+}
+
 // Reships reports whether the node numbers its messages to one member
 // (SendTo) and keeps them, so that the member asks for one it finds
 // missing (or, when it is no longer kept, for a reship):

@@ -357,7 +357,9 @@ func (p *tiersParams) countMatters(slot int, at, now int64) bool {
 // limit. A tier's count only while an instance is active and they are
 // inside its window, and only if made in this instance (the bucket ends
 // after its entry); one made before the entry, in the same bucket, is
-// placed at the entry.
+// placed at the entry. Hits of a tier with no instance begin one at their
+// bucket's start: the entry that began it may reach this node later, or
+// never, and the hits must not be lost meanwhile.
 func (s *tiersState) mergeCount(p *tiersParams, slot int, at, width, n, now int64) {
 	s.settle(p, now)
 	if slot == 0 {
@@ -365,6 +367,15 @@ func (s *tiersState) mergeCount(p *tiersParams, slot int, at, width, n, now int6
 		s.resetAt = max(s.resetAt, at+second)
 	} else {
 		in, tp := &s.inst[slot-1], &p.tiers[slot-1]
+		if !in.on && at+tp.active+tp.cooldown > now {
+			// A peer's hits of a tier show it was entered, by the start of
+			// their bucket at the latest this node can be sure of; the
+			// entry that began it may come later, from another peer, or
+			// never (the peer that entered is gone): the instance begins
+			// at the bucket's start (lenient: it ends no later than the
+			// true one), and an earlier entry moves it back (mergeEntry).
+			s.mergeEntry(p, slot-1, at, now)
+		}
 		if phaseAt(tp, in, now) != phaseActive {
 			return // the instance those hits belong to has ended, or they arrived before its entry
 		}

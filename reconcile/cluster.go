@@ -725,14 +725,19 @@ func (c *Cluster) HandlePacket(p *packet.Packet) {
 	c.mu.Lock()
 	var ops []op
 	ok := true
-	if p.Sum {
-		ops = c.tab.mergeSum(p, now, (*buf)[:0])
-	} else {
-		ops, ok = c.tab.merge(p, now, (*buf)[:0])
+	ops = (*buf)[:0]
+	held := p.Full && len(p.Held) > 0 && !p.Sum
+	if held { // every entry of the state before any count (mergeHeld)
+		ops, _ = c.tab.mergeHeld(p.Names, p.Held, true, now, ops)
 	}
-	if p.Full && len(p.Held) > 0 && !p.Sum {
+	if p.Sum {
+		ops = c.tab.mergeSum(p, now, ops)
+	} else {
+		ops, ok = c.tab.merge(p, now, ops)
+	}
+	if held {
 		var grew int
-		ops, grew = c.tab.mergeHeld(p.Names, p.Held, now, ops)
+		ops, grew = c.tab.mergeHeld(nil, p.Held, false, now, ops)
 		c.stats.heldStates.Add(1)
 		c.stats.heldGrew.Add(uint64(grew))
 	}
@@ -845,7 +850,8 @@ func (c *Cluster) Restore(p *packet.Packet) int {
 	held := append([]packet.Held{{From: p.From, Incarnation: p.Incarnation, Counts: p.Counts, Marks: p.Marks}}, p.Held...)
 	now := c.clock.Now().UnixMilli()
 	c.mu.Lock()
-	ops, grew := c.tab.mergeHeld(p.Names, held, now, nil)
+	ops, _ := c.tab.mergeHeld(p.Names, held, true, now, nil)
+	ops, grew := c.tab.mergeHeld(nil, held, false, now, ops)
 	c.mu.Unlock()
 	c.apply(ops, now)
 	return grew

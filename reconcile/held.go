@@ -3,6 +3,7 @@ package reconcile
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	"github.com/obol-dev/obol/gossip/packet"
 )
@@ -104,9 +105,14 @@ func (t *table) retiredOrigin(name string, inc uint64) *origin {
 }
 
 // mergeHeld folds the origins a peer's state passed on (with their names)
-// into the table at now and appends to out what the engine must change.
-// It reports how many counts grew.
-func (t *table) mergeHeld(names []packet.Name, held []packet.Held, now int64, out []op) ([]op, int) {
+// into the table at now and appends to out what the engine must change:
+// their tier entries when marks is set, their counts otherwise. A state's
+// entries go to the engine before any of its counts (mergeHeld with marks,
+// the origin's own packet, then mergeHeld without): a tier's hits count
+// only in an instance the engine knows of, and the origin whose entry
+// began it may be another than the origins of the hits. It reports how
+// many counts grew.
+func (t *table) mergeHeld(names []packet.Name, held []packet.Held, marks bool, now int64, out []op) ([]op, int) {
 	out = t.learn(names, now, out)
 	grew := 0
 	for i := range held {
@@ -116,8 +122,12 @@ func (t *table) mergeHeld(names []packet.Name, held []packet.Held, now int64, ou
 		if o == nil {
 			continue
 		}
+		if marks {
+			out = t.mergeEntries(o, h.Marks, nil, false, now, out)
+			continue
+		}
 		n := len(out)
-		out = t.mergeEntries(o, h.Marks, h.Counts, false, now, out)
+		out = t.mergeEntries(o, nil, h.Counts, false, now, out)
 		for _, x := range out[n:] {
 			if x.kind == opCount {
 				grew++
@@ -193,4 +203,70 @@ func (t *table) heldOrigins() (origins, keys int) {
 		keys += len(o.keys)
 	}
 	return origins, keys
+}
+
+// welcomeTicks is how far back, in sync ticks, a node's own changes go
+// to a member that joined (Welcome): at least 10 s, far longer than a
+// join takes to reach every member.
+func (c *Cluster) welcomeTicks() uint32 {
+	return uint32(max(40, int64(10*time.Second/c.interval)))
+}
+
+// Welcome sends the member name, which just joined the mesh, this node's
+// own counts of the keys it changed in the last welcomeTicks ticks, so
+// that what it shipped to its peers before it knew of the joiner, and
+// after the state the joiner got from its seed was taken, reaches the
+// joiner too (the seed's state holds the rest). It needs a Router sender
+// (SendTo); without one it does nothing. Safe for concurrent use; it
+// does not block on the network (gossip.Welcomer).
+func (c *Cluster) Welcome(name string) {
+	b := c.sender.Load()
+	if b == nil || name == c.name {
+		return
+	}
+	rt, ok := b.s.(Router)
+	if !ok {
+		return
+	}
+	now := c.clock.Now().UnixMilli()
+	s := c.tick.Load()
+	since := c.welcomeTicks()
+	pkt := c.packet()
+	for _, r := range c.resources() {
+		p := r.p.Load()
+		for i := range r.shards {
+			sh := &r.shards[i]
+			sh.mu.Lock()
+			for _, k := range sh.keys {
+				recent := false
+				for _, cn := range k.counts {
+					if s-cn.changed <= since {
+						recent = true
+						break
+					}
+				}
+				if !recent {
+					continue
+				}
+				n := len(pkt.Counts)
+				for _, cn := range k.counts {
+					if int(cn.slot) < len(p.life) && cn.bucket+p.life[cn.slot] > now && cn.value > 0 {
+						pkt.Counts = append(pkt.Counts, packet.Count{Hash: k.hash, Slot: cn.slot, Bucket: cn.bucket, Value: cn.value})
+					}
+				}
+				if len(pkt.Counts) > n {
+					pkt.Names = append(pkt.Names, packet.Name{Hash: k.hash, Resource: r.name, Domain: k.domain})
+				}
+			}
+			sh.mu.Unlock()
+		}
+	}
+	if len(pkt.Counts) == 0 {
+		return
+	}
+	if err := rt.SendTo(name, pkt); err != nil {
+		c.log.Debug("welcome not sent", "peer", name, "err", err)
+		return
+	}
+	c.stats.welcomes.Add(1)
 }

@@ -61,21 +61,34 @@ func (cs *clusterSettings) loadKey() error {
 // and merges counts, and the gossip node that moves them. It is the API's
 // view of the mesh.
 type clusterRun struct {
-	node   *gossip.Node
-	rec    *reconcile.Cluster
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	node     *gossip.Node
+	rec      *reconcile.Cluster
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
 }
 
 var _ api.ClusterView = (*clusterRun)(nil)
 
-// startCluster joins e to the mesh cs describes. A seed that does not
-// answer is not an error: the node runs alone (fail open) until someone
-// joins it.
-// The key must have been loaded (loadKey).
-func startCluster(ctx context.Context, cs clusterSettings, e *local.Engine, log *slog.Logger, base clock.Clock, onConflict func(uint64)) (*clusterRun, error) {
-	rec := reconcile.New(reconcile.Options{Name: cs.name, SyncInterval: cs.sync, OwnerFrom: cs.ownerFrom, Logger: log, Clock: base, OnNameConflict: onConflict})
+// newRecorder returns the record of the engine's counts that the mesh and
+// the state file share (reconcile), attached to e. Its loop is not
+// started.
+func newRecorder(cs clusterSettings, e *local.Engine, log *slog.Logger, base clock.Clock, onConflict func(uint64)) *reconcile.Cluster {
+	name := cs.name
+	if name == "" {
+		name = "obol" // alone with a state file and no host name: the name travels nowhere
+	}
+	rec := reconcile.New(reconcile.Options{Name: name, SyncInterval: cs.sync, OwnerFrom: cs.ownerFrom, Logger: log, Clock: base, OnNameConflict: onConflict})
 	e.Attach(rec)
+	return rec
+}
+
+// startCluster joins rec to the mesh cs describes: the join's push/pull
+// has passed on the seed's counts, its own and those it holds for others,
+// when it returns. A seed that does not answer is not an error: the node
+// runs alone (fail open) until someone joins it. The key must have been
+// loaded (loadKey).
+func startCluster(ctx context.Context, cs clusterSettings, rec *reconcile.Cluster, log *slog.Logger, onConflict func(uint64)) (*clusterRun, error) {
 	node, err := gossip.New(gossip.Config{
 		Name: cs.name, Bind: cs.bind, Join: cs.join, SecretKey: cs.key, Label: cs.label,
 		Incarnation: rec.Incarnation(), Logger: log, OnNameConflict: onConflict,
@@ -90,17 +103,21 @@ func startCluster(ctx context.Context, cs clusterSettings, e *local.Engine, log 
 	return c, nil
 }
 
-// stop leaves the mesh (peers drop this node's holds at once) and shuts the
-// node down.
-func (c *clusterRun) stop(log *slog.Logger) {
-	c.cancel()
-	c.wg.Wait()
-	if err := c.node.Leave(leaveTimeout); err != nil {
-		log.Warn("gossip leave", "err", err)
-	}
-	if err := c.node.Shutdown(); err != nil {
-		log.Warn("gossip shutdown", "err", err)
-	}
+// stop ships what this node has not shipped yet, leaves the mesh (peers
+// drop this node's holds at once and keep its counts) and shuts the node
+// down, releasing the gossip port. Safe to call twice.
+func (c *clusterRun) stop(log *slog.Logger, now func() time.Time) {
+	c.stopOnce.Do(func() {
+		c.cancel()
+		c.wg.Wait()
+		c.rec.Step(now()) // the counts of the last tick go out before the node leaves
+		if err := c.node.Leave(leaveTimeout); err != nil {
+			log.Warn("gossip leave", "err", err)
+		}
+		if err := c.node.Shutdown(); err != nil {
+			log.Warn("gossip shutdown", "err", err)
+		}
+	})
 }
 
 // Peers returns this node and its peers.

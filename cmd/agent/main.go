@@ -23,6 +23,7 @@ import (
 	"github.com/obol-dev/obol/internal/clock"
 	"github.com/obol-dev/obol/local"
 	"github.com/obol-dev/obol/reconcile"
+	"github.com/obol-dev/obol/rls"
 )
 
 func main() {
@@ -204,27 +205,70 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 			refuse(fmt.Errorf("%v: another live agent uses this node name (incarnation %d); give each agent a unique --node-name", value{st.cluster.name, "--node-name"}, other))
 		}
 	}
+	// One record of the counts serves the mesh and the state file; the
+	// rate limit service joins it before the state is restored and the
+	// mesh joined, so that their counts of its keys reach it too.
 	var rec *reconcile.Cluster
+	if st.cluster.enabled || st.stateFile.v != "" {
+		rec = newRecorder(st.cluster, engine, log, base, onConflict)
+	}
+	var svc *rls.Service
+	if p.rls != nil {
+		svc = newRLS(p.rls, rec)
+	}
+	var keeper *stateKeeper
+	if st.stateFile.v != "" {
+		if err := checkStateWritable(st.stateFile.v); err != nil {
+			log.Error("obol agent cannot keep its state file", "err", err)
+			return &exitError{exitFailure, err}
+		}
+		keeper = &stateKeeper{path: st.stateFile.v, interval: st.stateEvery, rec: rec, log: log}
+		keeper.restore()
+	}
+	var clu *clusterRun
+	// stopMesh ships the last counts, leaves the mesh and releases the
+	// gossip port, then writes the state file one last time.
+	stopMesh := func() {
+		if clu != nil {
+			clu.stop(log, base.Now)
+		}
+		if keeper != nil {
+			if err := keeper.write(); err == nil {
+				log.Info("obol state file written on stop", "state_file", keeper.path)
+			}
+		}
+	}
+	defer stopMesh()
 	if st.cluster.enabled {
-		clu, err := startCluster(ctx, st.cluster, engine, log, base, onConflict)
+		var err error
+		clu, err = startCluster(ctx, st.cluster, rec, log, onConflict)
 		if err != nil {
 			log.Error("obol agent cannot start gossip", "err", err)
 			return err
 		}
-		defer clu.stop(log)
 		opts.Cluster = clu
-		rec = clu.rec
 		opts.NodeName = st.cluster.name
 		// Whether the join reached anyone is logged by the gossip layer
 		// ("gossip: joined", or "gossip: join failed" and the retries).
 		log.Info("obol agent gossip started", "node", st.cluster.name, "gossip", clu.node.Addr(),
 			"join", st.cluster.join, "sync_interval", st.cluster.sync.String(), "live", clu.node.Live(),
 			"encrypted", len(st.cluster.key) > 0)
+	} else if rec != nil { // alone with a state file: the record's sweeps still run
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { rec.Run(rctx); close(done) }()
+		defer func() { cancel(); <-done }()
+	}
+	if keeper != nil {
+		kctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { keeper.run(kctx); close(done) }()
+		defer func() { cancel(); <-done }()
 	}
 	var rlsSrv *rlsRun
 	if p.rls != nil {
 		var err error
-		rlsSrv, err = startRLS(ctx, p.rls, rec, base.Now, st.drain, log)
+		rlsSrv, err = startRLS(ctx, p.rls, svc, base.Now, st.drain, log)
 		if err != nil {
 			log.Error("obol agent cannot start the rate limit service", "err", err)
 			return err
@@ -286,6 +330,11 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 	if cause := context.Cause(ctx); err == nil && cause != nil && cause != context.Canceled && cause != context.Cause(outer) {
 		err = cause
 	}
+	refuse(nil) // every loop on ctx stops now, the rate limit service's among them
+	if rlsSrv != nil {
+		rlsSrv.wait()
+	}
+	stopMesh() // before the last line: a new agent may take the gossip port once it is logged
 	if err != nil {
 		log.Error("obol agent stopped on an error", "err", err)
 		return &exitError{exitFailure, err}

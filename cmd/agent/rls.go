@@ -175,16 +175,23 @@ type rlsRun struct {
 	wg    sync.WaitGroup
 }
 
-// startRLS starts the service of p, its counters joined to rec (nil: the
-// agent runs alone), reading the time from now. It stops when ctx is done:
-// unhealthy first, then a drain of at most drain.
-func startRLS(ctx context.Context, p *rlsPlan, rec *reconcile.Cluster, now func() time.Time, drain time.Duration, log *slog.Logger) (*rlsRun, error) {
+// newRLS returns the service of p, its counters joined to rec (nil: the
+// service counts alone), not serving yet: the mesh's and the state file's
+// counts of its keys reach it from the start.
+func newRLS(p *rlsPlan, rec *reconcile.Cluster) *rls.Service {
 	svc := rls.New(nil, p.opt)
 	if rec != nil {
 		svc.Store().Attach(rec, nil)
 		rec.SetSideApplier(rls.ResourcePrefix, svc.Store())
 	}
 	svc.SetConfig(p.cfg)
+	return svc
+}
+
+// startRLS starts the service of p, its counters joined to rec (nil: the
+// agent runs alone), reading the time from now. It stops when ctx is done:
+// unhealthy first, then a drain of at most drain.
+func startRLS(ctx context.Context, p *rlsPlan, svc *rls.Service, now func() time.Time, drain time.Duration, log *slog.Logger) (*rlsRun, error) {
 	r := &rlsRun{srv: rls.NewServer(svc, now)}
 	var ls []net.Listener
 	closeAll := func() {

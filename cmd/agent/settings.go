@@ -35,6 +35,8 @@ type env struct {
 	http       string // OBOL_HTTP: the TCP listen address, or off
 	httpPublic string // OBOL_HTTP_PUBLIC: "true" allows a non-loopback OBOL_HTTP
 	drain      string // OBOL_DRAIN_TIMEOUT: how long a stop waits for requests in flight
+	stateFile  string // OBOL_STATE_FILE: where the counts are kept across restarts
+	stateEvery string // OBOL_STATE_INTERVAL: how often the state file is written
 	logLevel   string // OBOL_LOG_LEVEL: debug, info, warn or error
 	runtimeDir string // XDG_RUNTIME_DIR: where the default socket goes
 
@@ -66,6 +68,8 @@ func readEnv(getenv func(string) string) env {
 		http:       getenv("OBOL_HTTP"),
 		httpPublic: getenv("OBOL_HTTP_PUBLIC"),
 		drain:      getenv("OBOL_DRAIN_TIMEOUT"),
+		stateFile:  getenv("OBOL_STATE_FILE"),
+		stateEvery: getenv("OBOL_STATE_INTERVAL"),
 		logLevel:   getenv("OBOL_LOG_LEVEL"),
 		runtimeDir: getenv("XDG_RUNTIME_DIR"),
 		nodeName:   getenv("OBOL_NODE_NAME"),
@@ -98,6 +102,8 @@ type flags struct {
 	httpPublic  bool
 	drain       string
 	logLevel    string
+	stateFile   string
+	stateEvery  string
 
 	nodeName   string
 	gossipBind string
@@ -148,6 +154,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.http, "http", "", "HTTP listen address, loopback, or off; port 0 picks one (env OBOL_HTTP; default "+defaultHTTP+")")
 	fs.BoolVar(&f.httpPublic, "http-public", false, "allow a non-loopback HTTP address (env OBOL_HTTP_PUBLIC)")
 	fs.StringVar(&f.drain, "drain-timeout", "", "how long a stop waits for requests in flight, a Go duration (env OBOL_DRAIN_TIMEOUT; default "+defaultDrain.String()+")")
+	fs.StringVar(&f.stateFile, "state-file", "", "file the agent keeps its counts in across restarts, its own and those it holds for peers: written every --state-interval and on a clean stop, read at start (env OBOL_STATE_FILE; default none)")
+	fs.StringVar(&f.stateEvery, "state-interval", "", "how often the state file is written, a Go duration (env OBOL_STATE_INTERVAL; default "+defaultStateInterval.String()+")")
 	fs.StringVar(&f.logLevel, "log-level", "", "least level logged: debug, info, warn or error (env OBOL_LOG_LEVEL; default info)")
 	fs.StringVar(&f.nodeName, "node-name", "", "this node's name in the mesh, unique (env OBOL_NODE_NAME; default the hostname and a random suffix per process)")
 	fs.StringVar(&f.gossipBind, "gossip-bind", "", "gossip ip:port, UDP and TCP; port 0 picks one (env OBOL_GOSSIP_BIND; default this host's private address, port "+defaultGossipPort+", when --join is given; neither: the agent runs alone)")
@@ -221,6 +229,8 @@ type settings struct {
 	httpFrom   value // where http came from, for messages
 	drain      time.Duration
 	logLevel   slog.Level
+	stateFile  value         // where the state file is, "" for none
+	stateEvery time.Duration // how often it is written
 	cluster    clusterSettings
 
 	authTokenFile  value  // where the bearer token is
@@ -381,6 +391,18 @@ func resolve(f flags, e env, cfg *config.Config) (settings, error) {
 			bad(v, "want a duration ≥ 0 such as 5s")
 		}
 		s.drain = d
+	}
+	s.stateFile = pick(value{f.stateFile, "--state-file"}, value{e.stateFile, "OBOL_STATE_FILE"}, value{cfg.Agent.StateFile, "config agent.state_file"})
+	s.stateEvery = defaultStateInterval
+	if cfg.Agent.StateInterval > 0 {
+		s.stateEvery = cfg.Agent.StateInterval
+	}
+	if v := pick(value{f.stateEvery, "--state-interval"}, value{e.stateEvery, "OBOL_STATE_INTERVAL"}); v.v != "" {
+		d, err := time.ParseDuration(v.v)
+		if err != nil || d <= 0 {
+			bad(v, "want a positive duration such as 5s")
+		}
+		s.stateEvery = d
 	}
 	s.logLevel = slog.LevelInfo
 	if v := pick(value{f.logLevel, "--log-level"}, value{e.logLevel, "OBOL_LOG_LEVEL"}); v.v != "" {

@@ -1,0 +1,372 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// churnYAML is the churn tests' config: hour-long limits, so that nothing
+// a test does ages out while it runs.
+const churnYAML = `
+resources:
+  h/tiers:
+    kind: tiers
+    tiers: "1000,3600,3600,0"
+  h/gcra:
+    kind: gcra
+    burst: 1000
+    count: 1000
+    period: 1h
+  h/load:
+    kind: tiers
+    tiers: "1000000,3600,3600,0"
+`
+
+// stopProc stops p as a rollout does (SIGTERM) and waits for it to exit.
+func stopProc(t *testing.T, p *proc) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("agent exited with %v; stderr:\n%s", err, p.stderr)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("agent did not stop on SIGTERM; stderr:\n%s", p.stderr)
+	}
+}
+
+// waitRemaining waits until every node sees want left of res/dom, and
+// on a timeout says what each sees and whose counts it holds.
+func waitRemaining(t *testing.T, nodes []*proc, res, dom string, want int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ok := true
+		for _, p := range nodes {
+			if p.remaining(t, res, dom) != want {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			var b strings.Builder
+			for _, p := range nodes {
+				resp, err := p.client.Get("http://obol/v1/state?resource=" + res + "&domain=" + dom)
+				if err == nil {
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					fmt.Fprintf(&b, "%d left: %s\n", p.remaining(t, res, dom), body)
+				}
+			}
+			t.Fatalf("timed out waiting for %s: want %d left of %s everywhere:\n%s", what, want, res, b.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// remaining is what p would still grant res/dom now.
+func (p *proc) remaining(t *testing.T, res, dom string) int {
+	t.Helper()
+	return int(p.request(t, res, dom, 0)["remaining"].(float64))
+}
+
+// loader hits h/load on the live agents about every 5 ms, as
+// the app's traffic does during a rollout, and counts the grants.
+type loader struct {
+	mu      sync.Mutex
+	nodes   []*proc
+	granted atomic.Int64
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func startLoad(t *testing.T, nodes []*proc) *loader {
+	l := &loader{nodes: append([]*proc(nil), nodes...), stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		r := rand.New(rand.NewPCG(1, 2))
+		for {
+			select {
+			case <-l.stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			l.mu.Lock()
+			p := l.nodes[r.IntN(len(l.nodes))]
+			l.mu.Unlock()
+			resp, err := p.client.Post("http://obol/v1/request", "application/json",
+				strings.NewReader(`{"resource":"h/load","domain":"load","copies":1}`))
+			if err != nil {
+				continue // the node is stopping: the app retries elsewhere
+			}
+			var m map[string]any
+			_ = json.NewDecoder(resp.Body).Decode(&m)
+			resp.Body.Close()
+			if m["granted"] == float64(1) {
+				l.granted.Add(1)
+			}
+		}
+	}()
+	return l
+}
+
+// add sends the load to p too.
+func (l *loader) add(p *proc) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.nodes = append(l.nodes, p)
+}
+
+func (l *loader) without(old *proc) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.nodes[:0]
+	for _, p := range l.nodes {
+		if p != old {
+			out = append(out, p)
+		}
+	}
+	l.nodes = out
+}
+
+func (l *loader) end() int {
+	close(l.stop)
+	<-l.done
+	return int(l.granted.Load())
+}
+
+// TestRollingRestartKeepsCounts rolls a mesh of real agents one at a time,
+// as a Deployment does (SIGTERM, then a new agent joining the survivors
+// before the next stops), under load: every node, the new ones from their
+// first answer, sees every hit of the hour, and none is lost.
+func TestRollingRestartKeepsCounts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs agent binaries; run without -short")
+	}
+	dir := tempDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte(churnYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildAgent(t, dir)
+	for _, tc := range []struct {
+		n         int
+		sameNames bool
+	}{{3, true}, {3, false}, {10, true}, {10, false}} {
+		t.Run(fmt.Sprintf("n=%d/same_names=%v", tc.n, tc.sameNames), func(t *testing.T) {
+			sub := filepath.Join(dir, fmt.Sprintf("%d-%v", tc.n, tc.sameNames))
+			if err := os.MkdirAll(sub, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(sub, "cluster.yaml"), []byte(churnYAML), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var nodes []*proc
+			for i := range tc.n {
+				var extra []string
+				if i > 0 {
+					extra = []string{"--join", nodes[0].gossip}
+				}
+				nodes = append(nodes, startProc(t, bin, sub, fmt.Sprintf("n%d", i), extra...))
+			}
+			per := 300 / tc.n
+			for _, p := range nodes {
+				for range per {
+					p.request(t, "h/tiers", "u", 1)
+					p.request(t, "h/gcra", "u", 1)
+				}
+			}
+			want := 1000 - per*tc.n
+			waitRemaining(t, nodes, "h/tiers", "u", want, "every node to see every hit")
+			load := startLoad(t, nodes)
+			for i := range nodes {
+				old := nodes[i]
+				stopProc(t, old)
+				load.without(old)
+				name := fmt.Sprintf("n%d", i)
+				if !tc.sameNames {
+					name = fmt.Sprintf("n%d-new", i)
+				}
+				seed := nodes[(i+1)%len(nodes)]
+				p := startProc(t, bin, sub, name, "--join", seed.gossip)
+				// Its first answer already counts every hit of the hour
+				// but the load's last ones in flight.
+				if got := p.remaining(t, "h/tiers", "u"); got != want {
+					t.Fatalf("after restarting n%d the new node sees %d left of h/tiers, want %d; stderr:\n%s", i, got, want, p.stderr)
+				}
+				// gcra refills one token every 3.6 s, and a peer's spends
+				// are placed at their bucket's start: the new node agrees
+				// with the node it joined through.
+				if got, ref := p.remaining(t, "h/gcra", "u"), seed.remaining(t, "h/gcra", "u"); got < ref-1 || got > ref+1 || got > want+50 {
+					t.Fatalf("after restarting n%d the new node sees %d left of h/gcra, the node it joined through %d (want about %d)", i, got, ref, want)
+				}
+				nodes[i] = p
+				load.add(p)
+			}
+			granted := load.end()
+			waitRemaining(t, nodes, "h/load", "load", 1000000-granted, "every node to count every hit of the load")
+			t.Logf("%d load hits granted during the roll, every one still counted on every node", granted)
+			for _, p := range nodes {
+				stopProc(t, p)
+			}
+		})
+	}
+}
+
+// TestScaleOutMidWindow: a node that joins a mesh mid-window answers its
+// first decision with the mesh's counts.
+func TestScaleOutMidWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs agent binaries; run without -short")
+	}
+	dir := tempDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte(churnYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildAgent(t, dir)
+	a := startProc(t, bin, dir, "a")
+	b := startProc(t, bin, dir, "b", "--join", a.gossip)
+	for range 45 {
+		a.request(t, "h/tiers", "u", 1)
+		b.request(t, "h/tiers", "u", 1)
+	}
+	waitFor(t, 5*time.Second, "b to see a's hits", func() bool { return b.remaining(t, "h/tiers", "u") == 910 })
+	stopProc(t, a) // a's counts now live only in b
+	joined := time.Now()
+	c := startProc(t, bin, dir, "c", "--join", b.gossip)
+	if got := c.remaining(t, "h/tiers", "u"); got != 910 {
+		t.Fatalf("the joiner sees %d left, want 910 (a dead node's hits included)", got)
+	}
+	t.Logf("the joiner agreed with the mesh %v after it was started", time.Since(joined).Round(time.Millisecond))
+}
+
+// TestWholeMeshRestartWithStateFiles stops every agent of a mesh, then
+// starts them again on their state files: nothing is lost, nothing counted
+// twice (each file and each peer pass on the same counts).
+func TestWholeMeshRestartWithStateFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs agent binaries; run without -short")
+	}
+	dir := tempDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte(churnYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildAgent(t, dir)
+	state := func(i int) []string {
+		return []string{"--state-file", filepath.Join(dir, fmt.Sprintf("n%d.state", i)), "--state-interval", "1h"}
+	}
+	var nodes []*proc
+	for i := range 3 {
+		extra := state(i)
+		if i > 0 {
+			extra = append(extra, "--join", nodes[0].gossip)
+		}
+		nodes = append(nodes, startProc(t, bin, dir, fmt.Sprintf("n%d", i), extra...))
+	}
+	for _, p := range nodes {
+		for range 100 {
+			p.request(t, "h/tiers", "u", 1)
+		}
+	}
+	waitFor(t, 5*time.Second, "every node to see every hit", func() bool {
+		for _, p := range nodes {
+			if p.remaining(t, "h/tiers", "u") != 700 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, p := range nodes {
+		stopProc(t, p) // each writes its file on the way out (the interval is an hour)
+	}
+	// A corrupt file beside them is no reason not to start.
+	if err := os.WriteFile(filepath.Join(dir, "bad.state"), []byte("obol-state\x01garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first := startProc(t, bin, dir, "n0-new", state(0)...)
+	if got := first.remaining(t, "h/tiers", "u"); got != 700 {
+		t.Fatalf("the first agent back, alone with its state file, sees %d left, want 700 (its file holds its peers' counts too)", got)
+	}
+	var back []*proc
+	back = append(back, first)
+	for i := 1; i < 3; i++ {
+		back = append(back, startProc(t, bin, dir, fmt.Sprintf("n%d", i), append(state(i), "--join", first.gossip)...))
+	}
+	time.Sleep(300 * time.Millisecond) // a few sync ticks: nothing more may arrive
+	for i, p := range back {
+		if got := p.remaining(t, "h/tiers", "u"); got != 700 {
+			t.Fatalf("node %d after the whole mesh restarted sees %d left, want 700", i, got)
+		}
+	}
+	bad := startProc(t, bin, dir, "bad", "--state-file", filepath.Join(dir, "bad.state"))
+	if !strings.Contains(bad.stderr.String(), "obol state file ignored") || !strings.Contains(bad.stderr.String(), "bad.state") {
+		t.Fatalf("a corrupt state file was not logged as ignored, naming it:\n%s", bad.stderr)
+	}
+}
+
+// TestKillDuringStateWrites kills an agent with SIGKILL, again and again,
+// while it writes its state every few milliseconds: every start finds the
+// last whole file (never a torn one) and restores it.
+func TestKillDuringStateWrites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs agent binaries; run without -short")
+	}
+	dir := tempDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte(churnYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildAgent(t, dir)
+	path := filepath.Join(dir, "a.state")
+	hits := 0
+	r := rand.New(rand.NewPCG(3, 4))
+	for round := range 8 {
+		p := startProc(t, bin, dir, fmt.Sprintf("a%d", round), "--state-file", path, "--state-interval", "2ms")
+		if round > 0 {
+			log := p.stderr.String()
+			if strings.Contains(log, "obol state file ignored") || !strings.Contains(log, "obol state file restored") {
+				t.Fatalf("round %d: the state file was not restored whole:\n%s", round, log)
+			}
+			// At most what was admitted after the last write is lost.
+			if got := p.remaining(t, "h/tiers", "u"); got < 1000-hits || got > 1000-hits+10 {
+				t.Fatalf("round %d: %d left after %d hits", round, got, hits)
+			}
+			hits = 1000 - p.remaining(t, "h/tiers", "u")
+		}
+		for range 10 {
+			p.request(t, "h/tiers", "u", 1)
+			hits++
+		}
+		time.Sleep(time.Duration(5+r.IntN(20)) * time.Millisecond)
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+	}
+	// The directory holds the state file alone: no temporary left to pile up
+	// but the one a kill may have cut short.
+	ents, _ := os.ReadDir(dir)
+	tmps := 0
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".tmp-") {
+			tmps++
+		}
+	}
+	if tmps > 8 {
+		t.Fatalf("%d temporary state files left", tmps)
+	}
+}
+
