@@ -369,4 +369,3 @@ func TestKillDuringStateWrites(t *testing.T) {
 		t.Fatalf("%d temporary state files left", tmps)
 	}
 }
-
