@@ -240,7 +240,7 @@ func (c *Cluster) Welcome(name string) {
 			for _, k := range sh.keys {
 				recent := false
 				for _, cn := range k.counts {
-					if s-cn.changed <= since {
+					if int32(s-cn.changed) <= int32(since) { // changed may be the next tick: signed
 						recent = true
 						break
 					}

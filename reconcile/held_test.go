@@ -288,3 +288,65 @@ func TestRestoreAlone(t *testing.T) {
 		t.Fatalf("a state from before the window restored counts: %d left, want 1000", got)
 	}
 }
+
+// routerSender is a memSender that also sends to one member (a
+// reconcile.Router), never in owner mode.
+type routerSender struct {
+	memSender
+	to map[string][]*packet.Packet
+}
+
+func (s *routerSender) Aggregates() bool               { return false }
+func (s *routerSender) Owners(uint64) (string, string) { return "", "" }
+func (s *routerSender) Epoch() uint64                  { return 0 }
+func (s *routerSender) Members() []string              { return nil }
+func (s *routerSender) SendTo(to string, p *packet.Packet) error {
+	s.to[to] = append(s.to[to], p)
+	return nil
+}
+
+// TestWelcomeSendsRecentCounts: a member that joined is sent the counts
+// this node changed lately, shipped or not yet (changed this very tick),
+// and nothing when it changed none.
+func TestWelcomeSendsRecentCounts(t *testing.T) {
+	cn := newChurn(t)
+	a := cn.start("a", "")
+	rs := &routerSender{memSender: memSender{cn.net, "a"}, to: map[string][]*packet.Packet{}}
+	a.c.SetSender(rs)
+	a.c.Welcome("j0")
+	if len(rs.to["j0"]) != 0 {
+		t.Fatalf("a node with no counts welcomed with %+v", rs.to["j0"])
+	}
+	for range 7 {
+		a.e.Request(cn.fc.Now(), "h/tiers", "u", 1, 1)
+	}
+	a.c.Welcome("j1") // before any tick: the counts are due next tick
+	cn.step()
+	a.c.Welcome("j2")
+	cn.fc.Advance(time.Minute)
+	for range 50 {
+		cn.step()
+	}
+	a.c.Welcome("j3") // long after the change: the seed's state has it
+	for _, j := range []string{"j1", "j2"} {
+		ps := rs.to[j]
+		if len(ps) != 1 {
+			t.Fatalf("%s: %d packets, want 1", j, len(ps))
+		}
+		var slot1 uint64
+		for _, c := range ps[0].Counts {
+			if c.Slot == 1 {
+				slot1 += c.Value
+			}
+		}
+		if slot1 != 7 || len(ps[0].Names) != 1 {
+			t.Fatalf("%s: welcome %+v, want the 7 hits of tier 1 with the key's name", j, ps[0])
+		}
+	}
+	if len(rs.to["j3"]) != 0 {
+		t.Fatalf("a change older than the welcome span was sent: %+v", rs.to["j3"])
+	}
+	if s := a.c.Stats(); s.Welcomes != 2 {
+		t.Fatalf("Welcomes %d, want 2", s.Welcomes)
+	}
+}

@@ -73,6 +73,22 @@ func waitRemaining(t *testing.T, nodes []*proc, res, dom string, want int, what 
 					body, _ := io.ReadAll(resp.Body)
 					resp.Body.Close()
 					fmt.Fprintf(&b, "%d left: %s\n", p.remaining(t, res, dom), body)
+					if resp, err := p.client.Get("http://obol/metrics"); err == nil {
+						m, _ := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						for _, l := range strings.Split(string(m), "\n") {
+							if strings.HasPrefix(l, "obol_cluster_welcomes") || strings.HasPrefix(l, "obol_cluster_live") || strings.HasPrefix(l, "obol_gossip_packets_total") || strings.HasPrefix(l, "obol_gossip_dropped") {
+								fmt.Fprintf(&b, "  %s\n", l)
+							}
+						}
+					}
+				}
+			}
+			for _, p := range nodes {
+				for _, l := range strings.Split(p.stderr.String(), "\n") {
+					if strings.Contains(l, "gossip:") && !strings.Contains(l, "memberlist") {
+						fmt.Fprintf(&b, "  log: %s\n", l)
+					}
 				}
 			}
 			t.Fatalf("timed out waiting for %s: want %d left of %s everywhere:\n%s", what, want, res, b.String())
@@ -284,14 +300,7 @@ func TestWholeMeshRestartWithStateFiles(t *testing.T) {
 			p.request(t, "h/tiers", "u", 1)
 		}
 	}
-	waitFor(t, 5*time.Second, "every node to see every hit", func() bool {
-		for _, p := range nodes {
-			if p.remaining(t, "h/tiers", "u") != 700 {
-				return false
-			}
-		}
-		return true
-	})
+	waitRemaining(t, nodes, "h/tiers", "u", 700, "every node to see every hit")
 	for _, p := range nodes {
 		stopProc(t, p) // each writes its file on the way out (the interval is an hour)
 	}

@@ -68,3 +68,40 @@ func TestResolveCluster(t *testing.T) {
 		})
 	}
 }
+
+func TestResolveStateFile(t *testing.T) {
+	file := &config.Config{Agent: config.Agent{StateFile: "/var/lib/obol/c.state", StateInterval: 30 * time.Second}}
+	cases := []struct {
+		name  string
+		f     flags
+		e     env
+		cfg   *config.Config
+		file  value
+		every time.Duration
+		err   string
+	}{
+		{name: "none by default", cfg: &config.Config{}, every: defaultStateInterval},
+		{name: "config file", cfg: file, file: value{"/var/lib/obol/c.state", "config agent.state_file"}, every: 30 * time.Second},
+		{name: "env over config", e: env{stateFile: "/e", stateEvery: "1s"}, cfg: file, file: value{"/e", "OBOL_STATE_FILE"}, every: time.Second},
+		{name: "flags over env", f: flags{stateFile: "/f", stateEvery: "2s"}, e: env{stateFile: "/e", stateEvery: "1s"}, cfg: file, file: value{"/f", "--state-file"}, every: 2 * time.Second},
+		{name: "bad interval", f: flags{stateEvery: "often"}, cfg: &config.Config{}, err: `--state-interval "often": want a positive duration`},
+		{name: "zero interval", e: env{stateEvery: "0s"}, cfg: &config.Config{}, err: `OBOL_STATE_INTERVAL "0s": want a positive duration`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := resolve(tc.f, tc.e, tc.cfg)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want one naming %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.stateFile != tc.file || got.stateEvery != tc.every {
+				t.Fatalf("state file %v every %v, want %v every %v", got.stateFile, got.stateEvery, tc.file, tc.every)
+			}
+		})
+	}
+}
