@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // churnYAML is the churn tests' config: hour-long limits, so that nothing
@@ -95,6 +101,37 @@ func waitRemaining(t *testing.T, nodes []*proc, res, dom string, want int, what 
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// rlsHour is the churn tests' rate limit service config: 1000 calls an
+// hour per client.
+const rlsHour = "domain: api\ndescriptors:\n  - key: client\n    rate_limit: {unit: hour, requests_per_unit: 1000}\n"
+
+// rlsArgs are the flags of node name's rate limit service on a socket in
+// dir, with the config directory rdir.
+func rlsArgs(dir, rdir, name string) []string {
+	// A short drain: the service answers unhealthy for half of it before
+	// it stops, which would add a second to every restart.
+	return []string{"--rls-config", rdir, "--rls-socket", filepath.Join(dir, name+".rls.sock"), "--drain-timeout", "200ms"}
+}
+
+// rlsCall makes one call of client c1 through the rate limit service of
+// node name and returns the hour's remaining calls after it.
+func rlsCall(t *testing.T, dir, name string) int {
+	t.Helper()
+	cc, err := grpc.NewClient("unix://"+filepath.Join(dir, name+".rls.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := rlpb.NewRateLimitServiceClient(cc).ShouldRateLimit(ctx, &rlpb.RateLimitRequest{Domain: "api",
+		Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "client", Value: "c1"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(resp.Statuses[0].LimitRemaining)
 }
 
 // remaining is what p would still grant res/dom now.
@@ -193,22 +230,40 @@ func TestRollingRestartKeepsCounts(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(sub, "cluster.yaml"), []byte(churnYAML), 0o600); err != nil {
 				t.Fatal(err)
 			}
+			rdir := filepath.Join(sub, "rls")
+			if err := os.Mkdir(rdir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(rdir, "api.yaml"), []byte(rlsHour), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// The service's hour is the clock's: not across its end.
+			if left := time.Until(time.Now().Truncate(time.Hour).Add(time.Hour)); left < time.Minute {
+				time.Sleep(left + time.Second)
+			}
 			var nodes []*proc
+			var names []string
 			for i := range tc.n {
-				var extra []string
+				name := fmt.Sprintf("n%d", i)
+				extra := rlsArgs(sub, rdir, name)
 				if i > 0 {
-					extra = []string{"--join", nodes[0].gossip}
+					extra = append(extra, "--join", nodes[0].gossip)
 				}
-				nodes = append(nodes, startProc(t, bin, sub, fmt.Sprintf("n%d", i), extra...))
+				nodes = append(nodes, startProc(t, bin, sub, name, extra...))
+				names = append(names, name)
 			}
 			per := 300 / tc.n
-			for _, p := range nodes {
+			for i, p := range nodes {
 				for range per {
 					p.request(t, "h/tiers", "u", 1)
 					p.request(t, "h/gcra", "u", 1)
 				}
+				for range 30 / tc.n {
+					rlsCall(t, sub, names[i])
+				}
 			}
 			want := 1000 - per*tc.n
+			rlsWant := 1000 - 30/tc.n*tc.n
 			waitRemaining(t, nodes, "h/tiers", "u", want, "every node to see every hit")
 			load := startLoad(t, nodes)
 			for i := range nodes {
@@ -220,7 +275,13 @@ func TestRollingRestartKeepsCounts(t *testing.T) {
 					name = fmt.Sprintf("n%d-new", i)
 				}
 				seed := nodes[(i+1)%len(nodes)]
-				p := startProc(t, bin, sub, name, "--join", seed.gossip)
+				p := startProc(t, bin, sub, name, append(rlsArgs(sub, rdir, name), "--join", seed.gossip)...)
+				// The rate limit service's hour counts every call too (each
+				// check is one more).
+				rlsWant--
+				if got := rlsCall(t, sub, name); got != rlsWant {
+					t.Fatalf("after restarting n%d the new node's rate limit service has %d calls left of its hour, want %d", i, got, rlsWant)
+				}
 				// Its first answer already counts every hit of the hour
 				// but the load's last ones in flight.
 				if got := p.remaining(t, "h/tiers", "u"); got != want {
