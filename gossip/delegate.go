@@ -68,8 +68,11 @@ func (d *delegate) LocalState(join bool) []byte {
 	}
 	cp := *p
 	cp.From, cp.Incarnation, cp.Full, cp.Seq = n.name, n.inc, true, seq
-	if !n.HoldsForMesh() {
+	switch {
+	case !n.HoldsForMesh():
 		cp.Held = nil // a peer of an earlier release would refuse the whole state
+	case !join:
+		cp.Held = n.heldForAntiEntropy(cp.Held)
 	}
 	b, err := packet.EncodeState(&cp)
 	if err != nil {
@@ -84,6 +87,26 @@ func (d *delegate) LocalState(join bool) []byte {
 	n.statesOut.Add(1)
 	n.bytesOut.Add(uint64(len(b)))
 	return b
+}
+
+// heldForAntiEntropy returns what a push/pull that is not a join passes
+// on of held: the origins that are not live members under the same
+// incarnation (gone ones, earlier incarnations of a name). A live origin's
+// counts reach every peer from the origin itself, by its messages and its
+// own push/pulls; a node that joins gets them all (LocalState with join
+// set), so a mesh that does not churn sends no more in its periodic
+// push/pulls than before.
+func (n *Node) heldForAntiEntropy(held []packet.Held) []packet.Held {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := held[:0:0]
+	for _, h := range held {
+		if ps := n.peers[h.From]; ps != nil && ps.state == "alive" && ps.inc == h.Incarnation {
+			continue
+		}
+		out = append(out, h)
+	}
+	return out
 }
 
 // MergeRemoteState decodes a peer's push/pull state and hands it to the

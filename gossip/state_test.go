@@ -67,3 +67,34 @@ func TestHeldWaitsForEveryPeer(t *testing.T) {
 		t.Fatalf("state: %+v, %v; want one held origin", p, err)
 	}
 }
+
+// TestAntiEntropyLeavesLiveOriginsOut: a periodic push/pull (not a join)
+// passes on gone origins and earlier incarnations, not a live member's
+// current counts, which it sends itself.
+func TestAntiEntropyLeavesLiveOriginsOut(t *testing.T) {
+	fn := gossiptest.NewFaultNet()
+	nodes := mesh(t, fn, 2, nil)
+	a, b := nodes[0], nodes[1]
+	var bInc uint64
+	for _, p := range a.Peers() {
+		if p.Name == b.Name() {
+			bInc = p.Incarnation
+		}
+	}
+	a.rec.mu.Lock()
+	a.rec.snap = &packet.Packet{Full: true, Held: []packet.Held{
+		{From: b.Name(), Incarnation: bInc, Counts: []packet.Count{{Hash: 1, Value: 1}}},     // live: left out
+		{From: b.Name(), Incarnation: bInc - 1, Counts: []packet.Count{{Hash: 1, Value: 2}}}, // b's former self
+		{From: "dead", Incarnation: 3, Counts: []packet.Count{{Hash: 1, Value: 3}}},
+	}}
+	a.rec.mu.Unlock()
+	for _, tc := range []struct {
+		join bool
+		want int
+	}{{false, 2}, {true, 3}} {
+		p, err := packet.DecodeState((*delegate)(a.Node).LocalState(tc.join))
+		if err != nil || len(p.Held) != tc.want {
+			t.Fatalf("join=%v: state %+v, %v; want %d held origins", tc.join, p, err, tc.want)
+		}
+	}
+}
