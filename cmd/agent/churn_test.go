@@ -19,6 +19,8 @@ import (
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/obol-dev/obol/internal/freeport"
 )
 
 // churnYAML is the churn tests' config: hour-long limits, so that nothing
@@ -437,5 +439,34 @@ func TestKillDuringStateWrites(t *testing.T) {
 	}
 	if tmps > 8 {
 		t.Fatalf("%d temporary state files left", tmps)
+	}
+}
+
+// TestStoppedMeansPortFree: once "obol agent stopped" is logged, the gossip
+// port is free: a new agent on the same address starts at once (a
+// StatefulSet's pod restarted in place).
+func TestStoppedMeansPortFree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs agent binaries; run without -short")
+	}
+	dir := tempDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte(churnYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildAgent(t, dir)
+	port, err := freeport.Loopback()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	peer := startProc(t, bin, dir, "peer")
+	a := startWrapped(t, nil, bin, dir, "a", "--gossip-bind", addr, "--join", peer.gossip, "--sync-interval", "100ms")
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "the stop to be logged", func() bool { return strings.Contains(a.stderr.String(), `"obol agent stopped"`) })
+	b := startWrapped(t, nil, bin, dir, "a", "--gossip-bind", addr, "--join", peer.gossip, "--sync-interval", "100ms")
+	if strings.Contains(b.stderr.String(), "address already in use") {
+		t.Fatalf("the gossip port was still bound after the stop was logged:\n%s", b.stderr)
 	}
 }
