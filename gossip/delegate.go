@@ -79,6 +79,22 @@ func (d *delegate) LocalState(join bool) []byte {
 		n.log.Warn("gossip: snapshot not encoded", "err", err)
 		return nil
 	}
+	if len(b) > maxState && len(cp.Held) > 0 {
+		// Too large with every origin it holds: the held origins that are
+		// not live members first (no one else may still have them), as
+		// many as fit, halving; at worst its own counts alone.
+		all := len(cp.Held)
+		cp.Held = n.goneFirst(cp.Held)
+		for len(b) > maxState && len(cp.Held) > 0 {
+			cp.Held = cp.Held[:len(cp.Held)/2]
+			if b, err = packet.EncodeState(&cp); err != nil {
+				n.log.Warn("gossip: snapshot not encoded", "err", err)
+				return nil
+			}
+		}
+		n.statesTrimmed.Add(1)
+		n.log.Warn("gossip: push/pull state over its limit: some origins it holds left out", "held", all, "sent", len(cp.Held), "bytes", len(b), "limit", maxState)
+	}
 	if len(b) > maxState {
 		n.statesSkipped.Add(1)
 		n.log.Warn("gossip: snapshot too large for push/pull, not sent", "bytes", len(b), "limit", maxState)
@@ -105,6 +121,29 @@ func (n *Node) heldForAntiEntropy(held []packet.Held) []packet.Held {
 			continue
 		}
 		out = append(out, h)
+	}
+	return out
+}
+
+// goneFirst returns held with the origins that are not live members under
+// the same incarnation first.
+func (n *Node) goneFirst(held []packet.Held) []packet.Held {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	live := func(h packet.Held) bool {
+		ps := n.peers[h.From]
+		return ps != nil && ps.state == "alive" && ps.inc == h.Incarnation
+	}
+	out := make([]packet.Held, 0, len(held))
+	for _, h := range held {
+		if !live(h) {
+			out = append(out, h)
+		}
+	}
+	for _, h := range held {
+		if live(h) {
+			out = append(out, h)
+		}
 	}
 	return out
 }

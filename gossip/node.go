@@ -76,6 +76,7 @@ type Stats struct {
 	Dropped               uint64 // received messages that were undecodable, oversized or claimed this node's name, and states holding a sum
 	SendErrors            uint64 // datagrams memberlist failed to send
 	StatesSkipped         uint64 // snapshots not sent because they exceeded the push/pull limit
+	StatesTrimmed         uint64 // states sent with some of the origins they hold left out, to fit the push/pull limit
 	Resyncs               uint64 // push/pulls started with a peer back from a silence or a death
 	QueueDrops            uint64 // sync messages dropped because their receive worker's queue was full (not in Dropped)
 	// Repair of sequenced streams: seqs this node asked its peers for,
@@ -115,6 +116,7 @@ type Node struct {
 	bytesIn, bytesOut, packetsIn, packetsOut atomic.Uint64
 	statesIn, statesOut, dropped, sendErrors atomic.Uint64
 	statesSkipped, resyncs, queueDrops       atomic.Uint64
+	statesTrimmed                            atomic.Uint64
 	asked, resent, repairResyncs, duplicates atomic.Uint64
 	namesAsked, namesSent                    atomic.Uint64
 	targeted, reshipsAsked, reshipsMade      atomic.Uint64
@@ -425,10 +427,10 @@ func (n *Node) Stats() Stats {
 		PacketsIn: n.packetsIn.Load(), PacketsOut: n.packetsOut.Load(),
 		StatesIn: n.statesIn.Load(), StatesOut: n.statesOut.Load(),
 		Dropped: n.dropped.Load(), SendErrors: n.sendErrors.Load(),
-		StatesSkipped: n.statesSkipped.Load(),
-		Resyncs:       n.resyncs.Load(),
-		QueueDrops:    n.queueDrops.Load(),
-		Asked:         n.asked.Load(), Resent: n.resent.Load(),
+		StatesSkipped: n.statesSkipped.Load(), StatesTrimmed: n.statesTrimmed.Load(),
+		Resyncs:    n.resyncs.Load(),
+		QueueDrops: n.queueDrops.Load(),
+		Asked:      n.asked.Load(), Resent: n.resent.Load(),
 		RepairResyncs: n.repairResyncs.Load(), Duplicates: n.duplicates.Load(),
 		NamesAsked: n.namesAsked.Load(), NamesSent: n.namesSent.Load(),
 		Targeted: n.targeted.Load(), ReshipsAsked: n.reshipsAsked.Load(), ReshipsMade: n.reshipsMade.Load(),

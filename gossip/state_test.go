@@ -98,3 +98,32 @@ func TestAntiEntropyLeavesLiveOriginsOut(t *testing.T) {
 		}
 	}
 }
+
+// TestStateOverLimitLeavesHeldOut: a state that would pass memberlist's
+// limit with every origin it holds leaves some out (the live ones first)
+// rather than sending nothing.
+func TestStateOverLimitLeavesHeldOut(t *testing.T) {
+	fn := gossiptest.NewFaultNet()
+	a := start(t, fn, "a", nil)
+	big := func(from string) packet.Held {
+		h := packet.Held{From: from, Incarnation: 1}
+		for i := range 450_000 { // about 9.3 MB each: two pass the limit, one fits
+			h.Counts = append(h.Counts, packet.Count{Hash: uint64(i + 1), Slot: 1, Bucket: 1_700_000_000_000, Value: 1 << 40})
+		}
+		return h
+	}
+	a.rec.mu.Lock()
+	a.rec.snap = &packet.Packet{Full: true, Held: []packet.Held{big("x"), big("y")}}
+	a.rec.mu.Unlock()
+	b := (*delegate)(a.Node).LocalState(true)
+	if len(b) == 0 || len(b) > maxState {
+		t.Fatalf("state of %d bytes, want one under %d", len(b), maxState)
+	}
+	p, err := packet.DecodeState(b)
+	if err != nil || len(p.Held) != 1 {
+		t.Fatalf("state %v; want one of the two held origins", err)
+	}
+	if s := a.Stats(); s.StatesTrimmed != 1 || s.StatesSkipped != 0 {
+		t.Fatalf("stats %+v, want one state trimmed, none skipped", s)
+	}
+}
