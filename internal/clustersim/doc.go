@@ -44,10 +44,28 @@
 //   - node death: a dead node stops deciding, ticking and receiving; after
 //     DetectAfter every survivor calls NodeGone for it, as gossip does when
 //     memberlist declares it dead, and counts one live node fewer.
+//   - churn (churn.go): an agent stops at a Restart or a Leave, cleanly
+//     (a last Step ships what it has not shipped, it writes its state
+//     file, and the others get NodeGone at once, as after memberlist's
+//     Leave) or crashed (NodeGone after DetectAfter); a new agent takes
+//     its node's place and load at the restart's return or a Start, with
+//     a later incarnation, fresh streams, and the node's state file
+//     restored when the restart says so; it joins with a push/pull with
+//     the lowest-index running node (none: it starts alone), and
+//     JoinSpread later every member lists it, counts it live and sends it
+//     what it changed lately (reconcile.Cluster.Welcome). A departed
+//     name's NodeGone is skipped when an agent of the same name is back
+//     first. Push/pull states (resyncs, joins) are the mesh states gossip
+//     sends (packet.EncodeState: with the counts a node holds for other
+//     origins); a node's load is not offered while it is down.
 //
-// Not modelled: memberlist's own traffic (probes, membership gossip) and
-// its periodic push/pull state exchange (every 30 s per node; a few
-// hundred bytes per hot key), gossip's resyncs after a silence, UDP and IP
+// Not modelled: memberlist's own traffic (probes, membership gossip) and,
+// unless Scenario.PushPullEvery, its periodic push/pull state exchange
+// (every 30 s per node), a name that comes back being resynced by every
+// member (gossip does so for a name it saw dead or left; the simulator
+// Welcomes it as a new one), datagrams to a crashed node whose place a
+// new name took before its death was known, gossip's resyncs after a
+// silence, UDP and IP
 // headers, CPU contention (decisions and merges take no virtual time, and
 // nothing is reordered by a busy receiver), and memberlist declaring
 // partitioned peers dead.
@@ -91,6 +109,14 @@
 // and still alive, reflects it. Hits of an origin that dies first are
 // dropped from the sample; hits never reflected by the end are counted as
 // Unconverged, outside the percentiles.
+//
+// # Churn figures
+//
+// LostHits, ExtraHits, JoinSync and the held origins are described in
+// judge.go and on Result: a node's view of a key is a peek of its engine
+// compared with the oracle's limiter; LostHits is judged exactly, after
+// the load ends and the nodes settle, for a tiers resource whose window
+// outlasts the run.
 //
 // # Work
 //

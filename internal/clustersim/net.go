@@ -55,7 +55,7 @@ func (sd *sender) AskNames(origin string, inc uint64, hashes []uint64) {
 	}
 	nd := s.nodes[sd.from]
 	s.sendRequest(nd, j, &packet.Request{From: nd.name, Incarnation: nd.rec.Incarnation(), Target: inc, Hashes: append([]uint64(nil), hashes...)})
-	if s.now >= s.warm {
+	if s.measured() {
 		s.res.NamesAsked += int64(len(hashes))
 	}
 }
@@ -91,8 +91,8 @@ func (sd *sender) Send(p *packet.Packet) error {
 			if j == sd.from {
 				continue
 			}
-			if peer.dead && s.detected(j) {
-				continue // memberlist no longer lists it
+			if !peer.listed {
+				continue // memberlist does not list it (yet, or any more)
 			}
 			if !s.wire(nd, j, len(b)) {
 				continue
@@ -114,7 +114,7 @@ func (sd *sender) Send(p *packet.Packet) error {
 // reports whether it arrives: not to a dead node, across a partition, or
 // when Loss takes it.
 func (s *sim) wire(nd *node, j int, size int) bool {
-	measured := s.now >= s.warm
+	measured := s.measured()
 	if measured {
 		nd.cnt.bytes += int64(size + s.overhead)
 		nd.cnt.payload += int64(size)
@@ -147,15 +147,9 @@ func (s *sim) arrival() int64 {
 	return s.now + s.delay
 }
 
-// detected reports whether node j's death is known to the others.
-func (s *sim) detected(j int) bool {
-	for _, d := range s.sc.Deaths {
-		if d.Node == j {
-			return s.now >= int64(d.At)+s.detect
-		}
-	}
-	return false
-}
+// measured reports whether now is in the measured span: after the
+// warm-up, before the end of the load.
+func (s *sim) measured() bool { return s.now >= s.warm && s.now < s.end }
 
 // cut reports whether a partition separates a and b now.
 func (s *sim) cut(a, b int) bool {
@@ -177,7 +171,7 @@ func (s *sim) cut(a, b int) bool {
 
 // deliver merges a datagram at each of its receivers still alive.
 func (s *sim) deliver(e event) {
-	measured := s.now >= s.warm
+	measured := s.measured()
 	s.curFrom, s.curSum = e.dg.from, e.dg.pkt.Sum
 	for _, r := range e.to {
 		nd := s.nodes[r]

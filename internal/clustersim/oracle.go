@@ -30,6 +30,7 @@ type oracle struct {
 	wGrants, wReqs []int32
 	worst, sum     float64
 	nwin           int
+	worstInst      float64 // tiers: the most any instance took ÷ the limit
 }
 
 // newOracle returns the oracle of resource rc over keys keys, with windows
@@ -99,6 +100,7 @@ func (o *oracle) decided(k int, t int64, granted bool) {
 		}
 		if ms < o.start[k]+o.active {
 			o.taken[k]++
+			o.worstInst = max(o.worstInst, float64(o.taken[k])/float64(o.limit))
 		}
 	}
 	if t < o.warm || t >= o.to {
@@ -113,6 +115,20 @@ func (o *oracle) decided(k int, t int64, granted bool) {
 	if granted {
 		o.wGrants[k]++
 	}
+}
+
+// used is what key k's exact limiter has taken at t, as a node's view is
+// read (judge.go): tiers, the hits of the instance active at t (0 with
+// none); gcra, the tokens its bucket is ahead of t, at most the burst.
+func (o *oracle) used(k int, t int64) float64 {
+	if o.gcra {
+		return float64(min(max(o.tat[k]-t, 0), o.b)) / float64(o.ei)
+	}
+	ms := floorDiv(t, 1e6)
+	if !o.entered[k] || ms >= o.start[k]+o.active {
+		return 0
+	}
+	return float64(o.taken[k])
 }
 
 // flush closes key k's current window.
@@ -139,4 +155,5 @@ func (o *oracle) close(r *Result) {
 	}
 	r.Windows = o.nwin
 	r.FalseDenials = o.falseDenials
+	r.WorstInstanceRatio = o.worstInst
 }

@@ -20,6 +20,12 @@ const (
 	evRepair                     // the node asks for what its peers' streams are missing
 	evAsk                        // a Request from node from reaches node
 	evState                      // a push/pull snapshot from node from reaches node
+	evRestart                    // the node's agent stops and another takes its place (Scenario.Restarts[from])
+	evLeave                      // the node's agent stops cleanly for good (Scenario.Leaves)
+	evUp                         // a new agent starts at the node (Scenario.Restarts[from], or a Start when from < 0)
+	evJoin                       // the other nodes learn of the node's agent (Scenario.JoinSpread after evUp)
+	evSnap                       // the node writes its state file (Scenario.StateInterval)
+	evPushPull                   // the node's periodic push/pull (Scenario.PushPullEvery)
 )
 
 type event struct {
@@ -29,7 +35,8 @@ type event struct {
 	node int32
 	dg   *datagram
 	to   []int32 // evDeliver: the receivers
-	from int32   // evAsk, evState: the sender
+	from int32   // evAsk, evState: the sender; evDetect: the departure; evRestart, evUp: the restart
+	gen  uint32  // the agent of node the event is for (node.gen): stale when another took its place
 	req  *packet.Request
 	st   *packet.Packet // evState: the snapshot
 }

@@ -29,7 +29,7 @@ func (s *sim) heard(nd *node, p *packet.Packet) bool {
 		in.Begin(p.From, p.Incarnation, 1)
 	}
 	fresh := in.Heard(p.From, p.Incarnation, p.Seq, s.now)
-	if !fresh && s.now >= s.warm {
+	if !fresh && s.measured() {
 		s.res.Duplicates++
 	}
 	s.scheduleRepair(nd)
@@ -53,7 +53,7 @@ func (s *sim) scheduleRepair(nd *node) {
 		return
 	}
 	nd.repairAt = at
-	s.q.push(event{at: at, kind: evRepair, node: int32(nd.idx)})
+	s.q.push(event{at: at, kind: evRepair, node: int32(nd.idx), gen: nd.gen})
 }
 
 // repair sends nd's due asks and runs the resyncs its receiver gave up to.
@@ -65,7 +65,7 @@ func (s *sim) repair(nd *node) {
 			return
 		}
 		s.sendRequest(nd, j, &packet.Request{From: nd.name, Incarnation: nd.rec.Incarnation(), Target: inc, Seqs: append([]uint64(nil), seqs...)})
-		if s.now >= s.warm {
+		if s.measured() {
 			s.res.Asked += int64(len(seqs))
 		}
 	})
@@ -78,7 +78,7 @@ func (s *sim) repair(nd *node) {
 		reship := nd.tin.Due(s.now, packet.MaxRequestItems, func(from string, inc uint64, seqs []uint64) {
 			if j := s.index(from); j >= 0 {
 				s.sendRequest(nd, j, &packet.Request{From: nd.name, Incarnation: nd.rec.Incarnation(), Target: inc, Seqs: append([]uint64(nil), seqs...), Reship: true})
-				if s.now >= s.warm {
+				if s.measured() {
 					s.res.Asked += int64(len(seqs))
 				}
 			}
@@ -100,7 +100,7 @@ func (s *sim) sendRequest(nd *node, j int, r *packet.Request) {
 		return
 	}
 	if s.wire(nd, j, len(b)) {
-		s.q.push(event{at: s.arrival(), kind: evAsk, node: int32(j), from: int32(nd.idx), req: r})
+		s.q.push(event{at: s.arrival(), kind: evAsk, node: int32(j), from: int32(nd.idx), req: r, gen: s.nodes[j].gen})
 	}
 }
 
@@ -128,7 +128,7 @@ func (s *sim) answer(origin *node, from int32, r *packet.Request) {
 			gone = true
 			continue
 		}
-		if s.now >= s.warm {
+		if s.measured() {
 			s.res.Resent++
 		}
 		if !s.sendRaw(origin, int(from), b) {
@@ -157,16 +157,23 @@ func (s *sim) answer(origin *node, from int32, r *packet.Request) {
 	}
 }
 
-// resync exchanges snapshots between a and b, as memberlist's push/pull:
-// each one's state (with the last seq of its stream) reaches the other
-// after Delay, unless a partition cuts them or either is dead. The bytes
-// count as each node's.
+// resync exchanges snapshots between a and b, as memberlist's push/pull
+// (pushPull), counted as a resync.
 func (s *sim) resync(a, b *node) {
-	if a.dead || b.dead || s.cut(a.idx, b.idx) {
-		return
-	}
-	if s.now >= s.warm {
+	if s.pushPull(a, b) && s.measured() {
 		s.res.Resyncs++
+	}
+}
+
+// pushPull exchanges states between a and b, as memberlist's push/pull:
+// each one's state (its Snapshot, with the counts it holds for other
+// origins, and the last seq of its stream), encoded as gossip sends it
+// (packet.EncodeState), reaches the other after Delay, unless a partition
+// cuts them or either is dead (it reports false then). The bytes count as
+// each node's.
+func (s *sim) pushPull(a, b *node) bool {
+	if a.dead || b.dead || s.cut(a.idx, b.idx) {
+		return false
 	}
 	for _, x := range [2][2]*node{{a, b}, {b, a}} {
 		src, dst := x[0], x[1]
@@ -175,36 +182,69 @@ func (s *sim) resync(a, b *node) {
 		if src.out != nil {
 			st.Seq = src.out.Next()
 		}
-		enc, err := packet.Encode(st)
+		enc, err := packet.EncodeState(st)
 		if err != nil {
 			s.err = fmt.Errorf("clustersim: node %d: snapshot: %w", src.idx, err)
-			return
+			return false
 		}
-		if s.now >= s.warm {
+		if s.measured() {
 			src.cnt.bytes += int64(len(enc))
 			src.cnt.payload += int64(len(enc))
 			s.res.Bytes += int64(len(enc))
 			s.res.PayloadBytes += int64(len(enc))
+			s.res.StateBytes += int64(len(enc))
 		}
-		dec, err := packet.Decode(enc)
+		dec, err := packet.DecodeState(enc)
 		if err != nil {
 			s.err = fmt.Errorf("clustersim: node %d: its snapshot does not decode: %w", src.idx, err)
-			return
+			return false
 		}
-		s.q.push(event{at: s.now + s.delay, kind: evState, node: int32(dst.idx), from: int32(src.idx), st: dec})
+		s.q.push(event{at: s.now + s.delay, kind: evState, node: int32(dst.idx), from: int32(src.idx), st: dec, gen: dst.gen})
 	}
+	return true
 }
 
 // state merges a snapshot that reached nd: it covers its origin's stream
 // up to the snapshot's seq.
-func (s *sim) state(nd *node, from int32, st *packet.Packet) {
+func (s *sim) state(nd *node, _ int32, st *packet.Packet) {
 	s.events++
 	if nd.in != nil {
 		nd.in.Covered(st.From, st.Incarnation, st.Seq)
 	}
-	s.curFrom = from
 	nd.rec.HandlePacket(st)
-	s.curFrom = -1
+	s.reflects(nd, st)
+}
+
+// reflects tells convergence that nd, having merged state st, counts
+// every bucket st holds of the main slot: the sender's own and those it
+// holds for other origins (of the agent now at their node), each under
+// its origin. (A state's merge is not seen by the engine tap, which
+// cannot tell its origins apart.)
+func (s *sim) reflects(nd *node, st *packet.Packet) {
+	if len(s.conv.pending) == 0 {
+		return
+	}
+	keys := make(map[uint64]int32, len(st.Names))
+	for _, n := range st.Names {
+		if k, ok := s.keyIdx[n.Domain]; ok && n.Resource == s.resName {
+			keys[n.Hash] = k
+		}
+	}
+	mark := func(from string, inc uint64, counts []packet.Count) {
+		o := s.index(from)
+		if o < 0 || o == nd.idx || s.nodes[o].name != from || s.nodes[o].rec.Incarnation() != inc {
+			return
+		}
+		for _, c := range counts {
+			if k, ok := keys[c.Hash]; ok && int(c.Slot) == s.mainSlot {
+				s.conv.applied(nd.idx, bucketKey{origin: int32(o), key: k, bucket: c.Bucket}, s.now)
+			}
+		}
+	}
+	mark(st.From, st.Incarnation, st.Counts)
+	for i := range st.Held {
+		mark(st.Held[i].From, st.Held[i].Incarnation, st.Held[i].Counts)
+	}
 }
 
 // index returns the index of the node named name, −1 for none.
@@ -232,7 +272,7 @@ func (s *sim) answerTargeted(origin, asker *node, r *packet.Request) {
 				return
 			}
 		}
-		if s.now >= s.warm {
+		if s.measured() {
 			s.res.Resent++
 		}
 		if !s.sendRaw(origin, asker.idx, b) {
@@ -240,7 +280,7 @@ func (s *sim) answerTargeted(origin, asker *node, r *packet.Request) {
 		}
 	}
 	if gone {
-		if s.now >= s.warm {
+		if s.measured() {
 			s.res.Reships++
 		}
 		origin.rec.ReshipTo(asker.name)

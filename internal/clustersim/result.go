@@ -66,6 +66,41 @@ type Result struct {
 	// 1, 4 and 16 ticks after a node's last message to it, so that a lost
 	// last message shows as a gap.
 	FollowUps int64
+	// StateBytes are the bytes of the push/pull states among Bytes
+	// (resyncs, joins and periodic push/pulls: packet.EncodeState, with
+	// the counts a node holds for other origins), measured span.
+	StateBytes int64
+	// WorstInstanceRatio (tiers) is the most hits the oracle's limiter
+	// took in one tier instance of a key, ÷ the limit, over the whole run:
+	// for a window longer than the run, which no aligned window fits, the
+	// over-admission of the run.
+	WorstInstanceRatio float64
+	// Churn (see Scenario.Restarts): agents started
+	// (restarts and late starts: Joins, whole run), periodic push/pulls made
+	// (PushPulls, measured span), state files written (StateWrites).
+	Joins, PushPulls, StateWrites int64
+	// LostHits is, at the end of the run, the most granted hits still
+	// inside their key's window that a running node does not count,
+	// summed over the keys (in owner mode, the keys it needs; see
+	// judge.go); ExtraHits, the most it counts that were never granted
+	// (counted twice). Both compare every node's engine (a peek) with the
+	// oracle after the load ends and the nodes settle (max(2 s, 8 sync
+	// intervals) of ticks, deliveries and repairs with no requests), and
+	// only for a tiers resource whose window outlasts the run and the
+	// settle, where the comparison is exact: −1 otherwise.
+	LostHits, ExtraHits int
+	// JoinSync is, for each agent that started during the run (restarts
+	// and Starts), the time from its start until its view of every key
+	// first agreed with the oracle within drift × the limit (at least one
+	// hit), checked at each of its requests and ticks: percentiles over
+	// JoinSyncs joins that agreed; JoinsUnsynced never did (they stopped
+	// first, or the run ended).
+	JoinSyncP50, JoinSyncP99, JoinSyncMax time.Duration
+	JoinSyncs, JoinsUnsynced              int
+	// HeldOriginsMax and HeldKeysMax are the most origins (gone ones and
+	// earlier incarnations) and their keys any node kept, sampled at each
+	// node's housekeeping (reconcile.Stats HeldOrigins, HeldKeys).
+	HeldOriginsMax, HeldKeysMax int
 	// DatagramOverhead is the bytes added to each datagram's payload.
 	DatagramOverhead int
 	// Nodes are the per-node figures.

@@ -61,17 +61,17 @@ func (sd *sender) SendTo(to string, p *packet.Packet) error {
 			s.err = fmt.Errorf("clustersim: node %d: its own datagram does not decode: %w", sd.from, err)
 			return err
 		}
-		if p.Sum && s.now >= s.warm {
+		if p.Sum && s.measured() {
 			s.res.Sums++
 		}
-		if s.now >= s.warm {
+		if s.measured() {
 			s.res.Targeted++
 			if !p.Sum && len(p.Counts) == 0 && len(p.Names) == 0 {
 				s.res.FollowUps++
 			}
 		}
-		if s.nodes[j].dead && s.detected(j) {
-			continue
+		if !s.nodes[j].listed {
+			continue // memberlist does not list it
 		}
 		if !s.wire(nd, j, len(b)) {
 			continue
@@ -103,14 +103,12 @@ func (s Scenario) Owners(key int) (owner, successor int) {
 	return owner, successor
 }
 
-// placeRing builds the ring of the nodes whose death is not detected and
-// moves the epoch.
+// placeRing builds the ring of the names memberlist lists (a node whose
+// departure is not yet known included) and moves the epoch.
 func (s *sim) placeRing() {
-	names := make([]string, 0, len(s.nodes))
-	for i, nd := range s.nodes {
-		if !nd.dead || !s.detected(i) {
-			names = append(names, nd.name)
-		}
+	names := make([]string, 0, len(s.listed))
+	for name := range s.listed {
+		names = append(names, name)
 	}
 	slices.Sort(names)
 	s.ring = ring.New(names)

@@ -28,6 +28,13 @@ const (
 	// DefaultLoadFactor: Rate 0 offers this many times the key's limit per
 	// second, cluster-wide (bench/cluster's load).
 	DefaultLoadFactor = 5
+	// DefaultStateInterval is how often an agent with a state file writes
+	// it (the agent's --state-interval default).
+	DefaultStateInterval = 5 * time.Second
+	// DefaultJoinSpread is how long after a node joins (its push/pull with
+	// a seed) every other member knows of it: memberlist's gossip of the
+	// join.
+	DefaultJoinSpread = 200 * time.Millisecond
 )
 
 // Limits of a Scenario.
@@ -65,6 +72,37 @@ type Partition struct {
 
 // Death kills node Node at At: it stops deciding, shipping and receiving.
 type Death struct {
+	Node int
+	At   time.Duration
+}
+
+// Restart stops node Node's agent at At and starts a new one in its place
+// Down later, with a new incarnation (a later start time), the node's
+// share of the load, and fresh streams: cleanly, as on SIGTERM (a last
+// Step ships its unshipped counts, it writes its state file when it keeps
+// one, and the others get NodeGone at once, as after memberlist's Leave),
+// or, with Crash, it just dies (the others get NodeGone DetectAfter
+// later). The new agent is named as before with SameName, else
+// NamePrefix + Node + "-r" + the node's restart count (1 for its first).
+// With StateFile it first restores the node's state file (the old agent's
+// Snapshot at its clean stop, or, after a crash, at the last multiple of
+// StateInterval before it), then joins the mesh (see the package doc).
+type Restart struct {
+	Node                       int
+	At, Down                   time.Duration
+	SameName, Crash, StateFile bool
+}
+
+// Start makes node Node absent (not live, no load, no ticks) until At,
+// when its agent starts and joins the mesh: scale-out.
+type Start struct {
+	Node int
+	At   time.Duration
+}
+
+// Leave stops node Node's agent cleanly at At for good (as a Restart
+// without Crash, with no return): scale-in.
+type Leave struct {
 	Node int
 	At   time.Duration
 }
@@ -139,6 +177,26 @@ type Scenario struct {
 	Partitions  []Partition
 	Deaths      []Death
 	DetectAfter time.Duration
+	// Churn: agents that restart, start late and leave (see Restart, Start
+	// and Leave). A node's events must follow one another: a node is up
+	// from the run's start unless it has a Start (then its first event),
+	// and each Restart, Leave and Death finds it up; a Restart's new agent
+	// is up at At + Down, after which the node's next event may come.
+	Restarts []Restart
+	Starts   []Start
+	Leaves   []Leave
+	// StateInterval is how often a node whose Restarts keep a state file
+	// writes it, at the multiples of it from the run's start (0 =
+	// DefaultStateInterval); JoinSpread, how long after a joining agent's
+	// push/pull with its seed every other member knows of it (0 =
+	// DefaultJoinSpread; use NoDelay for none).
+	StateInterval, JoinSpread time.Duration
+	// PushPullEvery, when set, models memberlist's periodic push/pull:
+	// every running node exchanges states (as a resync) with one member
+	// picked at random every PushPullEvery (memberlist's default is 30 s),
+	// scaled as memberlist scales it past 32 members, from a random phase.
+	// 0: not modelled.
+	PushPullEvery time.Duration
 	// Seed makes the run: the same Scenario gives the same Result.
 	Seed uint64
 	// SampleGap is the least time between two convergence samples of one
@@ -267,7 +325,7 @@ func (s *Scenario) Validate() error {
 		}
 		dead[dt.Node] = true
 	}
-	return nil
+	return s.validateChurn()
 }
 
 // checkResource refuses what the oracle cannot judge.

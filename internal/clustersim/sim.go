@@ -53,6 +53,17 @@ type node struct {
 	tout     *stream.Targets // its targeted streams (nil: not numbered)
 	tin      *stream.In      // its peers' targeted streams to it (nil: not numbered)
 	repairAt int64           // when its queued evRepair runs (−1: none queued)
+	// Churn (churn.go): the agent's number at this node (events carry
+	// it), whether memberlist lists its name, whether the node has not
+	// started yet, whether it keeps a state file and the file's bytes,
+	// how many times it restarted, and its join's record (−1: none).
+	gen       uint32
+	listed    bool
+	late      bool
+	stateFile bool
+	state     []byte
+	restarts  int
+	join      int
 }
 
 type sim struct {
@@ -92,6 +103,16 @@ type sim struct {
 	ring      *ring.Ring // owner mode's placement (route.go)
 	epoch     uint64
 	curSum    bool // the packet being merged is a sum
+	// Churn (churn.go, judge.go).
+	cfg        *config.Config
+	nodePrefix string
+	listed     map[string]bool // the names memberlist lists
+	departs    []departure
+	joins      []joinRec
+	ppRand     *rand.Rand
+	spread     int64 // ns: Scenario.JoinSpread
+	stopAt     int64 // ns: the end of the run, the settle included
+	lost       bool  // LostHits is judged (judge.go)
 }
 
 // Run simulates s and returns what it measured. It fails for a scenario
@@ -195,35 +216,67 @@ func setup(s Scenario) (*sim, error) {
 	sm.clk = clock.NewFake(base)
 	cfg := &config.Config{Resources: map[string]*config.Resource{sm.resName: &rc}}
 	rates := spread(s, limitPerS(&rc))
-	sm.live = s.Nodes
+	sm.cfg, sm.nodePrefix = cfg, nodePrefix
+	sm.ppRand = rand.New(rand.NewPCG(s.Seed, 0x9977))
+	switch s.JoinSpread {
+	case 0:
+		sm.spread = int64(DefaultJoinSpread)
+	case NoDelay:
+	default:
+		sm.spread = int64(s.JoinSpread)
+	}
+	late := make(map[int]bool, len(s.Starts))
+	for _, st := range s.Starts {
+		late[st.Node] = true
+	}
+	sm.live = s.Nodes - len(late)
 	sm.byName = make(map[string]int, s.Nodes)
+	sm.listed = make(map[string]bool, s.Nodes)
 	for i := range s.Nodes {
-		nd := &node{idx: i, name: nodePrefix + strconv.Itoa(i), rate: rates[i], lastSmp: -1, own: map[int32]int64{}, repairAt: -1}
-		if !s.Unsequenced {
-			nd.out = stream.NewOut(gossip.RepairMessages, gossip.RepairBytes)
-			nd.in = stream.NewIn(stream.Options{})
-			if !s.TargetedResends {
-				nd.tin = stream.NewIn(stream.Options{})
-				nd.tout = stream.NewTargets(gossip.RepairMessages, gossip.RepairBytes)
-			}
-		}
-		nd.jit = rand.New(rand.NewPCG(s.Seed, uint64(i)+1))
-		nd.rec = reconcile.New(reconcile.Options{
-			// An incarnation is a start time in ns, as the agent's: its
-			// size on the wire is real.
-			Name: nd.name, Incarnation: uint64(base.UnixNano()) + uint64(i), SyncInterval: time.Duration(sm.sync),
-			TickOnly: s.TickOnly, FlushGap: s.FlushGap, OwnerFrom: s.OwnerFrom, Clock: sm.clk, Rand: rand.New(rand.NewPCG(s.Seed, uint64(i)+1<<32)),
-		})
-		nd.eng = local.New(cfg)
-		nd.eng.Attach(nd.rec)
-		nd.rec.SetApplier(&tap{Engine: nd.eng, s: sm, r: i})
-		nd.rec.SetSender(&sender{s: sm, from: i})
+		nd := &node{idx: i, name: nodePrefix + strconv.Itoa(i), rate: rates[i], lastSmp: -1, own: map[int32]int64{}, repairAt: -1, join: -1}
 		nd.phase = float64(i) / float64(s.Nodes)
 		sm.nodes = append(sm.nodes, nd)
 		sm.byName[nd.name] = i
+		if late[i] {
+			nd.dead, nd.late = true, true
+			continue // its agent is made when it starts (churn.go)
+		}
+		// An incarnation is a start time in ns, as the agent's: its size
+		// on the wire is real.
+		sm.agent(nd, nd.name, uint64(base.UnixNano())+uint64(i))
+		sm.listed[nd.name], nd.listed = true, true
 	}
+	sm.judgeSetup()
 	sm.placeRing()
 	return sm, nil
+}
+
+// agent makes a new agent at nd named name, of incarnation inc: its
+// engine, cluster, streams and random sources (the node's first agent's
+// are those of gen 0), with nothing of an earlier agent of the node.
+func (sm *sim) agent(nd *node, name string, inc uint64) {
+	s, i, g := &sm.sc, nd.idx, uint64(nd.gen)
+	nd.name = name
+	nd.out, nd.in, nd.tin, nd.tout = nil, nil, nil, nil
+	if !s.Unsequenced {
+		nd.out = stream.NewOut(gossip.RepairMessages, gossip.RepairBytes)
+		nd.in = stream.NewIn(stream.Options{})
+		if !s.TargetedResends {
+			nd.tin = stream.NewIn(stream.Options{})
+			nd.tout = stream.NewTargets(gossip.RepairMessages, gossip.RepairBytes)
+		}
+	}
+	nd.jit = rand.New(rand.NewPCG(s.Seed, uint64(i)+1+g<<40))
+	nd.rec = reconcile.New(reconcile.Options{
+		Name: name, Incarnation: inc, SyncInterval: time.Duration(sm.sync),
+		TickOnly: s.TickOnly, FlushGap: s.FlushGap, OwnerFrom: s.OwnerFrom, Clock: sm.clk, Rand: rand.New(rand.NewPCG(s.Seed, uint64(i)+1<<32+g<<48)),
+	})
+	nd.eng = local.New(sm.cfg)
+	nd.eng.Attach(nd.rec)
+	nd.rec.SetApplier(&tap{Engine: nd.eng, s: sm, r: i})
+	nd.rec.SetSender(&sender{s: sm, from: i})
+	nd.lastSmp, nd.flushAt, nd.repairAt = -1, false, -1
+	clear(nd.own)
 }
 
 func or(s, def string) string {
@@ -297,13 +350,16 @@ func (sm *sim) scheduleRequest(nd *node) {
 	}
 	nd.k++
 	if nd.next < sm.end {
-		sm.q.push(event{at: nd.next, kind: evRequest, node: int32(nd.idx)})
+		sm.q.push(event{at: nd.next, kind: evRequest, node: int32(nd.idx), gen: nd.gen})
 	}
 }
 
 func (sm *sim) loop(ctx context.Context) error {
 	// Every node has been running: a first Step counts the live nodes.
 	for _, nd := range sm.nodes {
+		if nd.late {
+			continue
+		}
 		nd.rec.Step(sm.at(0))
 		// Agents start at independent instants: the first tick at a uniform
 		// phase of the interval.
@@ -317,10 +373,14 @@ func (sm *sim) loop(ctx context.Context) error {
 	for _, d := range sm.sc.Deaths {
 		sm.q.push(event{at: int64(d.At), kind: evDeath, node: int32(d.Node)})
 	}
+	sm.churnSetup()
 	for sm.q.len() > 0 {
 		e := sm.q.pop()
-		if e.at >= sm.end {
+		if e.at >= sm.stopAt {
 			break
+		}
+		if e.at >= sm.end && afterEnd(e.kind) {
+			continue // the settle (judge.go): no load, no churn
 		}
 		sm.now = e.at
 		sm.clk.Set(sm.at(e.at))
@@ -341,6 +401,9 @@ func (sm *sim) loop(ctx context.Context) error {
 		var nd *node
 		if e.kind != evProbe && e.kind != evDeliver {
 			nd = sm.nodes[e.node]
+			if agentBound(e.kind) && e.gen != nd.gen {
+				continue // for an agent that another took the place of
+			}
 		}
 		switch e.kind {
 		case evRequest:
@@ -350,6 +413,7 @@ func (sm *sim) loop(ctx context.Context) error {
 			sm.events++
 			sm.request(nd)
 			sm.scheduleRequest(nd)
+			sm.checkJoin(nd)
 		case evTick:
 			if nd.dead {
 				continue
@@ -357,11 +421,13 @@ func (sm *sim) loop(ctx context.Context) error {
 			sm.events++
 			sm.res.Ticks++
 			nd.rec.Step(sm.at(e.at))
-			sm.q.push(event{at: e.at + sm.tickAfter(nd), kind: evTick, node: e.node})
+			sm.q.push(event{at: e.at + sm.tickAfter(nd), kind: evTick, node: e.node, gen: nd.gen})
+			sm.checkJoin(nd)
 		case evHousekeep:
 			if !nd.dead {
 				nd.eng.Step(sm.at(e.at))
-				sm.q.push(event{at: e.at + int64(time.Second), kind: evHousekeep, node: e.node})
+				sm.sampleHeld(nd)
+				sm.q.push(event{at: e.at + int64(time.Second), kind: evHousekeep, node: e.node, gen: nd.gen})
 			}
 		case evDeliver:
 			sm.deliver(e)
@@ -389,26 +455,38 @@ func (sm *sim) loop(ctx context.Context) error {
 			sm.probe(int(e.node))
 			sm.q.push(event{at: e.at + int64(sm.sc.ProbeEvery), kind: evProbe, node: e.node + 1})
 		case evDeath:
-			nd.dead = true
-			sm.conv.died(nd.idx, e.at)
-			sm.q.push(event{at: e.at + sm.detect, kind: evDetect, node: e.node})
+			sm.stop(nd, false)
 		case evDetect:
-			sm.live--
-			sm.placeRing()
-			for _, o := range sm.nodes {
-				if !o.dead {
-					o.rec.NodeGone(nd.name)
-					if o.in != nil {
-						o.in.Forget(nd.name)
-					}
-				}
-			}
+			sm.departed(sm.departs[e.from])
+		default:
+			sm.churn(e, nd)
 		}
 		if sm.err != nil {
 			return sm.err
 		}
 	}
-	return nil
+	sm.judge()
+	return sm.err
+}
+
+// agentBound reports whether events of kind k are for one agent of their
+// node (event.gen), and stale once another agent took its place.
+func agentBound(k eventKind) bool {
+	switch k {
+	case evRequest, evTick, evHousekeep, evFlush, evRepair, evAsk, evState:
+		return true
+	}
+	return false
+}
+
+// afterEnd reports whether events of kind k are dropped once the load
+// ends (in the settle): the load and the churn.
+func afterEnd(k eventKind) bool {
+	switch k {
+	case evRequest, evProbe, evDeath, evRestart, evLeave, evUp:
+		return true
+	}
+	return false
 }
 
 // key picks the key of the next request.
@@ -463,7 +541,7 @@ func (sm *sim) kicked(nd *node, t time.Time) {
 	}
 	if at := nd.rec.FlushAt(t); at.After(t) {
 		nd.flushAt = true
-		sm.q.push(event{at: int64(at.Sub(base)), kind: evFlush, node: int32(nd.idx)})
+		sm.q.push(event{at: int64(at.Sub(base)), kind: evFlush, node: int32(nd.idx), gen: nd.gen})
 		return
 	}
 	sm.res.Flushes++

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/clustersim"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "churn:", err)
+		os.Exit(1)
+	}
+}
+
+// scenario is one row's shape before its resource is set.
+type scenario struct {
+	name      string
+	sc        clustersim.Scenario
+	tiersOnly bool // too large to run twice in the time budget
+}
+
+type options struct {
+	quick    bool
+	only     string
+	seed     uint64
+	sync     time.Duration
+	drift    float64
+	pushPull time.Duration
+}
+
+func run(args []string, out, log io.Writer) error {
+	fs := flag.NewFlagSet("churn", flag.ContinueOnError)
+	fs.SetOutput(log)
+	var o options
+	fs.BoolVar(&o.quick, "quick", false, "smaller meshes and shorter runs (the 1,000-node roll on 300 nodes)")
+	fs.StringVar(&o.only, "only", "", "run only the scenarios whose name contains this")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed")
+	fs.DurationVar(&o.sync, "sync", 250*time.Millisecond, "sync interval")
+	fs.Float64Var(&o.drift, "drift", 0.05, "drift tolerance of both resources")
+	fs.DurationVar(&o.pushPull, "push-pull", 0, "model memberlist's periodic push/pull at this interval (0: not modelled; memberlist's default is 30s)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.drift < 0 || o.drift > 1 || o.sync < time.Millisecond || o.pushPull < 0 {
+		return fmt.Errorf("-drift must be in [0, 1], -sync at least 1ms, -push-pull ≥ 0")
+	}
+	hourJS := fmt.Sprintf(`{"kind":"tiers","tiers":"L,3600,3600,0","drift":%g}`, o.drift)
+	fmt.Fprintf(out, "sync %s, drift %g, push/pull %s, seed %d; tiers: one window of 3600 s (LostHits judged), gcra: period 1 s\n", o.sync, o.drift, pp(o.pushPull), o.seed)
+	fmt.Fprintf(out, "%-24s %-5s %6s %6s %8s %10s %6s %6s %7s %9s %9s %8s %8s %9s %7s\n",
+		"scenario", "kind", "nodes", "joins", "grants", "worst/L", "lost", "extra", "falseD", "sync p50", "sync p99", "unsynced", "heldOrig", "heldKeys", "wall")
+	var worst float64
+	var lost, fd int
+	var syncP99 time.Duration
+	var lostRows []string
+	for _, s := range scenarios(o.quick) {
+		if o.only != "" && !strings.Contains(s.name, o.only) {
+			continue
+		}
+		for _, kind := range []string{"tiers", "gcra"} {
+			if kind == "gcra" && s.tiersOnly {
+				continue
+			}
+			sc := s.sc
+			sc.Seed, sc.SyncInterval, sc.PushPullEvery, sc.MaxEvents = o.seed, o.sync, o.pushPull, 2_000_000_000
+			sc.Encrypt, sc.Label = true, "obol"
+			// Each key's limit is half of what it is offered, over the
+			// hour (tiers: reached about halfway through the run) or per
+			// second (gcra: the key is limited throughout).
+			perKey := sc.Rate * float64(sc.Nodes) / float64(max(sc.Keys, 1))
+			var js string
+			if kind == "tiers" {
+				js = strings.Replace(hourJS, "L", fmt.Sprint(max(10, int(perKey*sc.Duration.Seconds()/2))), 1)
+			} else {
+				l := max(5, int(math.Ceil(perKey/2)))
+				js = fmt.Sprintf(`{"kind":"gcra","burst":%d,"count":%d,"period":"1s","drift":%g}`, l, l, o.drift)
+			}
+			rc, err := config.ParseResource([]byte(js))
+			if err != nil {
+				return err
+			}
+			sc.Resource = rc
+			fmt.Fprintf(log, "%s %s ...\n", s.name, kind)
+			start := time.Now()
+			r, err := clustersim.Run(context.Background(), sc)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", s.name, kind, err)
+			}
+			ratio := r.WorstWindowRatio
+			if kind == "tiers" {
+				ratio = r.WorstInstanceRatio // one hour: no aligned window fits the run
+			}
+			worst = max(worst, ratio)
+			fd += r.FalseDenials
+			syncP99 = max(syncP99, r.JoinSyncP99)
+			if r.LostHits > 0 {
+				lost = max(lost, r.LostHits)
+				lostRows = append(lostRows, fmt.Sprintf("%s (%s): %d granted hits lost by one node", s.name, kind, r.LostHits))
+			}
+			fmt.Fprintf(out, "%-24s %-5s %6d %6d %8d %10.3f %6s %6s %7d %9s %9s %8d %8d %9d %7s\n",
+				s.name, kind, sc.Nodes, r.Joins, r.Grants, ratio, judged(r.LostHits), judged(r.ExtraHits), r.FalseDenials,
+				ms(r.JoinSyncP50), ms(r.JoinSyncP99), r.JoinsUnsynced, r.HeldOriginsMax, r.HeldKeysMax, time.Since(start).Round(100*time.Millisecond))
+		}
+	}
+	fmt.Fprintln(out, "worst/L: tiers, the most one key granted in its hour ÷ the limit; gcra, the worst 1 s window ÷ the limit. lost/extra: granted hits a node")
+	fmt.Fprintln(out, "does not count / counts twice at the end (tiers only; '-' for gcra). sync: from a join until the node's view agrees with the oracle.")
+	for _, l := range lostRows {
+		fmt.Fprintln(out, "LOST", l)
+	}
+	fmt.Fprintf(out, "RESULT churn worst_window_ratio=%.3f lost_hits=%d false_denials=%d join_sync_p99_ms=%.0f\n", worst, lost, fd, float64(syncP99)/1e6)
+	return nil
+}
+
+func judged(n int) string {
+	if n < 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.0fms", float64(d)/1e6) }
+
+func pp(d time.Duration) string {
+	if d == 0 {
+		return "not modelled"
+	}
+	return d.String()
+}
+
+// scenarios are the rows (see README.md).
+func scenarios(quick bool) []scenario {
+	big, bigEvery, longFor := 1000, 1500*time.Millisecond, 10*time.Minute
+	roll100 := 100
+	if quick {
+		big, roll100, longFor = 300, 30, 4*time.Minute
+	}
+	var out []scenario
+	roll := func(name string, n int, every, down time.Duration, rate float64, keys int) {
+		s := clustersim.Scenario{Nodes: n, Keys: keys, Rate: rate, Duration: time.Duration(n)*every + 10*time.Second}
+		for i := range n {
+			s.Restarts = append(s.Restarts, clustersim.Restart{Node: i, At: 5*time.Second + time.Duration(i)*every, Down: down})
+		}
+		out = append(out, scenario{name, s, false})
+	}
+	roll("roll-10", 10, 5*time.Second, time.Second, 20, 20)
+	roll(fmt.Sprintf("roll-%d", roll100), roll100, time.Second, 500*time.Millisecond, 2, 50)
+	// Owner mode (reconcile's default, from 100 nodes): 10% at a time.
+	s := clustersim.Scenario{Nodes: big, Keys: 100, Rate: 0.25, Duration: 10*bigEvery + 8*time.Second}
+	for w := range 10 {
+		for i := w * big / 10; i < (w+1)*big/10; i++ {
+			s.Restarts = append(s.Restarts, clustersim.Restart{Node: i, At: 4*time.Second + time.Duration(w)*bigEvery, Down: 500 * time.Millisecond})
+		}
+	}
+	out = append(out, scenario{fmt.Sprintf("owner-%d-roll-10%%", big), s, true})
+	s = clustersim.Scenario{Nodes: 30, Keys: 20, Rate: 5, Duration: 45 * time.Second}
+	for i := 3; i < 30; i++ {
+		s.Starts = append(s.Starts, clustersim.Start{Node: i, At: 5*time.Second + time.Duration(i-3)*time.Second})
+	}
+	out = append(out, scenario{"scale-out-3-30", s, false})
+	s = clustersim.Scenario{Nodes: 30, Keys: 20, Rate: 5, Duration: 45 * time.Second}
+	for i := 3; i < 30; i++ {
+		s.Leaves = append(s.Leaves, clustersim.Leave{Node: i, At: 5*time.Second + time.Duration(i-3)*time.Second})
+	}
+	out = append(out, scenario{"scale-in-30-3", s, false})
+	// One restart every simulated minute, round-robin, new names.
+	s = clustersim.Scenario{Nodes: 10, Keys: 20, Rate: 2, Duration: longFor}
+	for m := 1; time.Duration(m)*time.Minute < longFor; m++ {
+		s.Restarts = append(s.Restarts, clustersim.Restart{Node: (m - 1) % 10, At: time.Duration(m) * time.Minute, Down: time.Second})
+	}
+	out = append(out, scenario{"churn-1-per-min", s, false})
+	return out
+}
