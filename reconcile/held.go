@@ -56,6 +56,9 @@ func (t *table) retire(o *origin) {
 			if !k.resolved {
 				t.waiting[h] = append(t.waiting[h], old)
 			}
+			if t.holders != nil && !slices.Contains(t.holders[h], old) {
+				t.holders[h] = append(t.holders[h], old)
+			}
 		}
 	}
 	o.keys = make(map[uint64]*remoteKey)
@@ -187,6 +190,19 @@ func (t *table) held(pkt *packet.Packet, now int64, life func(resource string, s
 			pkt.Held = append(pkt.Held, h)
 		}
 	}
+}
+
+// pastHolders returns the origins that hold counts of key h and are gone
+// or an earlier incarnation of a name (owner mode: an owner's sums count
+// them, for no one sends them any more; holders indexes them).
+func (t *table) pastHolders(h uint64) []*origin {
+	var out []*origin
+	for _, o := range t.holders[h] {
+		if (o.gone || t.origins[o.name] != o) && o.keys[h] != nil && !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // heldOrigins counts the origins kept that are gone or retired

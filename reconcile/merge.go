@@ -557,4 +557,9 @@ func (t *table) indexHolders() {
 			t.holders[h] = append(t.holders[h], o)
 		}
 	}
+	for _, o := range t.retired {
+		for h := range o.keys {
+			t.holders[h] = append(t.holders[h], o)
+		}
+	}
 }

@@ -251,7 +251,7 @@ func (c *Cluster) ownerSilent(h uint64, rk *relayKey, now int64) bool {
 		return false
 	}
 	if !rk.wide { // looked at only now: near the limit since?
-		cells, _, limits := c.windowCounts(h, c.subscribers(h, rk), now)
+		cells, _, limits := c.windowCounts(h, c.subscribers(h, rk), c.tab.pastHolders(h), now)
 		rk.wide = wideNow(cells, limits, false)
 	}
 	return rk.wide
@@ -351,7 +351,8 @@ func (c *Cluster) relay(rt Router, ts targets, s uint32, now int64, flush bool) 
 			continue
 		}
 		subs := c.subscribers(h, rk)
-		cells, name, limits := c.windowCounts(h, subs, now)
+		past := c.tab.pastHolders(h) // counted in every sum, relayed to no one
+		cells, name, limits := c.windowCounts(h, subs, past, now)
 		was := rk.wide
 		rk.wide = wideNow(cells, limits, was)
 		totals = totals[:0]
@@ -360,6 +361,9 @@ func (c *Cluster) relay(rt Router, ts targets, s uint32, now int64, flush bool) 
 			r := rk.rows[i]
 			v := mine.value(r.slot, r.bucket)
 			for _, o := range subs {
+				v += o.keys[h].value(r.slot, r.bucket)
+			}
+			for _, o := range past {
 				v += o.keys[h].value(r.slot, r.bucket)
 			}
 			totals = append(totals, v)
@@ -444,7 +448,7 @@ func (c *Cluster) relayWide(rt Router, ts targets, h uint64, rk *relayKey, subs 
 // the sum of this node's count and its origins' (subs) in each, the key's
 // name, and the limit per slot (nil when the name or resource is not
 // known: never wide).
-func (c *Cluster) windowCounts(h uint64, subs []*origin, now int64) ([]packet.Count, keyName, []int64) {
+func (c *Cluster) windowCounts(h uint64, subs, past []*origin, now int64) ([]packet.Count, keyName, []int64) {
 	name, ok := c.tab.names[h]
 	if !ok {
 		name, ok = c.tab.selfNames[h]
@@ -478,6 +482,9 @@ func (c *Cluster) windowCounts(h uint64, subs []*origin, now int64) ([]packet.Co
 	}
 	add(c.tab.own[h])
 	for _, o := range subs {
+		add(o.keys[h])
+	}
+	for _, o := range past {
 		add(o.keys[h])
 	}
 	return cells, name, p.limit
@@ -739,14 +746,17 @@ func (t *table) mergeSum(p *packet.Packet, now int64, out []op) []op {
 }
 
 // newSum starts the sums of key h: what origins told directly and was
-// applied counts as applied.
+// applied counts as applied, gone origins' and earlier incarnations'
+// included (held.go).
 func (t *table) newSum(h uint64) *sumKey {
 	sk := &sumKey{}
+	seen := map[*origin]bool{}
 	add := func(o *origin) {
 		k := o.keys[h]
-		if k == nil || !k.resolved || t.origins[o.name] != o {
+		if k == nil || !k.resolved || seen[o] {
 			return
 		}
+		seen[o] = true
 		for _, c := range k.counts {
 			r := sk.row(c.slot, c.bucket)
 			r.direct += c.value
@@ -759,6 +769,9 @@ func (t *table) newSum(h uint64) *sumKey {
 		}
 	} else { // not in owner mode (a sum from a node that is): no index
 		for _, o := range t.origins {
+			add(o)
+		}
+		for _, o := range t.retired {
 			add(o)
 		}
 	}
@@ -916,7 +929,7 @@ func (c *Cluster) ReshipTo(to string) {
 		if mine == nil && !rk.wide {
 			continue // not one it relays to
 		}
-		cells, name, _ := c.windowCounts(h, subs, ms)
+		cells, name, _ := c.windowCounts(h, subs, c.tab.pastHolders(h), ms)
 		first := true
 		for _, cell := range cells {
 			v := cell.Value - mine.value(cell.Slot, cell.Bucket)
