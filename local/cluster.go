@@ -58,6 +58,12 @@ const (
 	SlotSpend = 0
 	// SlotRefund is a gcra key's tokens refunded.
 	SlotRefund = 1
+	// SlotTAT is the entry slot (ApplyEntry) of a gcra key's theoretical
+	// arrival time as a peer's engine has it: a floor for a node that
+	// joins, whose replay of the counts still inside their lifetime
+	// cannot know the debt a long-busy bucket carried before them
+	// (EachTAT). It is no tier's slot.
+	SlotTAT = 1<<31 - 1
 )
 
 // Span is how long, in ms, a record of one slot matters to a decision: Hits
@@ -135,6 +141,17 @@ func (e *Engine) ApplyEntry(resource, domain string, slot int, at, now int64) {
 		return
 	}
 	r.k.applyEntry(domain, slot, at, now)
+}
+
+// EachTAT calls fn with every gcra key this node's engine holds whose
+// bucket is not full at now (Unix ms): its theoretical arrival time, Unix
+// ms (rounded up). A joiner takes it as a floor (ApplyEntry with SlotTAT).
+func (e *Engine) EachTAT(now int64, fn func(resource, domain string, tat int64)) {
+	for name, r := range e.res {
+		if g, ok := r.k.(*gcraRes); ok && !r.unlimited {
+			g.eachTAT(now*1e6, func(domain string, tat int64) { fn(name, domain, (tat+1e6-1)/1e6) })
+		}
+	}
 }
 
 // AddRemoteHolds changes the copies peers hold of resource/domain by n.

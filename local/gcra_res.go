@@ -257,7 +257,32 @@ func (gr *gcraRes) applyCount(domain string, slot int, at, _, n, now int64) {
 
 // A gcra resource has no tiers and holds no copies.
 
-func (gr *gcraRes) applyEntry(string, int, int64, int64) {}
+// applyEntry takes a peer's TAT of domain's bucket (SlotTAT, at in Unix
+// ms) as a floor: the bucket holds at least the debt the peer's does. Any
+// other slot is no gcra entry and changes nothing.
+func (gr *gcraRes) applyEntry(domain string, slot int, at, now int64) {
+	if slot != SlotTAT || at <= now {
+		return
+	}
+	tat := at * 1e6
+	sh, h := gr.keys.lock(domain)
+	defer sh.mu.Unlock()
+	if p := sh.find(domain, h); p != nil {
+		*p = max(*p, tat)
+		return
+	}
+	gr.keys.insert(sh, domain, h, tat)
+}
+
+// eachTAT calls fn with every domain whose TAT (Unix ns) is after now.
+func (gr *gcraRes) eachTAT(now int64, fn func(domain string, tat int64)) {
+	gr.keys.each(func(domain string, tat int64) {
+		if tat > now {
+			fn(domain, tat)
+		}
+	})
+}
+
 func (gr *gcraRes) release() int64                       { return 0 }
 func (gr *gcraRes) addRemote(string, int64)              {}
 func (gr *gcraRes) eachHold(func(string, int64))         {}

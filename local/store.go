@@ -223,5 +223,23 @@ func (s *store[V]) sweep(done func(V) bool) int {
 	return dropped
 }
 
+// each calls fn with every key and its value, shard by shard, each shard
+// locked while fn runs (fn must not use the store).
+func (s *store[V]) each(fn func(key string, v V)) {
+	for k := range s.shards {
+		sh := &s.shards[k]
+		sh.mu.Lock()
+		for i := range sh.slots {
+			if sl := &sh.slots[i]; sl.hash != 0 {
+				fn(string(sl.key[:sl.klen]), sl.val)
+			}
+		}
+		for key, v := range sh.long {
+			fn(key, *v)
+		}
+		sh.mu.Unlock()
+	}
+}
+
 // len returns the number of keys held.
 func (s *store[V]) len() int { return int(s.n.Load()) }

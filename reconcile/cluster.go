@@ -136,6 +136,7 @@ const DefaultFlushGap = 10 * time.Millisecond
 type Cluster struct {
 	name     string
 	inc      uint64
+	started  int64 // ms: when New ran (joinFloors)
 	interval time.Duration
 	tickOnly bool
 	clock    clock.Clock
@@ -234,6 +235,7 @@ func New(o Options) *Cluster {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	c.tab.selfInc = c.inc
+	c.started = c.clock.Now().UnixMilli()
 	c.live.Store(1)
 	return c
 }
@@ -726,6 +728,13 @@ func (c *Cluster) HandlePacket(p *packet.Packet) {
 	var ops []op
 	ok := true
 	ops = (*buf)[:0]
+	var tats []packet.Mark
+	if p.Full && !p.Sum {
+		tats = takeTATs(p)
+		if now-c.started > joinFloors.Milliseconds() {
+			tats = nil // not this node's join: see joinFloors
+		}
+	}
 	held := p.Full && len(p.Held) > 0 && !p.Sum
 	if held { // every entry of the state before any count (mergeHeld)
 		ops, _ = c.tab.mergeHeld(p.Names, p.Held, true, now, ops)
@@ -741,6 +750,7 @@ func (c *Cluster) HandlePacket(p *packet.Packet) {
 		c.stats.heldStates.Add(1)
 		c.stats.heldGrew.Add(uint64(grew))
 	}
+	ops = c.tab.floors(tats, ops)
 	if len(c.tab.grew) > 0 {
 		next := c.tick.Load() + 1
 		for _, g := range c.tab.grew {
@@ -831,6 +841,7 @@ func (c *Cluster) Snapshot() *packet.Packet {
 	c.mu.Lock()
 	c.tab.held(pkt, ms, c.life)
 	c.mu.Unlock()
+	c.addTATs(pkt, ms)
 	return pkt
 }
 
@@ -847,11 +858,13 @@ func (c *Cluster) Restore(p *packet.Packet) int {
 	if p == nil {
 		return 0
 	}
+	tats := takeTATs(p)
 	held := append([]packet.Held{{From: p.From, Incarnation: p.Incarnation, Counts: p.Counts, Marks: p.Marks}}, p.Held...)
 	now := c.clock.Now().UnixMilli()
 	c.mu.Lock()
 	ops, _ := c.tab.mergeHeld(p.Names, held, true, now, nil)
 	ops, grew := c.tab.mergeHeld(nil, held, false, now, ops)
+	ops = c.tab.floors(tats, ops)
 	c.mu.Unlock()
 	c.apply(ops, now)
 	return grew

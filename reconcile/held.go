@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/local"
 )
 
 // held.go is the rule that a count belongs to the mesh, not to the
@@ -285,4 +286,76 @@ func (c *Cluster) Welcome(name string) {
 		return
 	}
 	c.stats.welcomes.Add(1)
+}
+
+// TATSource is implemented by an Applier whose gcra buckets can say their
+// theoretical arrival times (local.Engine.EachTAT), so that a state passes
+// them on as floors for a node that joins.
+type TATSource interface {
+	EachTAT(now int64, fn func(resource, domain string, tat int64))
+}
+
+var _ TATSource = (*local.Engine)(nil)
+
+// joinFloors is how long after its start a node takes peers' gcra TATs as
+// floors: while the states it merges are its join's. Later, a peer's TAT
+// may include spends still on their way here as counts, and taking it
+// would count them twice.
+const joinFloors = 10 * time.Second
+
+// addTATs appends to pkt, a snapshot, the TAT of every gcra key the engine
+// holds whose bucket is not full at now (ms), as a mark of slot
+// local.SlotTAT, with the keys' names.
+func (c *Cluster) addTATs(pkt *packet.Packet, now int64) {
+	b := c.applier.Load()
+	if b == nil {
+		return
+	}
+	ts, ok := b.a.(TATSource)
+	if !ok {
+		return
+	}
+	named := make(map[uint64]bool, len(pkt.Names))
+	for _, n := range pkt.Names {
+		named[n.Hash] = true
+	}
+	ts.EachTAT(now, func(resource, domain string, tat int64) {
+		h := KeyHash(resource, domain)
+		pkt.Marks = append(pkt.Marks, packet.Mark{Hash: h, Slot: local.SlotTAT, At: tat})
+		if !named[h] {
+			named[h] = true
+			pkt.Names = append(pkt.Names, packet.Name{Hash: h, Resource: resource, Domain: domain})
+		}
+	})
+}
+
+// takeTATs removes the TAT marks from p's marks and returns them: they are
+// floors to apply after every count of the state (floors), never entries
+// to keep.
+func takeTATs(p *packet.Packet) []packet.Mark {
+	var tats []packet.Mark
+	ms := p.Marks[:0:0]
+	for _, m := range p.Marks {
+		if m.Slot == local.SlotTAT {
+			tats = append(tats, m)
+		} else {
+			ms = append(ms, m)
+		}
+	}
+	if len(tats) > 0 {
+		p.Marks = ms
+	}
+	return tats
+}
+
+// floors appends to out, for each TAT mark whose key's name is known, the
+// floor for the engine (after the state's counts: the floor is the debt
+// they leave out, not more to add to them).
+func (t *table) floors(tats []packet.Mark, out []op) []op {
+	for _, m := range tats {
+		if _, ok := t.names[m.Hash]; ok {
+			out = t.emit(out, opEntry, m.Hash, local.SlotTAT, m.At, 0)
+		}
+	}
+	return out
 }

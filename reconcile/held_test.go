@@ -350,3 +350,34 @@ func TestWelcomeSendsRecentCounts(t *testing.T) {
 		t.Fatalf("Welcomes %d, want 2", s.Welcomes)
 	}
 }
+
+// TestJoinerTakesGCRADebt: a gcra key busy for longer than its burst's
+// drain time carries a debt no count still held shows (they age out after
+// that time); a node that joins takes the seed's TAT as a floor, so it
+// does not see a full bucket where the mesh sees an empty one. A peer's
+// later state changes nothing for an older node.
+func TestJoinerTakesGCRADebt(t *testing.T) {
+	cfg, err := config.Parse([]byte("resources:\n  s/g:\n    kind: gcra\n    burst: 10\n    count: 10\n    period: 1s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cn := newChurn(t)
+	cn.cfg = cfg
+	a := cn.start("a", "")
+	// 20 tokens a second against 10 for 30 s: the bucket stays empty.
+	for range 600 {
+		a.e.Request(cn.fc.Now(), "s/g", "k", 1, 1)
+		cn.fc.Advance(50 * time.Millisecond)
+		if cn.fc.Now().UnixMilli()%250 == 0 {
+			cn.step()
+		}
+	}
+	want := cn.remaining(a, "s/g", "k")
+	if want > 1 {
+		t.Fatalf("a sees %d left, want at most 1", want)
+	}
+	j := cn.start("j", "a")
+	if got := cn.remaining(j, "s/g", "k"); got != want {
+		t.Fatalf("the joiner sees %d left of a bucket the mesh has (nearly) empty, want %d as a sees", got, want)
+	}
+}
