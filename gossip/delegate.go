@@ -6,6 +6,7 @@ package gossip
 
 import (
 	"net"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -211,7 +212,7 @@ func (d *delegate) NotifyJoin(node *memberlist.Node) {
 	n.mu.Lock()
 	if back {
 		n.queueResyncLocked(node.Name, n.peer(node.Name), n.clk.Now())
-	} else if was == "" {
+	} else if was == "" && !slices.Contains(n.welcome, node.Name) {
 		n.welcome = append(n.welcome, node.Name)
 		select {
 		case n.wake <- struct{}{}:

@@ -55,6 +55,8 @@ func TestApplyCountTiers(t *testing.T) {
 	}{
 		{name: "no entry: tier hits begin an instance at their bucket (the entry may come later, or never: a count belongs to the mesh)", counts: [][3]int64{{1, 0, 3}, {0, 0, 3}}, now: 10, wantGrant: 3, wantDomain: 3},
 		{name: "no entry, hits of an instance that has ended: dropped", counts: [][3]int64{{1, -1500, 3}}, now: 10, wantGrant: 5, wantDomain: 0},
+		{name: "no entry, prison hits from a state (not fresh): dropped, their instance may have ended", counts: [][3]int64{{2, -3000, 1}}, now: 10, wantGrant: 5, wantDomain: 0},
+		{name: "no entry, fresh prison hits begin the prison", counts: [][3]int64{{2, 0, 1}}, now: 10, wantGrant: 0, wantDomain: 0},
 		{name: "entered: tier hits count", entries: [][2]int64{{1, 0}}, counts: [][3]int64{{1, 0, 3}, {0, 0, 3}}, now: 10, wantGrant: 3, wantDomain: 3}, // 2 in tier 1, 1 bursting into tier 2
 		{name: "hits of an earlier instance are dropped", entries: [][2]int64{{1, 0}}, counts: [][3]int64{{1, -300, 3}}, now: 10, wantGrant: 5, wantDomain: 0},
 		{name: "a bucket straddling the entry counts", entries: [][2]int64{{1, 0}}, counts: [][3]int64{{1, -10, 3}}, now: 10, wantGrant: 3, wantDomain: 0},

@@ -264,7 +264,9 @@ func (gr *gcraRes) applyEntry(domain string, slot int, at, now int64) {
 	if slot != SlotTAT || at <= now {
 		return
 	}
-	tat := at * 1e6
+	// No bucket owes more than its burst offset: a TAT further ahead is
+	// no peer's (clamped).
+	tat := min(at*1e6, now*1e6+gr.params(domain).b)
 	sh, h := gr.keys.lock(domain)
 	defer sh.mu.Unlock()
 	if p := sh.find(domain, h); p != nil {
@@ -283,6 +285,6 @@ func (gr *gcraRes) eachTAT(now int64, fn func(domain string, tat int64)) {
 	})
 }
 
-func (gr *gcraRes) release() int64                       { return 0 }
-func (gr *gcraRes) addRemote(string, int64)              {}
-func (gr *gcraRes) eachHold(func(string, int64))         {}
+func (gr *gcraRes) release() int64               { return 0 }
+func (gr *gcraRes) addRemote(string, int64)      {}
+func (gr *gcraRes) eachHold(func(string, int64)) {}

@@ -341,6 +341,10 @@ func (s *tiersState) report(p *tiersParams, o *tiersOutcome, t, m, glob int64, r
 // entry says when it entered a tier. Both change the state the next
 // decision reads, never the peer's own.
 
+// freshCount is how long after its bucket ends a peer's tier hit with no
+// entry known still begins an instance (mergeCount), ms.
+const freshCount = 2000
+
 // countMatters reports whether a peer's hits in slot (0: the domain's and
 // the resource's last second; i: tier i), made at at, can still count at
 // now: slot 0's only within the last second, a tier's only when the tier
@@ -367,13 +371,15 @@ func (s *tiersState) mergeCount(p *tiersParams, slot int, at, width, n, now int6
 		s.resetAt = max(s.resetAt, at+second)
 	} else {
 		in, tp := &s.inst[slot-1], &p.tiers[slot-1]
-		if !in.on && at+tp.active+tp.cooldown > now {
-			// A peer's hits of a tier show it was entered, by the start of
-			// their bucket at the latest this node can be sure of; the
-			// entry that began it may come later, from another peer, or
-			// never (the peer that entered is gone): the instance begins
-			// at the bucket's start (lenient: it ends no later than the
-			// true one), and an earlier entry moves it back (mergeEntry).
+		if !in.on && at+width+freshCount > now && at+tp.active+tp.cooldown > now {
+			// Fresh hits of a tier (their bucket ended at most freshCount
+			// ago: a delta on its way) show it was entered, and is still
+			// active, by the start of their bucket; the entry that began
+			// it may come later, from another peer, or never (the peer
+			// that entered is gone): the instance begins at the bucket's
+			// start, and an earlier entry moves it back (mergeEntry).
+			// Older hits (a state, a resend) count only in an instance an
+			// entry began: theirs may have ended since.
 			s.mergeEntry(p, slot-1, at, now)
 		}
 		if phaseAt(tp, in, now) != phaseActive {

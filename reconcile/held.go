@@ -65,6 +65,38 @@ func (t *table) retire(o *origin) {
 	o.keys = make(map[uint64]*remoteKey)
 }
 
+// unretire takes back into o, just moved to incarnation o.inc, the counts
+// kept of that incarnation apart (retired): they were applied already,
+// and starting it from nothing would apply them again.
+func (t *table) unretire(o *origin) {
+	id := originID{o.name, o.inc}
+	old := t.retired[id]
+	if old == nil {
+		return
+	}
+	delete(t.retired, id)
+	for h, k := range old.keys {
+		o.keys[h] = k
+		if !k.resolved {
+			t.waiting[h] = append(t.waiting[h], o)
+		}
+		if t.holders != nil && !slices.Contains(t.holders[h], o) {
+			t.holders[h] = append(t.holders[h], o)
+		}
+	}
+	old.keys = nil // readers of waiting and holders find nothing under it
+}
+
+// maxOrigins bounds the origins a table keeps, live, gone and earlier
+// incarnations together: a state that would pass it has the origins it
+// names anew dropped (lenient: their counts are not counted here).
+const maxOrigins = 8192
+
+// maxAhead is how far after now a passed-on count's bucket or entry may
+// be, ms: beyond it, no clock of the mesh is that far off, and the claim
+// is dropped.
+const maxAhead = 60_000
+
 // heldOrigin returns where the counts of origin name's incarnation inc,
 // passed on by a peer, go at now: the origin's current record, a retired
 // one, or a new one; nil for this node's own current or a later
@@ -82,26 +114,40 @@ func (t *table) heldOrigin(name string, inc uint64, now int64) (*origin, []op) {
 	o := t.origins[name]
 	switch {
 	case o == nil:
-		o = &origin{name: name, inc: inc, keys: make(map[uint64]*remoteKey), gone: true}
+		if len(t.origins)+len(t.retired) >= maxOrigins {
+			return nil, nil
+		}
+		// Heard of, not from: its own first message is heard whatever
+		// its incarnation (expired).
+		o = &origin{name: name, inc: inc, keys: make(map[uint64]*remoteKey), gone: true, expired: true}
 		t.origins[name] = o
 		return o, nil
 	case inc == o.inc:
 		return o, nil
-	case inc < o.inc:
+	case inc < o.inc || !o.gone:
+		// An earlier incarnation; or a later one of an origin this node
+		// hears from: only the origin's own messages move it to another
+		// incarnation, never a peer's claim.
 		return t.retiredOrigin(name, inc), nil
 	}
-	// A later incarnation than the one this node heard from: the origin
-	// restarted, as its own first message would have said.
+	// A later incarnation of an origin gone: it restarted, as its own
+	// first message would have said.
 	out := t.dropGauges(o, nil)
 	t.retire(o)
-	o.inc = inc
+	o.inc, o.expired = inc, true
+	t.unretire(o)
 	return o, out
 }
 
+// retiredOrigin returns the record of origin name's earlier incarnation
+// inc, created unless the table is full (nil).
 func (t *table) retiredOrigin(name string, inc uint64) *origin {
 	id := originID{name, inc}
 	o := t.retired[id]
 	if o == nil {
+		if len(t.origins)+len(t.retired) >= maxOrigins {
+			return nil
+		}
 		o = &origin{name: name, inc: inc, keys: make(map[uint64]*remoteKey), gone: true}
 		t.retired[id] = o
 	}
@@ -127,11 +173,11 @@ func (t *table) mergeHeld(names []packet.Name, held []packet.Held, marks bool, n
 			continue
 		}
 		if marks {
-			out = t.mergeEntries(o, h.Marks, nil, false, now, out)
+			out = t.mergeEntries(o, notAhead(h.Marks, now), nil, false, now, out)
 			continue
 		}
 		n := len(out)
-		out = t.mergeEntries(o, nil, h.Counts, false, now, out)
+		out = t.mergeEntries(o, nil, countsNotAhead(h.Counts, now), false, now, out)
 		for _, x := range out[n:] {
 			if x.kind == opCount {
 				grew++
@@ -139,6 +185,27 @@ func (t *table) mergeHeld(names []packet.Name, held []packet.Held, marks bool, n
 		}
 	}
 	return out, grew
+}
+
+// notAhead returns the marks of ms at most maxAhead after now.
+func notAhead(ms []packet.Mark, now int64) []packet.Mark {
+	for _, m := range ms {
+		if m.At > now+maxAhead {
+			return slices.DeleteFunc(slices.Clone(ms), func(m packet.Mark) bool { return m.At > now+maxAhead })
+		}
+	}
+	return ms
+}
+
+// countsNotAhead returns the counts of cs whose bucket starts at most
+// maxAhead after now.
+func countsNotAhead(cs []packet.Count, now int64) []packet.Count {
+	for _, c := range cs {
+		if c.Bucket > now+maxAhead {
+			return slices.DeleteFunc(slices.Clone(cs), func(c packet.Count) bool { return c.Bucket > now+maxAhead })
+		}
+	}
+	return cs
 }
 
 // held appends to pkt every origin's counts and tier entries of named keys
@@ -222,6 +289,11 @@ func (t *table) heldOrigins() (origins, keys int) {
 	return origins, keys
 }
 
+// maxWelcomeKeys bounds the keys one welcome carries: a node that changed
+// more in the welcome span sends the first it finds (the joiner's
+// push/pull with its seed carries the rest, up to a tick before the join).
+const maxWelcomeKeys = 4096
+
 // welcomeTicks is how far back, in sync ticks, a node's own changes go
 // to a member that joined (Welcome): at least 10 s, far longer than a
 // join takes to reach every member.
@@ -249,6 +321,7 @@ func (c *Cluster) Welcome(name string) {
 	s := c.tick.Load()
 	since := c.welcomeTicks()
 	pkt := c.packet()
+	keys := 0
 	for _, r := range c.resources() {
 		p := r.p.Load()
 		for i := range r.shards {
@@ -265,6 +338,9 @@ func (c *Cluster) Welcome(name string) {
 				if !recent {
 					continue
 				}
+				if keys >= maxWelcomeKeys {
+					continue
+				}
 				n := len(pkt.Counts)
 				for _, cn := range k.counts {
 					if int(cn.slot) < len(p.life) && cn.bucket+p.life[cn.slot] > now && cn.value > 0 {
@@ -272,7 +348,13 @@ func (c *Cluster) Welcome(name string) {
 					}
 				}
 				if len(pkt.Counts) > n {
+					keys++
 					pkt.Names = append(pkt.Names, packet.Name{Hash: k.hash, Resource: r.name, Domain: k.domain})
+					for _, m := range k.marks { // the tier entries the counts belong to
+						if int(m.slot) < len(p.mark) && m.at+p.mark[m.slot] > now {
+							pkt.Marks = append(pkt.Marks, packet.Mark{Hash: k.hash, Slot: m.slot, At: m.at})
+						}
+					}
 				}
 			}
 			sh.mu.Unlock()

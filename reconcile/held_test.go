@@ -381,3 +381,69 @@ func TestJoinerTakesGCRADebt(t *testing.T) {
 		t.Fatalf("the joiner sees %d left of a bucket the mesh has (nearly) empty, want %d as a sees", got, want)
 	}
 }
+
+// hostileState is a state from a peer m that passes on claims about other
+// origins.
+func hostileState(held ...packet.Held) *packet.Packet {
+	return &packet.Packet{From: "m", Incarnation: 1, Full: true, Held: held,
+		Names: []packet.Name{{Hash: reconcile.KeyHash("h/tiers", "u"), Resource: "h/tiers", Domain: "u"}}}
+}
+
+// TestHeldClaimDoesNotMoveALiveOrigin: a peer's state claiming a later
+// incarnation of an origin this node hears from changes nothing of how it
+// hears that origin (found by attacking the state merge: the claim made
+// every later packet of the real origin stale); a claim dated far ahead is
+// dropped.
+func TestHeldClaimDoesNotMoveALiveOrigin(t *testing.T) {
+	cn := newChurn(t)
+	a := cn.start("a", "")
+	r := cn.start("r", "a")
+	for range 100 {
+		a.e.Request(cn.fc.Now(), "h/tiers", "u", 1, 1)
+	}
+	cn.step()
+	h := reconcile.KeyHash("h/tiers", "u")
+	r.c.HandlePacket(hostileState(packet.Held{From: "a", Incarnation: 1 << 62,
+		Marks: []packet.Mark{{Hash: h, Slot: 1, At: cn.fc.Now().Add(100 * 365 * 24 * time.Hour).UnixMilli()}}}))
+	for range 5 {
+		for range 10 {
+			a.e.Request(cn.fc.Now(), "h/tiers", "u", 1, 1)
+		}
+		cn.fc.Advance(time.Second)
+		cn.step()
+	}
+	if got, want := cn.remaining(r, "h/tiers", "u"), cn.remaining(a, "h/tiers", "u"); got != want || want != 850 {
+		t.Fatalf("r sees %d left, a %d; want 850 both: a claim cut a live origin off", got, want)
+	}
+	if s := r.c.Stats(); s.Stale != 0 {
+		t.Fatalf("r dropped %d of a's packets as stale", s.Stale)
+	}
+}
+
+// TestIncarnationBackNotCountedTwice: an origin whose record moved to a
+// later incarnation (a peer's claim while it was gone) and whose real
+// incarnation speaks again takes back the counts kept of it, instead of
+// applying them a second time.
+func TestIncarnationBackNotCountedTwice(t *testing.T) {
+	cn := newChurn(t)
+	a := cn.start("a", "")
+	r := cn.start("r", "a")
+	for range 100 {
+		a.e.Request(cn.fc.Now(), "h/tiers", "u", 1, 1)
+	}
+	cn.step()
+	r.c.NodeGone("a") // a partition: r takes a for dead
+	h := reconcile.KeyHash("h/tiers", "u")
+	r.c.HandlePacket(hostileState(packet.Held{From: "a", Incarnation: 1 << 62,
+		Counts: []packet.Count{{Hash: h, Slot: 1, Bucket: cn.fc.Now().UnixMilli() / 72000 * 72000, Value: 1}}}))
+	for range 3 { // the partition heals: a's own messages again
+		a.e.Request(cn.fc.Now(), "h/tiers", "u", 1, 1)
+		cn.fc.Advance(time.Second)
+		cn.step()
+	}
+	// a made 103; the claim may add its 1 (a peer's counts are not
+	// bounded yet), never a's 100 again.
+	if got := cn.remaining(r, "h/tiers", "u"); got < 1000-104 || got > 1000-103 {
+		t.Fatalf("r sees %d left after a came back, want 897 or 896 (a's 103, and the claim's 1)", got)
+	}
+}

@@ -258,10 +258,11 @@ func (t *table) merge(p *packet.Packet, now int64, out []op) ([]op, bool) {
 		// passed on to nodes that join; the new one counts from zero.
 		out = t.dropGauges(o, out)
 		t.retire(o)
-		if o.inc != 0 {
+		if o.inc != 0 && !o.gone {
 			o.newerAt = now
 		}
 		o.inc = p.Incarnation
+		t.unretire(o)
 	}
 	o.gone, o.expired = false, false
 	o.lastSync = now
