@@ -302,7 +302,9 @@ func (c *Cluster) welcomeTicks() uint32 {
 }
 
 // Welcome sends the member name, which just joined the mesh, this node's
-// own counts of the keys it changed in the last welcomeTicks ticks, so
+// own counts of the keys it changed in the last welcomeTicks ticks (and
+// their tier entries to every peer, since a message to one member holds
+// counts only), so
 // that what it shipped to its peers before it knew of the joiner, and
 // after the state the joiner got from its seed was taken, reaches the
 // joiner too (the seed's state holds the rest). It needs a Router sender
@@ -321,6 +323,7 @@ func (c *Cluster) Welcome(name string) {
 	s := c.tick.Load()
 	since := c.welcomeTicks()
 	pkt := c.packet()
+	marks := c.packet() // entries go to every peer: a message to one member holds counts only
 	keys := 0
 	for _, r := range c.resources() {
 		p := r.p.Load()
@@ -352,7 +355,8 @@ func (c *Cluster) Welcome(name string) {
 					pkt.Names = append(pkt.Names, packet.Name{Hash: k.hash, Resource: r.name, Domain: k.domain})
 					for _, m := range k.marks { // the tier entries the counts belong to
 						if int(m.slot) < len(p.mark) && m.at+p.mark[m.slot] > now {
-							pkt.Marks = append(pkt.Marks, packet.Mark{Hash: k.hash, Slot: m.slot, At: m.at})
+							marks.Marks = append(marks.Marks, packet.Mark{Hash: k.hash, Slot: m.slot, At: m.at})
+							marks.Names = append(marks.Names, packet.Name{Hash: k.hash, Resource: r.name, Domain: k.domain})
 						}
 					}
 				}
@@ -362,6 +366,9 @@ func (c *Cluster) Welcome(name string) {
 	}
 	if len(pkt.Counts) == 0 {
 		return
+	}
+	if len(marks.Marks) > 0 {
+		c.send(marks, false)
 	}
 	if err := rt.SendTo(name, pkt); err != nil {
 		c.log.Debug("welcome not sent", "peer", name, "err", err)
