@@ -172,7 +172,7 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 		return
 	}
 	defer n.exit()
-	p.Full = true
+	p.Full, p.Join = true, join
 	n.received(p, len(buf))
 	n.covered(p)
 	n.h.HandlePacket(p)

@@ -731,7 +731,7 @@ func (c *Cluster) HandlePacket(p *packet.Packet) {
 	var tats []packet.Mark
 	if p.Full && !p.Sum {
 		tats = takeTATs(p)
-		if now-c.started > joinFloors.Milliseconds() {
+		if !p.Join || now-c.started > joinFloors.Milliseconds() {
 			tats = nil // not this node's join: see joinFloors
 		}
 	}

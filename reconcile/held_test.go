@@ -62,6 +62,7 @@ func (cn *churnNet) state(n *node) *packet.Packet {
 	if err != nil {
 		cn.t.Fatal(err)
 	}
+	q.Join = true // start exchanges states as a join does
 	return q
 }
 

@@ -110,6 +110,9 @@ type Packet struct {
 	// origins (a Full packet only: a push/pull state or a state file,
 	// EncodeState). Encode and Split ignore it.
 	Held []Held
+	// Join is set by the receiver of a push/pull state that came in a
+	// join (memberlist's), never on the wire.
+	Join bool
 }
 
 // Name resolves a key hash to the resource and domain it was made from.

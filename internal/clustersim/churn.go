@@ -293,7 +293,7 @@ func (sm *sim) up(nd *node, r int) {
 	sm.res.Joins++
 	for _, o := range sm.nodes {
 		if o != nd && !o.dead {
-			sm.pushPull(nd, o)
+			sm.pushPull(nd, o, true)
 			break
 		}
 	}
@@ -355,7 +355,7 @@ func (sm *sim) periodicPushPull(nd *node) {
 	for range 8 { // a member other than nd
 		j := sm.ppRand.IntN(len(sm.nodes))
 		if o := sm.nodes[j]; o != nd && o.listed {
-			if sm.pushPull(nd, o) && sm.measured() {
+			if sm.pushPull(nd, o, false) && sm.measured() {
 				sm.res.PushPulls++
 			}
 			return

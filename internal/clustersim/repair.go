@@ -160,7 +160,7 @@ func (s *sim) answer(origin *node, from int32, r *packet.Request) {
 // resync exchanges snapshots between a and b, as memberlist's push/pull
 // (pushPull), counted as a resync.
 func (s *sim) resync(a, b *node) {
-	if s.pushPull(a, b) && s.measured() {
+	if s.pushPull(a, b, false) && s.measured() {
 		s.res.Resyncs++
 	}
 }
@@ -169,9 +169,10 @@ func (s *sim) resync(a, b *node) {
 // each one's state (its Snapshot, with the counts it holds for other
 // origins, and the last seq of its stream), encoded as gossip sends it
 // (packet.EncodeState), reaches the other after Delay, unless a partition
-// cuts them or either is dead (it reports false then). The bytes count as
-// each node's.
-func (s *sim) pushPull(a, b *node) bool {
+// cuts them or either is dead (it reports false then), marked Join when
+// join is set (a's join through b, as memberlist marks it). The bytes
+// count as each node's.
+func (s *sim) pushPull(a, b *node, join bool) bool {
 	if a.dead || b.dead || s.cut(a.idx, b.idx) {
 		return false
 	}
@@ -199,6 +200,7 @@ func (s *sim) pushPull(a, b *node) bool {
 			s.err = fmt.Errorf("clustersim: node %d: its snapshot does not decode: %w", src.idx, err)
 			return false
 		}
+		dec.Join = join
 		s.q.push(event{at: s.now + s.delay, kind: evState, node: int32(dst.idx), from: int32(src.idx), st: dec, gen: dst.gen})
 	}
 	return true
