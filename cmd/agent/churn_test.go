@@ -40,6 +40,20 @@ resources:
     tiers: "1000000,3600,3600,0"
 `
 
+// churnSetup skips under -short, else writes churnYAML as the cluster
+// config in a new directory and builds the agent there.
+func churnSetup(t *testing.T) (dir, bin string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs agent binaries; run without -short")
+	}
+	dir = tempDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte(churnYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, buildAgent(t, dir)
+}
+
 // stopProc stops p as a rollout does (SIGTERM) and waits for it to exit.
 func stopProc(t *testing.T, p *proc) {
 	t.Helper()
@@ -212,14 +226,7 @@ func (l *loader) end() int {
 // before the next stops), under load: every node, the new ones from their
 // first answer, sees every hit of the hour, and none is lost.
 func TestRollingRestartKeepsCounts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs agent binaries; run without -short")
-	}
-	dir := tempDir(t)
-	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte(churnYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	bin := buildAgent(t, dir)
+	dir, bin := churnSetup(t)
 	for _, tc := range []struct {
 		n         int
 		sameNames bool
@@ -313,14 +320,7 @@ func TestRollingRestartKeepsCounts(t *testing.T) {
 // TestScaleOutMidWindow: a node that joins a mesh mid-window answers its
 // first decision with the mesh's counts.
 func TestScaleOutMidWindow(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs agent binaries; run without -short")
-	}
-	dir := tempDir(t)
-	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte(churnYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	bin := buildAgent(t, dir)
+	dir, bin := churnSetup(t)
 	a := startProc(t, bin, dir, "a")
 	b := startProc(t, bin, dir, "b", "--join", a.gossip)
 	for range 45 {
@@ -341,14 +341,7 @@ func TestScaleOutMidWindow(t *testing.T) {
 // starts them again on their state files: nothing is lost, nothing counted
 // twice (each file and each peer pass on the same counts).
 func TestWholeMeshRestartWithStateFiles(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs agent binaries; run without -short")
-	}
-	dir := tempDir(t)
-	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte(churnYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	bin := buildAgent(t, dir)
+	dir, bin := churnSetup(t)
 	state := func(i int) []string {
 		return []string{"--state-file", filepath.Join(dir, fmt.Sprintf("n%d.state", i)), "--state-interval", "1h"}
 	}
@@ -398,14 +391,7 @@ func TestWholeMeshRestartWithStateFiles(t *testing.T) {
 // while it writes its state every few milliseconds: every start finds the
 // last whole file (never a torn one) and restores it.
 func TestKillDuringStateWrites(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs agent binaries; run without -short")
-	}
-	dir := tempDir(t)
-	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte(churnYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	bin := buildAgent(t, dir)
+	dir, bin := churnSetup(t)
 	path := filepath.Join(dir, "a.state")
 	hits := 0
 	r := rand.New(rand.NewPCG(3, 4))
@@ -448,14 +434,7 @@ func TestKillDuringStateWrites(t *testing.T) {
 // port is free: a new agent on the same address starts at once (a
 // StatefulSet's pod restarted in place).
 func TestStoppedMeansPortFree(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs agent binaries; run without -short")
-	}
-	dir := tempDir(t)
-	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte(churnYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	bin := buildAgent(t, dir)
+	dir, bin := churnSetup(t)
 	port, err := freeport.Loopback()
 	if err != nil {
 		t.Fatal(err)
