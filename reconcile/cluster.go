@@ -136,7 +136,8 @@ const DefaultFlushGap = 10 * time.Millisecond
 type Cluster struct {
 	name     string
 	inc      uint64
-	started  int64 // ms: when New ran (joinFloors)
+	started  int64       // ms: when New ran (joinFloors)
+	floored  atomic.Bool // a state's TATs were taken as floors (joinFloors)
 	interval time.Duration
 	tickOnly bool
 	clock    clock.Clock
@@ -731,7 +732,7 @@ func (c *Cluster) HandlePacket(p *packet.Packet) {
 	var tats []packet.Mark
 	if p.Full && !p.Sum {
 		tats = takeTATs(p)
-		if !p.Join || now-c.started > joinFloors.Milliseconds() {
+		if !p.Join || now-c.started > joinFloors.Milliseconds() || !c.floored.CompareAndSwap(false, true) {
 			tats = nil // not this node's join: see joinFloors
 		}
 	}

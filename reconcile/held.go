@@ -387,11 +387,12 @@ type TATSource interface {
 var _ TATSource = (*local.Engine)(nil)
 
 // joinFloors is how long after its start a node takes peers' gcra TATs as
-// floors, from the states of its join alone (packet.Packet.Join): any
-// other state's TAT may include spends still on their way here as counts,
-// and taking it would count them twice (seen as a joiner 270 tokens
-// stricter than its seed, when every member resynced with a node back
-// under its name).
+// floors, from the first state of its join alone (packet.Packet.Join, the
+// seed's): any other state's TAT may include spends still on their way
+// here as counts, and taking it would count them twice (seen as a joiner
+// 200 to 300 tokens stricter than its seed, when every member resynced
+// with a node back under its name: gossip resyncs by joining, so their
+// states are marked Join too).
 const joinFloors = 10 * time.Second
 
 // addTATs appends to pkt, a snapshot, the TAT of every gcra key the engine
