@@ -208,3 +208,18 @@ func (n *Node) SendTo(to string, p *packet.Packet) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Resync asks for a push/pull with the live member name, on the
+// dispatcher's goroutine, at most once per ResyncAfter per member
+// (reconcile.Resyncer): the states carry the counts each side holds for
+// gone origins to the other. Safe for concurrent use; it does not block.
+func (n *Node) Resync(name string) {
+	if name == n.name {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ps := n.peers[name]; ps != nil && ps.state == "alive" {
+		n.queueResyncLocked(name, ps, n.clk.Now())
+	}
+}

@@ -127,3 +127,16 @@ func TestStateOverLimitLeavesHeldOut(t *testing.T) {
 		t.Fatalf("stats %+v, want one state trimmed, none skipped", s)
 	}
 }
+
+// TestResyncOnAsk: Resync(name) makes a push/pull with that member (its
+// state reaches the asker), once per ResyncAfter.
+func TestResyncOnAsk(t *testing.T) {
+	fn := gossiptest.NewFaultNet()
+	nodes := mesh(t, fn, 2, func(c *Config) { c.ResyncAfter = time.Hour })
+	a, b := nodes[0], nodes[1]
+	before := a.rec.fulls(b.Name())
+	a.Resync(b.Name())
+	eventually(t, 5*time.Second, "b's state to reach a", func() bool { return a.rec.fulls(b.Name()) > before })
+	a.Resync("nobody") // not a member: nothing, no error
+	a.Resync(a.Name()) // itself: nothing
+}

@@ -504,7 +504,12 @@ func (c *Cluster) Step(now time.Time) {
 		c.mu.Lock()
 		c.tab.track = agg
 		c.replace(rt, agg, s)
+		var pass []string
+		if agg {
+			pass = c.tab.newHomes(rt, c.name)
+		}
 		c.mu.Unlock()
+		c.passHeld(pass)
 	}
 	pkt := c.packet()
 	up := pkt

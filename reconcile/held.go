@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/obol-dev/obol/gossip"
 	"github.com/obol-dev/obol/gossip/packet"
 	"github.com/obol-dev/obol/local"
 )
@@ -450,4 +451,79 @@ func (t *table) floors(tats []packet.Mark, out []op) []op {
 		}
 	}
 	return out
+}
+
+var _ Resyncer = (*gossip.Node)(nil)
+
+// Resyncer is implemented by a Router that can exchange full states with
+// one member at once (gossip.Node: a push/pull, at most once per
+// ResyncAfter per member). Must not block.
+type Resyncer interface {
+	Resync(name string)
+}
+
+// newHomes returns, in owner mode, the members other than self that have
+// become the owner or successor of a key this node holds counts of gone
+// origins or earlier incarnations for, since the last call, sorted: no one
+// sends those counts any more, and a new owner that lacks them would leave
+// them out of its sums. Keys seen for the first time count as placed
+// (their homes got the counts from their origins).
+func (t *table) newHomes(rt Router, self string) []string {
+	set := map[string]bool{}
+	homes := make(map[uint64][2]string, len(t.homes))
+	add := func(o *origin) {
+		for h := range o.keys {
+			if _, done := homes[h]; done {
+				continue
+			}
+			owner, succ := rt.Owners(h)
+			cur := [2]string{owner, succ}
+			homes[h] = cur
+			prev, ok := t.homes[h]
+			if !ok || prev == cur {
+				continue
+			}
+			for _, m := range cur {
+				if m != "" && m != self && m != prev[0] && m != prev[1] {
+					set[m] = true
+				}
+			}
+		}
+	}
+	for _, o := range t.origins {
+		if o.gone {
+			add(o)
+		}
+	}
+	for _, o := range t.retired {
+		add(o)
+	}
+	t.homes = homes
+	out := make([]string, 0, len(set))
+	for m := range set {
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// passHeld asks for a push/pull with each of names (newHomes), when the
+// sender can (Resyncer): the state carries the gone origins' counts to the
+// keys' new owners and successors.
+func (c *Cluster) passHeld(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	b := c.sender.Load()
+	if b == nil {
+		return
+	}
+	rs, ok := b.s.(Resyncer)
+	if !ok {
+		return
+	}
+	for _, m := range names {
+		rs.Resync(m)
+	}
+	c.stats.heldPassed.Add(uint64(len(names)))
 }

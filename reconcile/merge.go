@@ -148,6 +148,9 @@ type table struct {
 	// until their windows end (held.go).
 	retired map[originID]*origin
 	selfInc uint64
+	// homes is, per key of those, its owner and successor at the last
+	// placement change (owner mode; newHomes).
+	homes map[uint64][2]string
 }
 
 // growth is the growth of an origin's count of a key in one bucket.

@@ -42,8 +42,9 @@ type Stats struct {
 	// gone origins and earlier incarnations now, until their windows end.
 	HeldStates, HeldGrew, HeldOrigins, HeldKeys uint64
 	// Welcomes counts the members that joined this node sent its recent
-	// counts to (Cluster.Welcome).
-	Welcomes uint64
+	// counts to (Cluster.Welcome); HeldPassed the push/pulls asked of new
+	// owners of keys it holds gone origins' counts of (owner mode).
+	Welcomes, HeldPassed uint64
 	// MergeLag is, per merged delta, how old its newest bucket was on
 	// arrival: the sender's wait to ship plus the network, plus up to one
 	// bucket width (the hit is dated to its bucket's start).
@@ -95,7 +96,7 @@ type statsCounters struct {
 	packetsSent, flushes, sendErrors, packetsMerged, stale, nodesGone atomic.Uint64
 	silentExpired, nameConflicts, namesAsked                          atomic.Uint64
 	targeted, sumsSent, sumsMerged, wide, tooOld                      atomic.Uint64
-	heldStates, heldGrew, welcomes                                    atomic.Uint64
+	heldStates, heldGrew, welcomes, heldPassed                        atomic.Uint64
 	countsApplied                                                     atomic.Int64
 	lag                                                               lagHistogram
 }
@@ -107,7 +108,7 @@ func (c *Cluster) Stats() Stats {
 	ho, hk := c.tab.heldOrigins()
 	c.mu.Unlock()
 	return Stats{
-		Welcomes: s.welcomes.Load(), HeldStates: s.heldStates.Load(), HeldGrew: s.heldGrew.Load(), HeldOrigins: uint64(ho), HeldKeys: uint64(hk),
+		Welcomes: s.welcomes.Load(), HeldPassed: s.heldPassed.Load(), HeldStates: s.heldStates.Load(), HeldGrew: s.heldGrew.Load(), HeldOrigins: uint64(ho), HeldKeys: uint64(hk),
 		PacketsSent: s.packetsSent.Load(), Flushes: s.flushes.Load(), SendErrors: s.sendErrors.Load(),
 		PacketsMerged: s.packetsMerged.Load(), Stale: s.stale.Load(),
 		CountsApplied: uint64(s.countsApplied.Load()), TooOld: s.tooOld.Load(), NodesGone: s.nodesGone.Load(),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/obol-dev/obol/gossip/packet"
 	"github.com/obol-dev/obol/gossip/ring"
@@ -114,3 +115,27 @@ func (s *sim) placeRing() {
 	s.ring = ring.New(names)
 	s.epoch++
 }
+
+// Resync exchanges states with the node named name at once, as
+// gossip.Node's Resync does (a push/pull; reconcile.Resyncer), at most
+// once per resyncEvery for the pair, as gossip's default ResyncAfter.
+func (sd *sender) Resync(name string) {
+	s := sd.s
+	j := s.index(name)
+	if j < 0 || j == sd.from {
+		return
+	}
+	if s.resynced == nil {
+		s.resynced = map[[2]int]int64{}
+	}
+	pair := [2]int{sd.from, j}
+	if last, ok := s.resynced[pair]; ok && s.now-last < int64(resyncEvery) {
+		return
+	}
+	s.resynced[pair] = s.now
+	s.resync(s.nodes[sd.from], s.nodes[j])
+}
+
+// resyncEvery is gossip's default ResyncAfter: the least time between two
+// push/pulls a node asks of one member.
+const resyncEvery = 2500 * time.Millisecond

@@ -102,7 +102,8 @@ type sim struct {
 	byName    map[string]int
 	ring      *ring.Ring // owner mode's placement (route.go)
 	epoch     uint64
-	curSum    bool // the packet being merged is a sum
+	curSum    bool             // the packet being merged is a sum
+	resynced  map[[2]int]int64 // ns: when a node last asked a member for a push/pull (sender.Resync)
 	// Churn (churn.go, judge.go).
 	cfg        *config.Config
 	nodePrefix string
