@@ -135,10 +135,11 @@ var (
 	descHeldOrigins   = prometheus.NewDesc("obol_cluster_held_origins", "Origins this node keeps counts of that are gone or earlier incarnations of a name, until their windows end.", nil, nil)
 	descHeldKeys      = prometheus.NewDesc("obol_cluster_held_keys", "Keys of those origins this node keeps.", nil, nil)
 	descWelcomes      = prometheus.NewDesc("obol_cluster_welcomes_total", "Members that joined this node sent its recent counts to.", nil, nil)
+	descHeldPassed    = prometheus.NewDesc("obol_cluster_held_passed_total", "Push/pulls this node asked of a key's new owner or successor to pass on a gone origin's counts of it (owner mode).", nil, nil)
 )
 
 func (c clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descAsked, descResent, descRepairResyncs, descDuplicates, descNames, descReships, descStretch, descTargetedOn, descSequenced, descLive, descMerged, descFlushes, descStale, descApplied, descTooOld, descGone, descLag, descOwnerMode, descTargeted, descSums, descWide, descHeldStates, descHeldHits, descHeldOrigins, descHeldKeys, descWelcomes} {
+	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descAsked, descResent, descRepairResyncs, descDuplicates, descNames, descReships, descStretch, descTargetedOn, descSequenced, descLive, descMerged, descFlushes, descStale, descApplied, descTooOld, descGone, descLag, descOwnerMode, descTargeted, descSums, descWide, descHeldStates, descHeldHits, descHeldOrigins, descHeldKeys, descWelcomes, descHeldPassed} {
 		ch <- d
 	}
 }
@@ -196,6 +197,7 @@ func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descHeldOrigins, prometheus.GaugeValue, float64(m.HeldOrigins))
 	ch <- prometheus.MustNewConstMetric(descHeldKeys, prometheus.GaugeValue, float64(m.HeldKeys))
 	counter(descWelcomes, m.Welcomes)
+	counter(descHeldPassed, m.HeldPassed)
 	buckets := make(map[float64]uint64, len(reconcile.LagBoundsMs))
 	for i, b := range reconcile.LagBoundsMs {
 		if i < len(m.MergeLag.Counts) {
