@@ -199,6 +199,12 @@ func TestRestartNewIncarnation(t *testing.T) {
 					return false
 				})
 			}
+			// n1 resyncs with a member back (a push/pull); a message sent
+			// before re's state is taken is covered by it, and this test's
+			// handler's state does not hold it: send after the state.
+			eventually(t, 10*time.Second, "n1's resync with the restarted node", func() bool {
+				return nodes[1].rec.count(func(p *packet.Packet) bool { return p.From == "n2" && p.Full && p.Incarnation == inc }) > 0
+			})
 			if err := re.Send(&packet.Packet{Counts: []packet.Count{{Hash: 7, Value: 3}}}); err != nil {
 				t.Fatal(err)
 			}
