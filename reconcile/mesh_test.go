@@ -187,7 +187,11 @@ func TestMeshConvergesUnderLossAndDelay(t *testing.T) {
 			want++
 		}
 	}
-	took := waitMesh(t, m, 10*time.Second, "every node to count every hit", true, func() bool {
+	// The bound is real time for five memberlist nodes repairing 20%
+	// loss tick by tick: 10 s was seen to pass once with every package's
+	// tests running beside it on two cores (the figure logged below is
+	// what it took).
+	took := waitMesh(t, m, 30*time.Second, "every node to count every hit", true, func() bool {
 		for _, n := range m.nodes {
 			if tierHits(t, m, n, "u") != want {
 				return false
