@@ -24,7 +24,7 @@ type Rules uint8
 
 const (
 	// OpenZiti is the adaptive rate limiter of OpenZiti v0.32 and the
-	// contract of the sidecar's kind adaptive (SEMANTICS.md), exactly: the
+	// contract of the sidecar's kind adaptive (docs/semantics.md), exactly: the
 	// window starts at MaxWindow, grows by one every GrowEvery successes
 	// (counted only while it is below MaxWindow), and a backoff at position
 	// p sets it to max(MinWindow, min(window, p − Margin)).

@@ -1,5 +1,5 @@
 // Package api serves the agent's local HTTP API (the wire contract is
-// API.md) over a decision engine (package local), with fasthttp.
+// docs/api.md) over a decision engine (package local), with fasthttp.
 //
 // A Server holds the engine behind an atomic pointer (a reload swaps it) and
 // an injected clock whose reading every handler passes to the engine. One
@@ -40,7 +40,7 @@
 // 413 too_large: a client splits its batch. A batch allocates nothing per
 // item (pooled items, arena and reply buffer; one reused Decision).
 //
-// Every error is {"error": {"code", "message"}}. Besides API.md's codes, an
+// Every error is {"error": {"code", "message"}}. Besides docs/api.md's codes, an
 // unknown path is 404 with code "not_found", and a known path asked with
 // another method is 405 bad_request naming the allowed methods (and an Allow
 // header). Durations in replies are whole milliseconds, rounded up; a

@@ -14,7 +14,7 @@ import (
 	"github.com/obol-dev/obol/local"
 )
 
-// Error codes of the wire contract (API.md). codeNotFound is not in API.md's
+// Error codes of the wire contract (docs/api.md). codeNotFound is not in docs/api.md's
 // table: it is the code of a path no endpoint serves (404).
 const (
 	codeBadRequest      = "bad_request"

@@ -49,7 +49,7 @@ func TestRequestTiersReply(t *testing.T) {
 	}
 }
 
-// TestRequestGCRABoulder follows Boulder's worked example (SEMANTICS.md):
+// TestRequestGCRABoulder follows Boulder's worked example (docs/semantics.md):
 // burst 20, count 20, period 1s.
 func TestRequestGCRABoulder(t *testing.T) {
 	h := newHarness(t)

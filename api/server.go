@@ -79,7 +79,7 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// Server serves the agent's HTTP API (API.md) over an engine. The engine sits
+// Server serves the agent's HTTP API (docs/api.md) over an engine. The engine sits
 // behind an atomic pointer so that a config reload can swap it while requests
 // are served. Create one with New (the zero value is not usable); it is safe
 // for concurrent use.

@@ -55,8 +55,8 @@ type Decision struct {
 // reports no such limit. A limit of 0 is a real limit that grants nothing.
 const NoLimit = -1
 
-// Reply is the agent's reply to a rate decision, field by field (API.md,
-// SEMANTICS.md). Fields that do not apply to the resource's kind are zero.
+// Reply is the agent's reply to a rate decision, field by field (docs/api.md,
+// docs/semantics.md). Fields that do not apply to the resource's kind are zero.
 type Reply struct {
 	Granted      int
 	Remaining    int

@@ -3,7 +3,7 @@ package config
 import "time"
 
 // Normalize rewrites c in place into the canonical form the agent runs on
-// and GET /v1/config shows (SEMANTICS.md, "Normalization"): every resource
+// and GET /v1/config shows (docs/semantics.md, "Normalization"): every resource
 // and override is normalized as Resource.Normalize describes; Namespaces and
 // Resources become non-nil maps (so that callers may add entries) and a nil
 // namespace becomes the zero Namespace. Parse and Load already return
@@ -132,7 +132,7 @@ func capLimit(limit, global *int) *int {
 	return Limit(*limit)
 }
 
-// NormalizeTiers returns ts normalized by the three rules of SEMANTICS.md:
+// NormalizeTiers returns ts normalized by the three rules of docs/semantics.md:
 // (1) tiers with active = 0 are removed; (2) window > active → window =
 // active; (3) active not a multiple of window → active is cut down to the
 // largest multiple. It reuses ts's backing array and returns nil for an

@@ -15,31 +15,31 @@ func TestNormalizeTiers(t *testing.T) {
 		want []Tier
 	}{
 		{
-			// SEMANTICS.md: "1. tiers with `active = 0` are removed;"
+			// docs/semantics.md: "1. tiers with `active = 0` are removed;"
 			name: "rule 1: active 0 removed",
 			in:   []Tier{{Limit: 1, Window: s, Active: 0}, {Limit: 2, Window: s, Active: s}, {Limit: 3, Window: s, Active: 0, Cooldown: s}},
 			want: []Tier{{Limit: 2, Window: s, Active: s}},
 		},
 		{
-			// SEMANTICS.md: "1. tiers with `active = 0` are removed;" — all of them: n = 0.
+			// docs/semantics.md: "1. tiers with `active = 0` are removed;" — all of them: n = 0.
 			name: "rule 1: every tier removed leaves none",
 			in:   []Tier{{Limit: 1, Window: s}},
 			want: nil,
 		},
 		{
-			// SEMANTICS.md: "2. `window > active` → `window = active`;"
+			// docs/semantics.md: "2. `window > active` → `window = active`;"
 			name: "rule 2: window longer than active",
 			in:   []Tier{{Limit: 5, Window: 10 * s, Active: 3 * s, Cooldown: s, Skippable: true}},
 			want: []Tier{{Limit: 5, Window: 3 * s, Active: 3 * s, Cooldown: s, Skippable: true}},
 		},
 		{
-			// SEMANTICS.md: "3. `active` not a multiple of `window` → `active` is cut down to the largest multiple."
+			// docs/semantics.md: "3. `active` not a multiple of `window` → `active` is cut down to the largest multiple."
 			name: "rule 3: active cut to a multiple of window",
 			in:   []Tier{{Limit: 5, Window: 2 * s, Active: 7 * s}},
 			want: []Tier{{Limit: 5, Window: 2 * s, Active: 6 * s}},
 		},
 		{
-			// SEMANTICS.md: "3. `active` not a multiple of `window` → …" with sub-second units.
+			// docs/semantics.md: "3. `active` not a multiple of `window` → …" with sub-second units.
 			name: "rule 3: sub-second",
 			in:   []Tier{{Limit: 5, Window: 300 * time.Millisecond, Active: time.Second}},
 			want: []Tier{{Limit: 5, Window: 300 * time.Millisecond, Active: 900 * time.Millisecond}},
@@ -66,7 +66,7 @@ func TestNormalizeTiers(t *testing.T) {
 }
 
 func TestNormalizeOnLoad(t *testing.T) {
-	// SEMANTICS.md: "Normalization, applied when config is loaded (what
+	// docs/semantics.md: "Normalization, applied when config is loaded (what
 	// `GET /v1/config` shows)" — to the default tiers and to every override.
 	c := mustParse(t, `
 resources:
@@ -102,7 +102,7 @@ resources:
 			t.Errorf("%s: drift %v max_keys %d", name, r.Drift, r.MaxKeys)
 		}
 	}
-	// SEMANTICS.md (adaptive): "Every `grow_every` (10) successes … (margin 10)"; timeout 30s.
+	// docs/semantics.md (adaptive): "Every `grow_every` (10) successes … (margin 10)"; timeout 30s.
 	if a := c.Resources["a/a"]; a.GrowEvery != 10 || a.Margin != 10 || a.Timeout != 30*s {
 		t.Errorf("adaptive defaults = %+v", a)
 	}
@@ -113,7 +113,7 @@ resources:
 	if g := c.Resources["a/g"]; g.GrowEvery != 0 || g.Margin != 0 || g.Timeout != 0 {
 		t.Errorf("gcra got adaptive defaults: %+v", g)
 	}
-	// SEMANTICS.md (copies): "A limit above G is lowered to G (effective limit)."
+	// docs/semantics.md (copies): "A limit above G is lowered to G (effective limit)."
 	cp := c.Resources["a/c"]
 	if lim(cp.DomainLimit) != 100 || lim(cp.Groups[0].Limit) != 100 || lim(cp.Groups[1].Limit) != 10 {
 		t.Errorf("copies = %+v %+v", cp, cp.Groups)

@@ -2,7 +2,7 @@ package config
 
 import "time"
 
-// Kind names a resource's limiting algorithm (SEMANTICS.md). The zero value
+// Kind names a resource's limiting algorithm (docs/semantics.md). The zero value
 // "" is not a valid kind: Validate requires one of the five constants.
 type Kind string
 
@@ -185,7 +185,7 @@ type Namespace struct {
 	AllowUnconfigured bool `json:"allow_unconfigured,omitempty"`
 }
 
-// Tier is one burst tier (SEMANTICS.md, kind tiers). A domain climbs to the
+// Tier is one burst tier (docs/semantics.md, kind tiers). A domain climbs to the
 // next tier when the current one is full; the tier then stays active for
 // Active, during which at most Limit hits fall in any Window, and cools down
 // for Cooldown before it can be entered again. Normalization removes tiers

@@ -1,8 +1,8 @@
 package local
 
-// The conformance vectors (expected decisions per SEMANTICS.md) are run here
+// The conformance vectors (expected decisions per docs/semantics.md) are run here
 // twice: through the oracle of reference_test.go, which shows that the oracle
-// reads SEMANTICS.md as the vectors do, and through the engine.
+// reads docs/semantics.md as the vectors do, and through the engine.
 
 import (
 	"encoding/json"
@@ -154,7 +154,7 @@ func confParseTiers(raw json.RawMessage) ([]config.Tier, error) {
 	return confNormalize(ts), nil
 }
 
-// confNormalize applies SEMANTICS.md's normalization, in its order.
+// confNormalize applies docs/semantics.md's normalization, in its order.
 func confNormalize(in []config.Tier) []config.Tier {
 	var out []config.Tier
 	for _, t := range in {

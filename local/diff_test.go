@@ -70,7 +70,7 @@ func diffSeed(t *testing.T) uint64 {
 	return s
 }
 
-// diffFieldRule is the sentence of SEMANTICS.md each compared field checks.
+// diffFieldRule is the sentence of docs/semantics.md each compared field checks.
 var diffFieldRule = map[string]string{
 	"granted": "granted — hits granted (0 = rejected); reject (change nothing) if granted < m or granted = 0, " +
 		"else commit the first `granted` hits of `take`, lowest tier first (gcra: granted = min(q, fit))",

@@ -32,7 +32,7 @@ type gcraOutcome struct {
 
 // gcraDecide decides a request of q tokens, at least m (0 ≤ m ≤ q ≤ burst),
 // at t for a bucket whose TAT is tat. It returns the new TAT and the reply
-// numbers of SEMANTICS.md:
+// numbers of docs/semantics.md:
 //
 //	base = max(tat, t); fit = floor((t + B − base) / EI)
 //	granted = min(q, fit); reject if granted < m or granted = 0

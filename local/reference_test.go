@@ -1,7 +1,7 @@
 package local
 
 // This file is the test oracle: a deliberately naive model of one resource of
-// kind tiers or gcra, written from SEMANTICS.md alone and sharing no code with
+// kind tiers or gcra, written from docs/semantics.md alone and sharing no code with
 // the engine. The tiers model keeps nothing but the list of committed hits and
 // derives every tier state and count from it at the asked instant; retry_after
 // is found by trying every millisecond. It is slow on purpose: the differential
@@ -19,7 +19,7 @@ import (
 )
 
 // refDecision is the oracle's reply to one request, with the fields of
-// SEMANTICS.md ("Response fields"). Durations are whole milliseconds.
+// docs/semantics.md ("Response fields"). Durations are whole milliseconds.
 type refDecision struct {
 	Kind         config.Kind
 	Granted      int
@@ -248,7 +248,7 @@ func (v *refView) globalHits(u int64) int { return refCount(v.all, u, refSecond)
 
 type refTake struct{ tier, hits int }
 
-// refOutcome is the decision pseudo-code of SEMANTICS.md evaluated at u,
+// refOutcome is the decision pseudo-code of docs/semantics.md evaluated at u,
 // before anything is committed.
 type refOutcome struct {
 	c             int // the current tier before the request
@@ -528,7 +528,7 @@ func (g *refGCRA) Refund(tMs int64, d string, q int) int {
 	return int(refFloorDiv(t+g.b-g.base(d, t), g.ei))
 }
 
-// refEventRetry is retry_after computed the way SEMANTICS.md argues it can be:
+// refEventRetry is retry_after computed the way docs/semantics.md argues it can be:
 // "state only changes when a hit leaves a window, a tier changes state, or a
 // hit leaves a 1 s window, so the earliest such moment that admits the
 // request is it". Only those instants (and t itself) are tried.
@@ -558,7 +558,7 @@ func (m *refTiers) refEventRetry(d string, t int64, need int) int64 {
 }
 
 // TestReferenceRetryAtEventInstants checks the oracle's brute-force
-// retry_after against SEMANTICS.md's own argument for it (see refEventRetry):
+// retry_after against docs/semantics.md's own argument for it (see refEventRetry):
 // if they differ, either the oracle or that sentence is wrong.
 func TestReferenceRetryAtEventInstants(t *testing.T) {
 	for i := range 200 {

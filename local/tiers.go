@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// tiers.go is Charon's leniency-first burst tiers (SEMANTICS.md, kind tiers),
+// tiers.go is Charon's leniency-first burst tiers (docs/semantics.md, kind tiers),
 // pure: no clock, no locks, no I/O. Times are Unix milliseconds: a hit made
 // during a millisecond counts as made at its start (lenient by < 1 ms). It
 // holds the params, a domain's state, the decision and the merge of peers'
@@ -154,7 +154,7 @@ func (s *tiersState) current(p *tiersParams, t int64) int {
 	return 0
 }
 
-// tiersOutcome is a tiers decision with every reply field of SEMANTICS.md.
+// tiersOutcome is a tiers decision with every reply field of docs/semantics.md.
 type tiersOutcome struct {
 	granted, remaining                  int64
 	retryAfter, resetAfter              int64 // ms; retryAfter −1 = never
@@ -180,7 +180,7 @@ type tierRecord struct {
 // maxTake bounds the ordered (tier, hits) list a walk builds on the stack.
 const maxTake = 64
 
-// walk runs the tier walk of SEMANTICS.md for need hits at t on a settled
+// walk runs the tier walk of docs/semantics.md for need hits at t on a settled
 // state, writing the planned hits per tier (0-based) into take. It returns
 // what the tiers allow and the current tier.
 func (s *tiersState) walk(p *tiersParams, t, need int64, take []int64) (int64, int) {

@@ -10,7 +10,7 @@ import (
 const Never = time.Duration(-1)
 
 // Decision is the outcome of a rate decision (kinds tiers and gcra), with the
-// response fields of SEMANTICS.md. Fields that do not apply to the kind are zero.
+// response fields of docs/semantics.md. Fields that do not apply to the kind are zero.
 type Decision struct {
 	Kind    config.Kind
 	Granted int
@@ -80,7 +80,7 @@ type Decision struct {
 
 // NoLimit is the value of a limit field of a Decision, Reservation or
 // GroupHolds when that limit is absent (no limit of its scope). A limit of 0
-// is a real limit that grants nothing (SEMANTICS.md: absent is none, zero is
+// is a real limit that grants nothing (docs/semantics.md: absent is none, zero is
 // zero).
 const NoLimit = -1
 

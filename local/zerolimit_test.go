@@ -7,7 +7,7 @@ import (
 	"github.com/obol-dev/obol/config"
 )
 
-// TestLimitAbsentIsNoneZeroIsZero is SEMANTICS.md's "Limits: absent is
+// TestLimitAbsentIsNoneZeroIsZero is docs/semantics.md's "Limits: absent is
 // none, zero is zero", field by field and kind by kind: "Every limit field
 // (hard_limit, global_limit, domain_limit, a group's limit, in a resource or
 // in an override) is either absent, meaning no limit of that scope, or a

@@ -47,7 +47,7 @@ func parseEncoding(s string) (encoding, error) {
 }
 
 // wireRequest is one rate request, as /v1/request takes it and as an item of
-// /v1/batch (API.md): the same field names in JSON and MessagePack.
+// /v1/batch (docs/api.md): the same field names in JSON and MessagePack.
 type wireRequest struct {
 	Resource  string `json:"resource" msgpack:"resource"`
 	Domain    string `json:"domain" msgpack:"domain"`
