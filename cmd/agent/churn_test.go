@@ -115,7 +115,7 @@ func waitRemaining(t *testing.T, nodes []*proc, res, dom string, want int, what 
 			}
 			t.Fatalf("timed out waiting for %s: want %d left of %s everywhere:\n%s", what, want, res, b.String())
 		}
-		time.Sleep(20 * time.Millisecond)
+		<-time.After(20 * time.Millisecond) // polling the agents' answers: no event to wait on
 	}
 }
 
@@ -248,7 +248,7 @@ func TestRollingRestartKeepsCounts(t *testing.T) {
 			}
 			// The service's hour is the clock's: not across its end.
 			if left := time.Until(time.Now().Truncate(time.Hour).Add(time.Hour)); left < time.Minute {
-				time.Sleep(left + time.Second)
+				time.Sleep(left + time.Second) // the service's windows follow the wall clock: no event marks the hour
 			}
 			var nodes []*proc
 			var names []string
@@ -375,7 +375,9 @@ func TestWholeMeshRestartWithStateFiles(t *testing.T) {
 	for i := 1; i < 3; i++ {
 		back = append(back, startProc(t, bin, dir, fmt.Sprintf("n%d", i), append(state(i), "--join", first.gossip)...))
 	}
-	time.Sleep(300 * time.Millisecond) // a few sync ticks: nothing more may arrive
+	// A few sync ticks, for whatever could still arrive (a count twice) to
+	// arrive: nothing marks that nothing more will.
+	time.Sleep(300 * time.Millisecond)
 	for i, p := range back {
 		if got := p.remaining(t, "h/tiers", "u"); got != 700 {
 			t.Fatalf("node %d after the whole mesh restarted sees %d left, want 700", i, got)
@@ -412,6 +414,8 @@ func TestKillDuringStateWrites(t *testing.T) {
 			p.request(t, "h/tiers", "u", 1)
 			hits++
 		}
+		// The kill lands at a random instant of the 2 ms write cycle: the
+		// wait is the point of the test, not a stand-in for an event.
 		time.Sleep(time.Duration(5+r.IntN(20)) * time.Millisecond)
 		_ = p.cmd.Process.Kill()
 		_ = p.cmd.Wait()
