@@ -851,30 +851,6 @@ func (c *Cluster) Snapshot() *packet.Packet {
 	return pkt
 }
 
-// Restore merges a state this node or another wrote before (a state file:
-// Snapshot, packet.EncodeState) at now, as a peer's state is merged, and
-// reports how many counts it added: its origin's own counts and entries
-// are taken as that origin's (an earlier incarnation of this node's name
-// when it is this node's), what it held for others as theirs, each kept
-// at the max per origin, incarnation, key, slot and bucket, so that a
-// peer passing on the same counts adds nothing. Counts whose windows
-// ended are not applied. Holds are not restored: their sessions ended
-// with the process that held them.
-func (c *Cluster) Restore(p *packet.Packet) int {
-	if p == nil {
-		return 0
-	}
-	tats := takeTATs(p)
-	held := append([]packet.Held{{From: p.From, Incarnation: p.Incarnation, Counts: p.Counts, Marks: p.Marks}}, p.Held...)
-	now := c.clock.Now().UnixMilli()
-	c.mu.Lock()
-	ops, _ := c.tab.mergeHeld(p.Names, held, true, now, nil)
-	ops, grew := c.tab.mergeHeld(nil, held, false, now, ops)
-	ops = c.tab.floors(tats, ops)
-	c.mu.Unlock()
-	c.apply(ops, now)
-	return grew
-}
 
 // NodeGone drops the holds of a node memberlist declared left or dead
 // (gossip.Handler).
