@@ -851,7 +851,6 @@ func (c *Cluster) Snapshot() *packet.Packet {
 	return pkt
 }
 
-
 // NodeGone drops the holds of a node memberlist declared left or dead
 // (gossip.Handler).
 func (c *Cluster) NodeGone(name string) {
