@@ -95,6 +95,28 @@ func (r *Ring) Owners(h uint64) (owner, successor string) {
 	return owner, ""
 }
 
+// Walk appends to dst the members that key hash h would fall to in turn,
+// distinct, up to n of them: the owner and the successor first (as
+// Owners), then those that would take over were those to go, in that
+// order. Fewer when the ring has fewer members.
+func (r *Ring) Walk(dst []string, h uint64, n int) []string {
+	if r == nil || len(r.points) == 0 || n <= 0 {
+		return dst
+	}
+	n = min(n, len(r.members))
+	x := mix(h)
+	i := sort.Search(len(r.points), func(i int) bool { return r.points[i].at >= x })
+	var seen []int32
+	for k := 0; k < len(r.points) && len(seen) < n; k++ {
+		m := r.points[(i+k)%len(r.points)].member
+		if !slices.Contains(seen, m) {
+			seen = append(seen, m)
+			dst = append(dst, r.members[m])
+		}
+	}
+	return dst
+}
+
 // fnv is the 64-bit FNV-1a hash of s.
 func fnv(s string) uint64 {
 	h := uint64(14695981039346656037)

@@ -131,3 +131,44 @@ func BenchmarkNew1000(b *testing.B) {
 		New(ms)
 	}
 }
+
+// TestWalk: the walk starts with Owners' pair, names each member once,
+// and its third member is the successor once the owner goes (and so on
+// down the walk), at every size.
+func TestWalk(t *testing.T) {
+	if got := (*Ring)(nil).Walk(nil, 1, 3); got != nil {
+		t.Errorf("nil ring: %q", got)
+	}
+	for _, n := range []int{1, 2, 3, 10, 40} {
+		ms := make([]string, n)
+		for i := range ms {
+			ms[i] = fmt.Sprintf("node-%d", i)
+		}
+		r := New(ms)
+		for h := uint64(0); h < 500; h++ {
+			w := r.Walk(nil, h*0x9e3779b97f4a7c15, 4)
+			if want := min(n, 4); len(w) != want {
+				t.Fatalf("n=%d: walk of %d, want %d", n, len(w), want)
+			}
+			o, s := r.Owners(h * 0x9e3779b97f4a7c15)
+			if w[0] != o || (n > 1 && w[1] != s) {
+				t.Fatalf("n=%d h=%d: walk %q, owners %q %q", n, h, w, o, s)
+			}
+			seen := map[string]bool{}
+			for _, m := range w {
+				if seen[m] {
+					t.Fatalf("n=%d: %q twice in %q", n, m, w)
+				}
+				seen[m] = true
+			}
+			if n >= 3 {
+				// Without the owner, the successor owns the key and the
+				// walk's third member succeeds it.
+				o2, s2 := New(slices.DeleteFunc(slices.Clone(ms), func(m string) bool { return m == w[0] })).Owners(h * 0x9e3779b97f4a7c15)
+				if o2 != w[1] || s2 != w[2] {
+					t.Fatalf("n=%d h=%d: without %s owners %s %s, walk %q", n, h, w[0], o2, s2, w)
+				}
+			}
+		}
+	}
+}
