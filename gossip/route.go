@@ -223,3 +223,19 @@ func (n *Node) Resync(name string) {
 		n.queueResyncLocked(name, ps, n.clk.Now())
 	}
 }
+
+// ResyncNow exchanges states with each of the live members names (a
+// push/pull each, in turn; not rate limited) and returns when done:
+// what a node that stops uses to pass on the counts it holds for gone
+// origins (reconcile.Cluster.Handover).
+func (n *Node) ResyncNow(names []string) {
+	live := make([]string, 0, len(names))
+	n.mu.Lock()
+	for _, name := range names {
+		if ps := n.peers[name]; name != n.name && ps != nil && ps.state == "alive" {
+			live = append(live, name)
+		}
+	}
+	n.mu.Unlock()
+	n.pushPull(live)
+}

@@ -140,3 +140,19 @@ func TestResyncOnAsk(t *testing.T) {
 	a.Resync("nobody") // not a member: nothing, no error
 	a.Resync(a.Name()) // itself: nothing
 }
+
+// TestResyncNow: ResyncNow makes its push/pulls before it returns, every
+// time (no ResyncAfter), and passes over names that are not live members.
+func TestResyncNow(t *testing.T) {
+	fn := gossiptest.NewFaultNet()
+	nodes := mesh(t, fn, 3, func(c *Config) { c.ResyncAfter = time.Hour })
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	for range 2 {
+		fb, fc := a.rec.fulls(b.Name()), a.rec.fulls(c.Name())
+		a.ResyncNow([]string{"nobody", a.Name(), b.Name(), c.Name()})
+		if a.rec.fulls(b.Name()) <= fb || a.rec.fulls(c.Name()) <= fc {
+			t.Fatalf("after ResyncNow: states from b %d (was %d), from c %d (was %d); want one more each",
+				a.rec.fulls(b.Name()), fb, a.rec.fulls(c.Name()), fc)
+		}
+	}
+}

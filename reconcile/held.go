@@ -456,10 +456,13 @@ func (t *table) floors(tats []packet.Mark, out []op) []op {
 var _ Resyncer = (*gossip.Node)(nil)
 
 // Resyncer is implemented by a Router that can exchange full states with
-// one member at once (gossip.Node: a push/pull, at most once per
-// ResyncAfter per member). Must not block.
+// a member (gossip.Node: a push/pull). Resync asks for one in the
+// background, at most once per ResyncAfter per member, and must not
+// block; ResyncNow exchanges with each of names in turn and returns when
+// done (a node that stops, Cluster.Handover).
 type Resyncer interface {
 	Resync(name string)
+	ResyncNow(names []string)
 }
 
 // newHomes returns, in owner mode, the members other than self that have

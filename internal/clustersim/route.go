@@ -136,6 +136,17 @@ func (sd *sender) Resync(name string) {
 	s.resync(s.nodes[sd.from], s.nodes[j])
 }
 
+// ResyncNow exchanges states with each of names at once, as gossip.Node's
+// ResyncNow does (not rate limited).
+func (sd *sender) ResyncNow(names []string) {
+	s := sd.s
+	for _, name := range names {
+		if j := s.index(name); j >= 0 && j != sd.from && !s.nodes[j].dead {
+			s.resync(s.nodes[sd.from], s.nodes[j])
+		}
+	}
+}
+
 // resyncEvery is gossip's default ResyncAfter: the least time between two
 // push/pulls a node asks of one member.
 const resyncEvery = 2500 * time.Millisecond
