@@ -431,12 +431,30 @@ func (c *Cluster) relayWide(rt Router, ts targets, h uint64, rk *relayKey, subs 
 	for _, o := range subs {
 		skip[o.name] = true
 	}
+	var less []packet.Count
 	for _, m := range rt.Members() {
 		if skip[m] {
 			continue
 		}
+		send := out
+		if o := c.tab.origins[m]; o != nil && o.gone && o.keys[h] != nil {
+			// A live member this node holds as gone (heard of in a
+			// state, not yet from): its counts are among the past
+			// holders', and it counts its own hits itself.
+			less = less[:0]
+			for _, cn := range out {
+				if v := cn.Value - min(cn.Value, o.keys[h].value(cn.Slot, cn.Bucket)); v > 0 {
+					cn.Value = v
+					less = append(less, cn)
+				}
+			}
+			if len(less) == 0 {
+				continue
+			}
+			send = less
+		}
 		p := ts.get(c, m, true)
-		p.Counts = append(p.Counts, out...)
+		p.Counts = append(p.Counts, send...)
 		if !was {
 			p.Names = append(p.Names, packet.Name{Hash: h, Resource: name.resource, Domain: name.domain})
 		}
