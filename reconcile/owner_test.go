@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -478,4 +479,65 @@ func byName(nodes []*node, name string) *node {
 		}
 	}
 	return nil
+}
+
+// TestHandoverOutlivesAWave: a wave of a rolling deploy stops an origin
+// with the key's owner and successor, the only members that had its
+// counts. The origin's Handover, before it leaves, gave them to the next
+// two members of the key's ring walk, so the survivors count its hits
+// (without it they counted none of them). In direct fan-out, and with
+// nothing counted, Handover sends nothing.
+func TestHandoverOutlivesAWave(t *testing.T) {
+	fc := clock.NewFake(t0)
+	names := []string{"a", "b", "c", "d", "e", "f"}
+	net, nodes, pl := ownerCluster(t, fc, names...)
+	step(fc, nodes)
+	byName := map[string]*node{}
+	for _, n := range nodes {
+		byName[n.name] = n
+	}
+	walk := pl.ring.Walk(nil, reconcile.KeyHash("t/one", "u"), len(names))
+	origin := byName[walk[5]] // neither owner, successor nor next
+	if got := origin.c.Handover(fc.Now()); got != 0 {
+		t.Fatalf("handed over %d keys with nothing counted", got)
+	}
+	req(t, origin, fc.Now(), "t/one", "u", 16) // over half the limit: relayed to every member (wide)
+	fc.Advance(100 * time.Millisecond)
+	step(fc, nodes)
+	if got := origin.c.Handover(fc.Now()); got != 1 {
+		t.Fatalf("handed over %d keys, want 1", got)
+	}
+	var live []*node
+	var left []string
+	gone := []string{origin.name, walk[0], walk[1]}
+	for _, n := range nodes {
+		if !slices.Contains(gone, n.name) {
+			live = append(live, n)
+			left = append(left, n.name)
+		}
+	}
+	net.mu.Lock()
+	for _, g := range gone {
+		delete(net.nodes, g)
+	}
+	net.mu.Unlock()
+	pl.ring, pl.epoch = ring.New(left), pl.epoch+1
+	for _, n := range live {
+		for _, g := range gone {
+			n.c.NodeGone(g)
+		}
+	}
+	for range 2 {
+		fc.Advance(100 * time.Millisecond)
+		step(fc, live)
+	}
+	wantHits(t, live, fc.Now(), 16) // within the tier's 1 s window
+
+	// Direct fan-out: every peer has every count.
+	_, direct := cluster(t, fc, "x", "y", "z")
+	step(fc, direct)
+	req(t, direct[0], fc.Now(), "t/one", "u", 1)
+	if got := direct[0].c.Handover(fc.Now()); got != 0 {
+		t.Fatalf("direct fan-out: handed over %d keys, want 0", got)
+	}
 }

@@ -103,14 +103,20 @@ func startCluster(ctx context.Context, cs clusterSettings, rec *reconcile.Cluste
 	return c, nil
 }
 
-// stop ships what this node has not shipped yet, leaves the mesh (peers
+// stop ships what this node has not shipped yet, in owner mode hands its
+// counts of the keys it owned or succeeded to the members that take its
+// place (reconcile.Cluster.Handover), leaves the mesh (peers
 // drop this node's holds at once and keep its counts) and shuts the node
 // down, releasing the gossip port. Safe to call twice.
 func (c *clusterRun) stop(log *slog.Logger, now func() time.Time) {
 	c.stopOnce.Do(func() {
 		c.cancel()
 		c.wg.Wait()
-		c.rec.Step(now()) // the counts of the last tick go out before the node leaves
+		t := now()
+		c.rec.Step(t) // the counts of the last tick go out before the node leaves
+		if n := c.rec.Handover(t); n > 0 {
+			log.Info("handed over counts of keys this node owned or succeeded", "keys", n)
+		}
 		if err := c.node.Leave(leaveTimeout); err != nil {
 			log.Warn("gossip leave", "err", err)
 		}

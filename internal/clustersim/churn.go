@@ -204,13 +204,15 @@ func (sm *sim) churn(e event, nd *node) {
 }
 
 // stop ends nd's agent: cleanly (a last Step ships what it has not
-// shipped, it writes its state file when it keeps one, and the others
+// shipped, in owner mode it hands its counts on (reconcile.Cluster.
+// Handover), it writes its state file when it keeps one, and the others
 // learn of it at once) or as a crash (they learn of it DetectAfter
 // later).
 func (sm *sim) stop(nd *node, clean bool) {
 	at := sm.now + sm.detect
 	if clean {
 		nd.rec.Step(sm.at(sm.now))
+		nd.rec.Handover(sm.at(sm.now))
 		if nd.stateFile {
 			sm.writeState(nd)
 		}
