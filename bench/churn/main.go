@@ -58,9 +58,9 @@ func run(args []string, out, log io.Writer) error {
 	}
 	hourJS := fmt.Sprintf(`{"kind":"tiers","tiers":"L,3600,3600,0","drift":%g}`, o.drift)
 	fmt.Fprintf(out, "sync %s, drift %g, push/pull %s, seed %d; tiers: one window of 3600 s (LostHits judged), gcra: period 1 s\n", o.sync, o.drift, pp(o.pushPull), o.seed)
-	fmt.Fprintf(out, "%-24s %-5s %6s %6s %8s %10s %6s %6s %7s %9s %9s %8s %8s %9s %7s\n",
-		"scenario", "kind", "nodes", "joins", "grants", "worst/L", "lost", "extra", "falseD", "sync p50", "sync p99", "unsynced", "heldOrig", "heldKeys", "wall")
-	var worst float64
+	fmt.Fprintf(out, "%-24s %-5s %6s %6s %8s %10s %8s %6s %6s %7s %9s %9s %8s %8s %9s %7s\n",
+		"scenario", "kind", "nodes", "joins", "grants", "worst/L", "still/L", "lost", "extra", "falseD", "sync p50", "sync p99", "unsynced", "heldOrig", "heldKeys", "wall")
+	var worst, added float64
 	var lost, fd int
 	var syncP99 time.Duration
 	var lostRows []string
@@ -102,19 +102,34 @@ func run(args []string, out, log io.Writer) error {
 				ratio = r.WorstInstanceRatio // one hour: no aligned window fits the run
 			}
 			worst = max(worst, ratio)
+			still := "-"
+			if kind == "gcra" {
+				// The same mesh with nothing joining, leaving or
+				// restarting: what of worst/L the churn adds.
+				b := sc
+				b.Restarts, b.Starts, b.Leaves = nil, nil, nil
+				br, err := clustersim.Run(context.Background(), b)
+				if err != nil {
+					return fmt.Errorf("%s %s without churn: %w", s.name, kind, err)
+				}
+				still = fmt.Sprintf("%.3f", br.WorstWindowRatio)
+				added = max(added, ratio-br.WorstWindowRatio)
+			}
 			fd += r.FalseDenials
 			syncP99 = max(syncP99, r.JoinSyncP99)
 			if r.LostHits > 0 {
 				lost = max(lost, r.LostHits)
 				lostRows = append(lostRows, fmt.Sprintf("%s (%s): %d granted hits lost by one node", s.name, kind, r.LostHits))
 			}
-			fmt.Fprintf(out, "%-24s %-5s %6d %6d %8d %10.3f %6s %6s %7d %9s %9s %8d %8d %9d %7s\n",
-				s.name, kind, sc.Nodes, r.Joins, r.Grants, ratio, judged(r.LostHits), judged(r.ExtraHits), r.FalseDenials,
+			fmt.Fprintf(out, "%-24s %-5s %6d %6d %8d %10.3f %8s %6s %6s %7d %9s %9s %8d %8d %9d %7s\n",
+				s.name, kind, sc.Nodes, r.Joins, r.Grants, ratio, still, judged(r.LostHits), judged(r.ExtraHits), r.FalseDenials,
 				ms(r.JoinSyncP50), ms(r.JoinSyncP99), r.JoinsUnsynced, r.HeldOriginsMax, r.HeldKeysMax, time.Since(start).Round(100*time.Millisecond))
 		}
 	}
 	fmt.Fprintln(out, "worst/L: tiers, the most one key granted in its hour ÷ the limit; gcra, the worst 1 s window ÷ the limit. lost/extra: granted hits a node")
 	fmt.Fprintln(out, "does not count / counts twice at the end (tiers only; '-' for gcra). sync: from a join until the node's view agrees with the oracle.")
+	fmt.Fprintln(out, "still/L: gcra, worst/L of the same mesh (every node it reaches, all the run) with nothing joining, leaving or restarting.")
+	fmt.Fprintf(out, "gcra: churn adds at most %.3f × L to the worst 1 s window of the same mesh without churn\n", added)
 	for _, l := range lostRows {
 		fmt.Fprintln(out, "LOST", l)
 	}

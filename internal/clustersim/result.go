@@ -92,7 +92,9 @@ type Result struct {
 	// JoinSync is, for each agent that started during the run (restarts
 	// and Starts), the time from its start until its view of every key
 	// first agreed with the oracle within drift × the limit (at least one
-	// hit), checked at each of its requests and ticks: percentiles over
+	// hit), or for gcra with the mesh (the view of the lowest-index node
+	// running and not joining, within the same), checked at each of its
+	// requests and ticks: percentiles over
 	// JoinSyncs joins that agreed; JoinsUnsynced never did (they stopped
 	// first, or the run ended).
 	JoinSyncP50, JoinSyncP99, JoinSyncMax time.Duration
