@@ -20,7 +20,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/obol-dev/obol/gossip/ring"
 	"github.com/obol-dev/obol/internal/freeport"
+	"github.com/obol-dev/obol/reconcile"
 )
 
 // churnYAML is the churn tests' config: hour-long limits, so that nothing
@@ -454,4 +456,80 @@ func TestStoppedMeansPortFree(t *testing.T) {
 	if strings.Contains(b.stderr.String(), "address already in use") {
 		t.Fatalf("the gossip port was still bound after the stop was logged:\n%s", b.stderr)
 	}
+}
+
+// TestOwnerModeWaveKeepsCounts: real agents in owner mode (from 3
+// members) lose a wave of three at once, as a rolling deploy with
+// maxUnavailable stops them: a node that hit a key, with the key's owner
+// and successor, the only members its counts reached. The leavers hand
+// their counts on as they stop (reconcile.Cluster.Handover): every
+// survivor still counts every hit, and so does a node that joins after
+// (without the handover it counted none).
+func TestOwnerModeWaveKeepsCounts(t *testing.T) {
+	dir, bin := churnSetup(t)
+	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte(churnYAML+"gossip:\n  owner_from: 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i := range 6 {
+		names = append(names, fmt.Sprintf("w%d", i))
+	}
+	walk := ring.New(names).Walk(nil, reconcile.KeyHash("h/tiers", "u"), len(names))
+	origin, owner, succ := walk[5], walk[0], walk[1]
+	byName := map[string]*proc{}
+	var first *proc
+	for _, name := range names {
+		var extra []string
+		if first != nil {
+			extra = []string{"--join", first.gossip}
+		}
+		p := startProc(t, bin, dir, name, extra...)
+		if first == nil {
+			first = p
+		}
+		byName[name] = p
+	}
+	waitFor(t, 10*time.Second, "every agent to be in owner mode with six members", func() bool {
+		for _, p := range byName {
+			m := p.metrics(t)
+			if !strings.Contains(m, "\nobol_cluster_live_nodes 6\n") || !strings.Contains(m, "\nobol_cluster_owner_mode 1\n") {
+				return false
+			}
+		}
+		return true
+	})
+	// Over half the limit: the owner relays its sums to every member.
+	for range 600 {
+		byName[origin].request(t, "h/tiers", "u", 1)
+	}
+	var live []*proc
+	for _, name := range walk[2:5] {
+		live = append(live, byName[name])
+	}
+	waitRemaining(t, append(live, byName[owner], byName[succ], byName[origin]), "h/tiers", "u", 400, "every node to count the origin's hits")
+	var wg sync.WaitGroup
+	for _, name := range []string{origin, owner, succ} {
+		wg.Go(func() { stopProc(t, byName[name]) })
+	}
+	wg.Wait()
+	waitRemaining(t, live, "h/tiers", "u", 400, "the survivors to count the hits of the wave's origin")
+	// The survivors kept the sums they were told; a node that joins now
+	// learns the hits only from the members that hold the origin's counts.
+	joiner := startProc(t, bin, dir, "w6", "--join", byName[walk[4]].gossip)
+	waitRemaining(t, append(live, joiner), "h/tiers", "u", 400, "a node that joined after the wave to count the hits of its origin")
+	if n := strings.Count(byName[origin].stderr.String(), "handed over counts"); n != 1 {
+		t.Errorf("the origin logged %d handovers, want 1; stderr:\n%s", n, byName[origin].stderr)
+	}
+}
+
+// metrics returns p's /metrics page.
+func (p *proc) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := p.client.Get("http://obol/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
