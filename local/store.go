@@ -2,6 +2,7 @@ package local
 
 import (
 	"hash/maphash"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,6 +148,56 @@ func (sh *shard[V]) resize(n int) {
 			sh.place(old[i], "")
 		}
 	}
+}
+
+// evictScan is how many slots (and long keys) of a full shard insertEvict
+// looks at for an idle key.
+const evictScan = 32
+
+// insertEvict adds key → v to a locked shard as insert does; when the
+// store is full, it first drops an idle key of the shard (idle reports
+// true: its state has fully reset) among evictScan of its slots from the
+// key's home, and of its long keys, and reports whether one was found.
+// Sweep drops every idle key in any case; this spares a new key the wait.
+func (s *store[V]) insertEvict(sh *shard[V], key string, h uint64, v V, idle func(V) bool) (ok, evicted bool) {
+	if s.insert(sh, key, h, v) {
+		return true, false
+	}
+	if n := len(sh.slots); n > 0 {
+		mask := n - 1
+		for i, k := home(h, mask), 0; k < min(evictScan, n); i, k = (i+1)&mask, k+1 {
+			if sl := &sh.slots[i]; sl.hash != 0 && idle(sl.val) {
+				sh.deleteAt(i)
+				s.n.Add(-1)
+				return s.insert(sh, key, h, v), true
+			}
+		}
+	}
+	k := 0
+	for lk, lv := range sh.long {
+		if idle(*lv) {
+			delete(sh.long, lk)
+			s.n.Add(-1)
+			return s.insert(sh, key, h, v), true
+		}
+		if k++; k == evictScan {
+			break
+		}
+	}
+	return false, false
+}
+
+// overflowKeys is how many states the keys past a full store share (per
+// resource): a key's is picked by its hash (overflowKey). Every key
+// sharing one adds its hits to it and is decided on it, so a key past the
+// cap may be over-counted, never under-counted.
+const overflowKeys = 1 << 16
+
+// overflowKey returns the key, in a resource's overflow store, of the
+// state a key of hash h (in its key store) shares past the cap.
+func overflowKey(h uint64) string {
+	var b [8]byte
+	return string(strconv.AppendUint(b[:0], (h>>1)%overflowKeys, 36))
 }
 
 // remove deletes key from a locked shard.
