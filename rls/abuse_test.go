@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -411,5 +412,27 @@ func BenchmarkReplaces(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/descriptor")
 		})
+	}
+}
+
+// TestRLSHTTPHitsAddendWrapRefused replays the wrap through /json: the
+// body is refused (400 naming hits_addend) and the key stays over.
+func TestRLSHTTPHitsAddendWrapRefused(t *testing.T) {
+	srv := NewServer(capService(t, Options{}), func() time.Time { return t0 })
+	h := srv.HTTPHandler()
+	post := func(body string) (int, string) {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("POST", "/json", strings.NewReader(body)))
+		return w.Code, w.Body.String()
+	}
+	for range 11 {
+		post(`{"domain":"v","descriptors":[{"entries":[{"key":"yearly","value":"w"}]}]}`)
+	}
+	code, body := post(`{"domain":"v","descriptors":[{"entries":[{"key":"yearly","value":"w"}],"hits_addend":"18446744073709551605"}]}`)
+	if code != 400 || !strings.Contains(body, "hits_addend 18446744073709551605, at most 4294967295") {
+		t.Fatalf("wrapping hits_addend: %d %q, want 400 naming the bound", code, body)
+	}
+	if code, _ := post(`{"domain":"v","descriptors":[{"entries":[{"key":"yearly","value":"w"}]}]}`); code != 429 {
+		t.Fatalf("after the wrap attempt: %d, want 429", code)
 	}
 }
