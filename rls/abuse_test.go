@@ -136,6 +136,14 @@ func TestRLSStoreOverflowFalseDenials(t *testing.T) {
 	if share > 0.05 {
 		t.Fatalf("false denials %.2f%% of hits, want under 5%% at %d keys", 100*share, keys)
 	}
+	// Once the minute has ended, the sweep gives the tables' memory back.
+	st := s.Store()
+	st.Sweep(t0.Add(time.Minute))
+	for i := range st.shards {
+		if st.shards[i].over[2] != nil {
+			t.Fatalf("shard %d keeps its minute overflow table after the minute", i)
+		}
+	}
 }
 
 // TestRLSHitsAddendWrapRefused: a hits_addend of 2^64−11 used to wrap an

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/internal/sat"
@@ -241,7 +240,7 @@ func (sh *shard) overAdd(u byte, h uint32, start int64, n uint64) uint64 {
 // waits, so no lock order to keep), the one whose window ended first. It
 // reports false when there is none. Sweep forgets every idle counter in
 // any case; this only spares a new key the wait for it.
-func (s *Store) room(sh *shard, nowSec int64) bool {
+func (s *Store) room(sh *shard, h uint32, nowSec int64) bool {
 	if s.keys.Add(1) <= s.maxKeys {
 		return true
 	}
@@ -250,9 +249,8 @@ func (s *Store) room(sh *shard, nowSec int64) bool {
 		s.Evicted.Add(1)
 		return true
 	}
-	i := int((uintptr(unsafe.Pointer(sh)) - uintptr(unsafe.Pointer(&s.shards[0]))) / unsafe.Sizeof(*sh))
-	for k := 1; k <= evictShards; k++ {
-		o := &s.shards[(i+k)%shards]
+	for k := uint32(1); k <= evictShards; k++ {
+		o := &s.shards[(h+k)%shards]
 		if !o.mu.TryLock() {
 			continue
 		}
@@ -304,7 +302,7 @@ func (s *Store) add(key []byte, start int64, n uint64, rec local.Recorder, nowMs
 			sh.mu.Unlock()
 			return c
 		}
-		if !s.room(sh, floorDiv(nowMs, 1000)) {
+		if !s.room(sh, h, floorDiv(nowMs, 1000)) {
 			after := sh.overAdd(key[0]-'0', h, start, n)
 			if rec != nil {
 				sh.taken[0] = int64(min(n, 1<<62))
@@ -369,7 +367,7 @@ func (s *Store) ApplyCount(resource, domain string, slot int, at, width, n, now 
 	defer sh.mu.Unlock()
 	w := sh.m[domain]
 	if w == nil {
-		if !s.room(sh, floorDiv(now, 1000)) {
+		if !s.room(sh, h, floorDiv(now, 1000)) {
 			sh.overAdd(domain[0]-'0', h, start, c)
 			s.Overflowed.Add(1)
 			return
