@@ -16,8 +16,9 @@ import (
 // second hash and no pointer to follow. Longer domains are kept in a plain
 // map beside the table. A key whose state has fully reset is dropped by
 // sweep, so memory follows the number of active keys. A store holds at most
-// max keys; a new key past that is refused (the engine then decides
-// leniently and counts it).
+// max keys; past that insert refuses a new key, and insertEvict first
+// drops a fully reset one of its shard (the kinds then decide a key that
+// found no room on its overflow state: overflowKey).
 
 const numShards = 256
 
