@@ -73,7 +73,7 @@ func TestMaxKeysEvictsIdle(t *testing.T) {
 	t.Logf("%d new keys at the cap: %d took a reset key's place, %d overflowed", n, st.Evicted.Load(), st.Overflowed.Load())
 	// A shard that gets more new keys than it had reset ones overflows
 	// the rest until Step.
-	if st.Evicted.Load() < n*3/4 || st.Evicted.Load()+st.Overflowed.Load() != n {
+	if st.Evicted.Load() < n*85/100 || st.Evicted.Load()+st.Overflowed.Load() != n {
 		t.Fatalf("evicted %d of %d", st.Evicted.Load(), n)
 	}
 }
