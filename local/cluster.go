@@ -120,8 +120,9 @@ func (e *Engine) Cluster() Cluster { return e.clu }
 // the domain's and the resource's last second (hard and global limits),
 // slot i is tier i, whose hits count only while an instance is active and
 // they are inside its window. Keys of unknown or unlimited resources are
-// ignored; a new key is added when the store has room (else the hits are
-// dropped: lenient).
+// ignored; a new key is added when the store has room, else counted in
+// its overflow state. A tiers count is clamped to the resource's largest
+// limit + 1, which changes no decision; a gcra spend saturates.
 func (e *Engine) ApplyCount(resource, domain string, slot int, at, width, n, now int64) {
 	r, ok := e.res[resource]
 	if !ok || r.unlimited || n <= 0 {

@@ -1,10 +1,18 @@
 package local
 
+import "github.com/obol-dev/obol/internal/sat"
+
 // copies.go is the copy-limited resource (Charon's counting
 // semaphore), its rules: a resource's limits (per domain, per group, in
 // total) and its counts, this node's holds and its peers'. No clock, no
 // I/O, no lock of its own: the book's lock (book.go) guards every count, and
 // the book owns the holds, the sessions that own them and the transfers.
+
+// maxPeerHolds bounds the copies peers are taken to hold of one domain:
+// far over any limit (MaxCopies × 2^20), far under the sums' overflow, so
+// that a peer's claim, however large, reads as "full", and the totals
+// (saturating) never wrap.
+const maxPeerHolds = MaxCopies << 20
 
 // copiesRes is one copy-limited resource's limits and counts.
 type copiesRes struct {
@@ -83,16 +91,18 @@ func (r *copiesRes) addPeers(domain string, n int64) {
 	if len(r.remoteGroup) < len(r.groups) {
 		r.remoteGroup = append(r.remoteGroup, make([]int64, len(r.groups)-len(r.remoteGroup))...)
 	}
-	v := r.remote[domain] + n
+	old := r.remote[domain]
+	v := min(sat.Add64(old, n), maxPeerHolds)
 	if v <= 0 {
-		n -= v // never below zero
+		v = 0 // never below zero
 		delete(r.remote, domain)
 	} else {
 		r.remote[domain] = v
 	}
-	r.remoteTotal += n
+	n = v - old
+	r.remoteTotal = max(sat.Add64(r.remoteTotal, n), 0)
 	for _, g := range r.byDomain[domain] {
-		r.remoteGroup[g] += n
+		r.remoteGroup[g] = max(sat.Add64(r.remoteGroup[g], n), 0)
 	}
 }
 

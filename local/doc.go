@@ -17,7 +17,9 @@
 // Keys (resource, domain) live in a sharded store: 256 shards, each a map
 // behind its own mutex. A key whose state has fully reset is dropped by
 // Step, so memory follows the number of active keys; a resource tracks at
-// most max_keys keys, and a new key past that is granted leniently and
+// most max_keys keys: a new key past that takes the place of a fully reset
+// one, or else is decided on one of the resource's overflow states, shared
+// by hash (still limited, maybe over-counted, never under-counted), and
 // counted in Stats. The tiers algorithm keeps times in whole milliseconds
 // (the API's unit); gcra keeps nanoseconds, as Boulder does.
 //

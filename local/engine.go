@@ -41,10 +41,18 @@ type Engine struct {
 	clu   Cluster // nil when the node runs alone
 }
 
-// Stats counts what the engine did leniently. Read with Load.
+// Stats counts what the engine did past its caps. Read with Load.
 type Stats struct {
-	// LenientFull counts grants made because a resource tracked max_keys keys.
+	// LenientFull is no longer counted (always 0): a resource that tracks
+	// max_keys keys no longer grants leniently (Evicted, Overflowed).
 	LenientFull atomic.Int64
+	// Evicted counts keys dropped, fully reset, to make room for a new key
+	// at max_keys.
+	Evicted atomic.Int64
+	// Overflowed counts decisions and peers' counts of keys that found no
+	// room at max_keys, decided on their overflow state (still limited,
+	// maybe over-counted).
+	Overflowed atomic.Int64
 	// LenientUnrecorded counts grants to unconfigured resources past MaxUnconfigured.
 	LenientUnrecorded atomic.Int64
 }

@@ -293,17 +293,19 @@ func TestNamespacesAndErrors(t *testing.T) {
 	}
 }
 
-func TestMaxKeysIsLenient(t *testing.T) {
+// TestMaxKeysStillLimits: past max_keys a new key is no longer granted
+// leniently: it is decided on its overflow state, and refused once over.
+func TestMaxKeysStillLimits(t *testing.T) {
 	e := engine(t, one("m/r", &config.Resource{Kind: config.KindGCRA, Burst: 1, Count: 1, Period: s, MaxKeys: 2}))
 	run(t, e, "m/r", []step{
 		{at: 0, domain: "a", copies: 1, min: 1, wantGranted: 1},
 		{at: 0, domain: "b", copies: 1, min: 1, wantGranted: 1},
-		{at: 0, domain: "c", copies: 1, min: 1, wantGranted: 1, wantLenient: true},
-		{at: 0, domain: "c", copies: 1, min: 1, wantGranted: 1, wantLenient: true},
+		{at: 0, domain: "c", copies: 1, min: 1, wantGranted: 1},
+		{at: 0, domain: "c", copies: 1, min: 1, wantGranted: 0},
 		{at: 0, domain: "a", copies: 1, min: 1, wantGranted: 0},
 	})
-	if n := e.Stats().LenientFull.Load(); n != 2 {
-		t.Errorf("lenient grants counted %d, want 2", n)
+	if n := e.Stats().Overflowed.Load(); n != 2 {
+		t.Errorf("overflowed decisions counted %d, want 2", n)
 	}
 	// Once a and b reset, Step drops them and c is tracked again.
 	e.Step(at(1000))

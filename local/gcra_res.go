@@ -17,7 +17,10 @@ type gcraRes struct {
 	def  *gcraParams
 	over map[string]*gcraParams
 	keys *store[int64] // TAT, Unix ns
-	rec  recorder      // off alone
+	// spill holds the TATs keys past max_keys share (overflowKey): they
+	// are still limited, maybe over-counted, never under-counted.
+	spill *store[int64]
+	rec   recorder // off alone
 	// idle holds, for a clustered resource, the idle gaps keys' own spends
 	// discarded lately (gcraidle.go); nil alone.
 	idle  *store[idleLog]
@@ -29,7 +32,7 @@ var _ kindRes = (*gcraRes)(nil)
 // gcraFromConfig returns the state of a configured gcra resource.
 func gcraFromConfig(rc *config.Resource, maxKeys int, st *Stats) *gcraRes {
 	def := newGCRAParams(rc.Burst, rc.Count, rc.Period)
-	gr := &gcraRes{def: &def, keys: newStore[int64](maxKeys), stats: st}
+	gr := &gcraRes{def: &def, keys: newStore[int64](maxKeys), spill: newStore[int64](overflowKeys), stats: st}
 	for d, o := range rc.Domains {
 		if gr.over == nil {
 			gr.over = make(map[string]*gcraParams)
@@ -58,25 +61,57 @@ func (gr *gcraRes) decide(d *Decision, domain string, t, q, m int64) error {
 	sh, h := gr.keys.lock(domain)
 	var tat int64
 	ptat := sh.find(domain, h)
+	// A key not stored starts from its overflow TAT (its spends past the
+	// cap may be there); one that finds no room is decided on it, under
+	// the overflow shard's lock (taken after the key's, never before).
+	var osh *shard[int64]
+	var oh uint64
+	var okey string
 	if ptat != nil {
 		tat = *ptat
+	} else if gr.spill.len() > 0 || gr.keys.len() >= int(gr.keys.max.Load()) {
+		okey = overflowKey(h)
+		osh, oh = gr.spill.lock(okey)
+		tat, _ = osh.get(okey, oh)
 	}
 	o := gcraDecide(p, tat, t, q, m)
+	spilled := false
+	if o.changed && ptat == nil {
+		placed, evicted := gr.keys.insertEvict(sh, domain, h, o.tat, gr.idleAt(t))
+		if evicted {
+			gr.stats.Evicted.Add(1)
+		}
+		if !placed {
+			if osh == nil { // the store filled since: decide on the overflow TAT
+				okey = overflowKey(h)
+				osh, oh = gr.spill.lock(okey)
+				otat, _ := osh.get(okey, oh)
+				o = gcraDecide(p, otat, t, q, m)
+			}
+			if o.changed {
+				if po := osh.find(okey, oh); po != nil {
+					*po = o.tat
+				} else {
+					gr.spill.insert(osh, okey, oh, o.tat) // never full: overflowKeys keys at most
+				}
+			}
+			spilled = true
+		}
+	}
+	if osh != nil {
+		osh.mu.Unlock()
+		if spilled || !o.changed {
+			gr.stats.Overflowed.Add(1) // decided on its overflow TAT
+		}
+	}
 	if o.changed && gr.rec.on() {
 		gr.rec.spend(domain, t/1e6, o.granted)
-		if tat < t && gr.idle != nil {
+		if tat < t && gr.idle != nil && !spilled {
 			gr.noteIdle(domain, tat, t)
 		}
 	}
-	if o.changed {
-		if ptat != nil {
-			*ptat = o.tat
-		} else if !gr.keys.insert(sh, domain, h, o.tat) {
-			sh.mu.Unlock()
-			gr.stats.LenientFull.Add(1)
-			*d = lenientDecision(config.KindGCRA, int(q))
-			return nil
-		}
+	if ptat != nil && o.changed {
+		*ptat = o.tat
 	}
 	sh.mu.Unlock()
 	*d = Decision{
@@ -146,10 +181,21 @@ func (gr *gcraRes) state(domain string, t time.Time) (ks KeyState) {
 	return ks
 }
 
+// idleAt returns whether a bucket of TAT tat is idle at t (Unix ns): full
+// again, and, clustered, kept idleKeep past that (sweep's rule).
+func (gr *gcraRes) idleAt(t int64) func(tat int64) bool {
+	if gr.idle == nil {
+		return func(tat int64) bool { return tat <= t }
+	}
+	keep := idleKeep.Nanoseconds()
+	return func(tat int64) bool { return tat+keep <= t }
+}
+
 // sweep drops the buckets that are full again by t; a clustered one is
 // kept idleKeep past its TAT, with its idle gaps (see applyCount).
 func (gr *gcraRes) sweep(t time.Time) {
 	tn := t.UnixNano()
+	gr.spill.sweep(func(tat int64) bool { return tat <= tn })
 	if gr.idle == nil {
 		gr.keys.sweep(func(tat int64) bool { return tat <= tn })
 		return
@@ -165,7 +211,7 @@ func (gr *gcraRes) load() (keys, holds, peerHolds int) { return gr.keys.len(), 0
 // new burst and emission interval.
 func (gr *gcraRes) adopt(old kindRes, rc *config.Resource) kindRes {
 	o := old.(*gcraRes)
-	gr.keys, gr.idle = o.keys, o.idle
+	gr.keys, gr.spill, gr.idle = o.keys, o.spill, o.idle
 	maxKeys := int64(maxKeysOf(rc))
 	gr.keys.max.Store(maxKeys)
 	if gr.idle != nil {
@@ -221,6 +267,11 @@ func (gr *gcraRes) applyCount(domain string, slot int, at, _, n, now int64) {
 	var tat int64
 	if ptat != nil {
 		tat = *ptat
+	} else if gr.spill.len() > 0 { // its spends past the cap may be there
+		k := overflowKey(h)
+		osh, oh := gr.spill.lock(k)
+		tat, _ = osh.get(k, oh)
+		osh.mu.Unlock()
 	}
 	switch slot {
 	case SlotSpend:
@@ -251,7 +302,7 @@ func (gr *gcraRes) applyCount(domain string, slot int, at, _, n, now int64) {
 	case ptat != nil:
 		*ptat = tat
 	case tat > nowNs || (gr.idle != nil && tat+idleKeep.Nanoseconds() > nowNs):
-		gr.keys.insert(sh, domain, h, tat)
+		gr.keepOrSpill(sh, domain, h, tat, nowNs)
 	}
 }
 
@@ -273,7 +324,29 @@ func (gr *gcraRes) applyEntry(domain string, slot int, at, now int64) {
 		*p = max(*p, tat)
 		return
 	}
-	gr.keys.insert(sh, domain, h, tat)
+	gr.keepOrSpill(sh, domain, h, tat, now*1e6)
+}
+
+// keepOrSpill stores a peer's TAT of a new key in locked key shard sh at
+// now (Unix ns): in the store, in place of an idle key when it is full,
+// else as a floor of the key's overflow TAT.
+func (gr *gcraRes) keepOrSpill(sh *shard[int64], domain string, h uint64, tat, now int64) {
+	placed, evicted := gr.keys.insertEvict(sh, domain, h, tat, gr.idleAt(now))
+	if evicted {
+		gr.stats.Evicted.Add(1)
+	}
+	if placed {
+		return
+	}
+	gr.stats.Overflowed.Add(1)
+	k := overflowKey(h)
+	osh, oh := gr.spill.lock(k)
+	if p := osh.find(k, oh); p != nil {
+		*p = max(*p, tat)
+	} else {
+		gr.spill.insert(osh, k, oh, tat)
+	}
+	osh.mu.Unlock()
 }
 
 // eachTAT calls fn with every domain whose TAT (Unix ns) is after now.

@@ -1,5 +1,7 @@
 package local
 
+import "github.com/obol-dev/obol/internal/sat"
+
 // gcraidle.go lets a peer's gcra spend, which arrives after this node's own
 // later spends, land where it happened rather than on top of them. Pure: no
 // clock, no locks.
@@ -137,7 +139,7 @@ func (l *idleLog) last() int64 {
 // gaps are in l (nil: none known). A spend after the chain's end discards
 // the idle time before it like a local one, which l records.
 func gcraApplySpend(p *gcraParams, tat, at, n int64, l *idleLog) int64 {
-	shift := n * p.ei
+	shift := sat.Mul64(n, p.ei)
 	if l != nil {
 		if tat < at {
 			l.note(tat, at)
@@ -145,5 +147,5 @@ func gcraApplySpend(p *gcraParams, tat, at, n int64, l *idleLog) int64 {
 			shift -= l.take(at, shift)
 		}
 	}
-	return max(tat, at) + shift
+	return sat.Add64(max(tat, at), shift)
 }

@@ -2,6 +2,7 @@ package local
 
 import (
 	"hash/maphash"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,8 +16,9 @@ import (
 // second hash and no pointer to follow. Longer domains are kept in a plain
 // map beside the table. A key whose state has fully reset is dropped by
 // sweep, so memory follows the number of active keys. A store holds at most
-// max keys; a new key past that is refused (the engine then decides
-// leniently and counts it).
+// max keys; past that insert refuses a new key, and insertEvict first
+// drops a fully reset one of its shard (the kinds then decide a key that
+// found no room on its overflow state: overflowKey).
 
 const numShards = 256
 
@@ -147,6 +149,84 @@ func (sh *shard[V]) resize(n int) {
 			sh.place(old[i], "")
 		}
 	}
+}
+
+// evictScan is how many slots (and long keys) of a shard insertEvict looks
+// at for an idle key, and evictShards how many shards after the new key's
+// it looks in: a new key at the cap costs at most (1 + evictShards) ×
+// 2 × evictScan keys looked at.
+const (
+	evictScan   = 32
+	evictShards = 3
+)
+
+// insertEvict adds key → v to a locked shard as insert does; when the
+// store is full, it first drops an idle key (idle reports true: its state
+// has fully reset) among evictScan slots (and long keys) of the key's
+// shard, then of each of the next evictShards shards that is not locked at
+// the moment (TryLock: it never waits, so no lock order to keep). It
+// reports whether the key was added and whether a key was dropped for it.
+// Sweep drops every idle key in any case; this spares a new key the wait.
+func (s *store[V]) insertEvict(sh *shard[V], key string, h uint64, v V, idle func(V) bool) (ok, evicted bool) {
+	if s.insert(sh, key, h, v) {
+		return true, false
+	}
+	if s.evictIdle(sh, h, idle) {
+		return s.insert(sh, key, h, v), true
+	}
+	for k := uint64(1); k <= evictShards; k++ {
+		o := &s.shards[(h>>56+k)%numShards]
+		if !o.mu.TryLock() {
+			continue
+		}
+		found := s.evictIdle(o, 0, idle)
+		o.mu.Unlock()
+		if found {
+			return s.insert(sh, key, h, v), true
+		}
+	}
+	return false, false
+}
+
+// evictIdle drops from locked shard sh an idle key among evictScan of its
+// slots from hash h's home, then among evictScan of its long keys, and
+// reports whether it found one.
+func (s *store[V]) evictIdle(sh *shard[V], h uint64, idle func(V) bool) bool {
+	if n := len(sh.slots); n > 0 {
+		mask := n - 1
+		for i, k := home(h, mask), 0; k < min(evictScan, n); i, k = (i+1)&mask, k+1 {
+			if sl := &sh.slots[i]; sl.hash != 0 && idle(sl.val) {
+				sh.deleteAt(i)
+				s.n.Add(-1)
+				return true
+			}
+		}
+	}
+	k := 0
+	for lk, lv := range sh.long {
+		if idle(*lv) {
+			delete(sh.long, lk)
+			s.n.Add(-1)
+			return true
+		}
+		if k++; k == evictScan {
+			break
+		}
+	}
+	return false
+}
+
+// overflowKeys is how many states the keys past a full store share (per
+// resource): a key's is picked by its hash (overflowKey). Every key
+// sharing one adds its hits to it and is decided on it, so a key past the
+// cap may be over-counted, never under-counted.
+const overflowKeys = 1 << 16
+
+// overflowKey returns the key, in a resource's overflow store, of the
+// state a key of hash h (in its key store) shares past the cap.
+func overflowKey(h uint64) string {
+	var b [8]byte
+	return string(strconv.AppendUint(b[:0], (h>>1)%overflowKeys, 36))
 }
 
 // remove deletes key from a locked shard.

@@ -104,6 +104,27 @@ func (s *tiersState) fit(p *tiersParams) {
 
 func newTiersState(n int) *tiersState { return &tiersState{inst: make([]tierInst, n)} }
 
+// clone returns a copy of s sharing no memory with it.
+func (s *tiersState) clone() *tiersState {
+	c := &tiersState{inst: make([]tierInst, len(s.inst)), recent: s.recent.clone(), resetAt: s.resetAt}
+	for i, in := range s.inst {
+		c.inst[i] = tierInst{on: in.on, entered: in.entered, hits: in.hits.clone()}
+	}
+	return c
+}
+
+// claimBound is the most hits of one peer's count that can matter under
+// p: one more than its largest limit (a tier's, the hard or the global
+// one). A count past it puts every window holding it over every limit, as
+// the bound itself does.
+func (p *tiersParams) claimBound() int64 {
+	m := max(p.hard, p.global)
+	for i := range p.tiers {
+		m = max(m, p.tiers[i].limit)
+	}
+	return max(m, 0) + 1
+}
+
 // phase of a tier instance at x.
 const (
 	phaseInactive = iota

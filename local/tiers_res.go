@@ -17,9 +17,12 @@ const unconfiguredLimit = MaxCopies
 
 // tiersRes is one tiers resource.
 type tiersRes struct {
-	def   *tiersParams
-	over  map[string]*tiersParams
-	keys  *store[*tiersState]
+	def  *tiersParams
+	over map[string]*tiersParams
+	keys *store[*tiersState]
+	// spill holds the states keys past max_keys share (overflowKey): they
+	// are still limited, maybe over-counted, never under-counted.
+	spill *store[*tiersState]
 	ring  *secondRing
 	rec   recorder // records committed hits for the cluster; off alone
 	stats *Stats
@@ -30,7 +33,7 @@ var _ kindRes = (*tiersRes)(nil)
 // tiersFromConfig returns the state of a configured tiers resource.
 func tiersFromConfig(rc *config.Resource, maxKeys int, st *Stats) *tiersRes {
 	tr := &tiersRes{def: tiersParamsOf(rc.Tiers, limitOf(rc.HardLimit), limitOf(rc.GlobalLimit)),
-		keys: newStore[*tiersState](maxKeys), ring: &secondRing{}, stats: st}
+		keys: newStore[*tiersState](maxKeys), spill: newStore[*tiersState](overflowKeys), ring: &secondRing{}, stats: st}
 	for d, o := range rc.Domains {
 		if tr.over == nil {
 			tr.over = make(map[string]*tiersParams)
@@ -44,7 +47,7 @@ func tiersFromConfig(rc *config.Resource, maxKeys int, st *Stats) *tiersRes {
 // unconfiguredLimit hits per second.
 func unlimitedTiers(maxKeys int, st *Stats) *tiersRes {
 	p := newTiersParams([]tierParamsInput{{limit: unconfiguredLimit, window: time.Second, active: time.Second}}, NoLimit, NoLimit)
-	return &tiersRes{def: p, keys: newStore[*tiersState](maxKeys), ring: &secondRing{}, stats: st}
+	return &tiersRes{def: p, keys: newStore[*tiersState](maxKeys), spill: newStore[*tiersState](overflowKeys), ring: &secondRing{}, stats: st}
 }
 
 // tiersParamsOf returns the params of a configured tier list.
@@ -76,14 +79,13 @@ func (tr *tiersRes) decide(d *Decision, domain string, t, q, m int64) {
 	}
 	sh, h := tr.keys.lock(domain)
 	st, ok := sh.get(domain, h)
+	keys, key := tr.keys, domain // where the state lives
 	if !ok {
-		st = newTiersState(len(p.tiers))
-		if q > 0 && !tr.keys.insert(sh, domain, h, st) {
-			sh.mu.Unlock()
-			tr.stats.LenientFull.Add(1)
-			tr.recordGlobal(ring, t, q)
-			*d = lenientDecision(config.KindTiers, int(q))
-			return
+		st = tr.fresh(h, p)
+		if q > 0 {
+			if sh, h, key, st = tr.place(sh, domain, h, st, p, t); key != domain {
+				keys, ok = tr.spill, true
+			}
 		}
 	}
 	var rec *tierRecord
@@ -96,7 +98,7 @@ func (tr *tiersRes) decide(d *Decision, domain string, t, q, m int64) {
 		tr.rec.tierHits(domain, t, o.granted, rec.taken[:min(len(p.tiers), maxTake)], rec.entered)
 	}
 	if !ok && q > 0 && o.granted == 0 {
-		tr.keys.remove(sh, domain, h) // a rejected first request leaves nothing behind
+		keys.remove(sh, key, h) // a rejected first request leaves nothing behind
 	}
 	sh.mu.Unlock()
 	if ring == nil {
@@ -168,6 +170,7 @@ func (tr *tiersRes) state(domain string, t time.Time) (ks KeyState) {
 func (tr *tiersRes) sweep(t time.Time) {
 	tm := t.UnixMilli()
 	tr.keys.sweep(func(s *tiersState) bool { return s.resetAt <= tm })
+	tr.spill.sweep(func(s *tiersState) bool { return s.resetAt <= tm })
 }
 
 func (tr *tiersRes) load() (keys, holds, peerHolds int) { return tr.keys.len(), 0, 0 }
@@ -177,7 +180,7 @@ func (tr *tiersRes) load() (keys, holds, peerHolds int) { return tr.keys.len(), 
 // fitted lazily on its next decision.
 func (tr *tiersRes) adopt(old kindRes, rc *config.Resource) kindRes {
 	o := old.(*tiersRes)
-	tr.keys, tr.ring = o.keys, o.ring
+	tr.keys, tr.spill, tr.ring = o.keys, o.spill, o.ring
 	tr.keys.max.Store(int64(maxKeysOf(rc)))
 	return tr
 }
@@ -195,38 +198,84 @@ func (tr *tiersRes) attach(c Cluster, name string, rc *config.Resource) {
 }
 
 // keyOrNew returns domain's state in a locked shard, fitted to p, adding
-// it when absent; nil when the store is full.
-func (tr *tiersRes) keyOrNew(domain string, p *tiersParams) (*shard[*tiersState], *tiersState) {
+// it when absent (past max_keys: its overflow state, place) at now (ms).
+func (tr *tiersRes) keyOrNew(domain string, p *tiersParams, now int64) (*shard[*tiersState], *tiersState) {
 	sh, h := tr.keys.lock(domain)
 	st, ok := sh.get(domain, h)
 	if !ok {
-		st = newTiersState(len(p.tiers))
-		if !tr.keys.insert(sh, domain, h, st) {
-			return sh, nil
-		}
+		sh, _, _, st = tr.place(sh, domain, h, tr.fresh(h, p), p, now)
 	}
 	st.fit(p)
 	return sh, st
 }
 
+// fresh returns the state a new key of hash h starts from: a copy of its
+// overflow state when it has one (its hits past the cap may be there),
+// else an empty one. sh of the key store is locked (the overflow store's
+// shard is locked after it, never before).
+func (tr *tiersRes) fresh(h uint64, p *tiersParams) *tiersState {
+	if tr.spill.len() > 0 {
+		k := overflowKey(h)
+		osh, oh := tr.spill.lock(k)
+		o, ok := osh.get(k, oh)
+		var c *tiersState
+		if ok {
+			c = o.clone()
+		}
+		osh.mu.Unlock()
+		if c != nil {
+			c.fit(p)
+			return c
+		}
+	}
+	return newTiersState(len(p.tiers))
+}
+
+// place stores new state st of domain (hash h) in locked key shard sh at t
+// (ms): in the store, in place of an idle key when it is full, else (sh
+// unlocked) in domain's overflow state, whose shard is returned locked
+// with its hash, its key and its state (fitted).
+func (tr *tiersRes) place(sh *shard[*tiersState], domain string, h uint64, st *tiersState, p *tiersParams, t int64) (*shard[*tiersState], uint64, string, *tiersState) {
+	ok, evicted := tr.keys.insertEvict(sh, domain, h, st, func(s *tiersState) bool { return s.resetAt <= t })
+	if evicted {
+		tr.stats.Evicted.Add(1)
+	}
+	if ok {
+		return sh, h, domain, st
+	}
+	sh.mu.Unlock()
+	tr.stats.Overflowed.Add(1)
+	k := overflowKey(h)
+	osh, oh := tr.spill.lock(k)
+	o, found := osh.get(k, oh)
+	if !found {
+		o = newTiersState(len(st.inst))
+		tr.spill.insert(osh, k, oh, o) // never full: overflowKeys keys at most
+	}
+	o.fit(p)
+	return osh, oh, k, o
+}
+
 // applyCount merges a peer's hits (tiers.go, mergeCount); slot 0's count
 // in the resource's last second too. A new key is added when the store
-// has room (else the hits are dropped: lenient).
+// has room, else counted in its overflow state. n is clamped to the
+// largest limit of the resource + 1 (claimBound): hits past it already
+// put every window holding them over every limit, so the clamp changes no
+// decision a real count makes.
 func (tr *tiersRes) applyCount(domain string, slot int, at, width, n, now int64) {
 	p := tr.params(domain)
 	if !p.countMatters(slot, at, now) {
 		return
 	}
+	n = min(n, p.claimBound())
 	if slot == 0 {
 		tr.ring.mu.Lock()
 		tr.ring.add(at, n)
 		tr.ring.mu.Unlock()
 	}
-	sh, st := tr.keyOrNew(domain, p)
+	sh, st := tr.keyOrNew(domain, p, now)
 	defer sh.mu.Unlock()
-	if st != nil {
-		st.mergeCount(p, slot, at, width, n, now)
-	}
+	st.mergeCount(p, slot, at, width, n, now)
 }
 
 // applyEntry merges a peer's entry into tier slot (tiers.go, mergeEntry).
@@ -235,11 +284,9 @@ func (tr *tiersRes) applyEntry(domain string, slot int, at, now int64) {
 	if slot < 1 || !p.entryMatters(slot-1, at, now) {
 		return
 	}
-	sh, st := tr.keyOrNew(domain, p)
+	sh, st := tr.keyOrNew(domain, p, now)
 	defer sh.mu.Unlock()
-	if st != nil {
-		st.mergeEntry(p, slot-1, at, now)
-	}
+	st.mergeEntry(p, slot-1, at, now)
 }
 
 // A tiers resource holds no copies.

@@ -1,6 +1,10 @@
 package local
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/obol-dev/obol/internal/sat"
+)
 
 // window.go holds the two hit records the tiers algorithm reads: a per-key
 // deque of (millisecond, hits) stamps and a per-resource ring of the last
@@ -20,10 +24,10 @@ type deque struct {
 
 // push records n hits at at; stamps of the same millisecond are merged.
 func (d *deque) push(at, n int64) {
-	d.sum += n
+	d.sum = sat.Add64(d.sum, n)
 	if len(d.buf) > d.head {
 		if last := &d.buf[len(d.buf)-1]; last.at == at {
-			last.n += n
+			last.n = sat.Add64(last.n, n)
 			return
 		}
 	}
@@ -45,6 +49,9 @@ func (d *deque) prune(cut int64) {
 		d.buf, d.head = d.buf[:0], 0
 	}
 }
+
+// clone returns a copy of d's live stamps sharing no memory with it.
+func (d *deque) clone() deque { return deque{buf: append([]stamp(nil), d.live()...), sum: d.sum} }
 
 // reset empties the deque, keeping its buffer.
 func (d *deque) reset() { d.buf, d.head, d.sum = d.buf[:0], 0, 0 }
@@ -154,13 +161,13 @@ func (d *deque) insert(at, n int64) {
 		d.push(at, n)
 		return
 	}
-	d.sum += n
+	d.sum = sat.Add64(d.sum, n)
 	i := len(d.buf) - 1
 	for i > d.head && d.buf[i-1].at >= at {
 		i--
 	}
 	if d.buf[i].at == at {
-		d.buf[i].n += n
+		d.buf[i].n = sat.Add64(d.buf[i].n, n)
 		return
 	}
 	d.buf = append(d.buf, stamp{})

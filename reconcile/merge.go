@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	"github.com/obol-dev/obol/gossip/packet"
@@ -398,7 +399,15 @@ func (k *remoteKey) setMark(slot uint32, at int64) bool {
 	return true
 }
 
+// emit appends an op of key h. A count's n is a growth of a cumulative
+// count, which only grows: made an int64 from a growth of 2^63 or more it
+// reads negative, and stands for math.MaxInt64 (saturated, never wrapped
+// to a decrease). The applier, which knows the resource's limits, clamps
+// it further (What a peer may claim, docs/cluster.md).
 func (t *table) emit(out []op, kind opKind, h uint64, slot int, at, n int64) []op {
+	if kind == opCount && n < 0 {
+		n = math.MaxInt64
+	}
 	name := t.names[h]
 	return append(out, op{kind: kind, resource: name.resource, domain: name.domain, slot: slot, at: at, n: n})
 }

@@ -2,14 +2,17 @@ package rls
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
 
+	"github.com/obol-dev/obol/internal/sat"
 	"github.com/obol-dev/obol/local"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
 )
 
 // service.go is one decision: a RateLimitRequest in, its RateLimitResponse
@@ -35,9 +38,38 @@ type Options struct {
 	NearLimitRatio float32
 	// Headers selects the response_headers_to_add (HeadersOff: none).
 	Headers HeaderMode
-	// MaxKeys bounds the counters kept (0 = DefaultMaxKeys).
+	// MaxKeys bounds the counters kept (0 = DefaultMaxKeys); past it a
+	// new key takes an idle key's place or is counted in the overflow
+	// table (store.go): limiting never switches off.
 	MaxKeys int
+	// MaxDescriptors bounds the descriptors of one request (0 =
+	// DefaultMaxDescriptors); a request with more is refused
+	// (ErrInvalidArgument).
+	MaxDescriptors int
+	// MaxEntries bounds the entries of one descriptor (0 =
+	// DefaultMaxEntries); more is refused (ErrInvalidArgument).
+	MaxEntries int
+	// MaxEntryBytes bounds each entry's key and each entry's value, in
+	// bytes (0 = DefaultMaxEntryBytes); a longer one is refused
+	// (ErrInvalidArgument).
+	MaxEntryBytes int
 }
+
+// The defaults of the request bounds (Options). Envoy sends a few
+// descriptors of a few short entries, their values taken from headers or
+// addresses: the bounds are far above that and far below what fills
+// memory (a request's keys are at most 256 × 16 × 2 × 4 KiB, and the
+// HTTP/JSON body is bounded at 1 MiB in any case).
+const (
+	DefaultMaxDescriptors = 256
+	DefaultMaxEntries     = 16
+	DefaultMaxEntryBytes  = 4096
+	// MaxHitsAddend is the largest hits_addend (a descriptor's, or the
+	// request's) accepted: requests_per_unit is at most 2^32−1, so no
+	// more hits can ever be within a limit; a larger one is refused
+	// (ErrInvalidArgument). Counters saturate at 2^64−1 in any case.
+	MaxHitsAddend = math.MaxUint32
+)
 
 // Errors of requests that cannot be decided (the gRPC status is Unknown,
 // as envoyproxy/ratelimit's).
@@ -46,6 +78,11 @@ var (
 	ErrNoDescriptors = errors.New("rate limit descriptor list must not be empty")
 	ErrBadUnit       = errors.New("rate limit override: unit must be second, minute, hour, day, week, month or year")
 	ErrNoConfig      = errors.New("no rate limit configuration loaded")
+	// ErrInvalidArgument is wrapped by the error of a request over one of
+	// the bounds (Options.MaxDescriptors, MaxEntries, MaxEntryBytes,
+	// MaxHitsAddend); the message names the bound. Its gRPC code is
+	// InvalidArgument (Code).
+	ErrInvalidArgument = errors.New("invalid rate limit request")
 )
 
 // Service decides RateLimitRequests. Safe for concurrent use.
@@ -63,7 +100,17 @@ func New(cfg *Config, opt Options) *Service {
 	if opt.NearLimitRatio == 0 {
 		opt.NearLimitRatio = 0.8
 	}
+	if opt.MaxDescriptors <= 0 {
+		opt.MaxDescriptors = DefaultMaxDescriptors
+	}
+	if opt.MaxEntries <= 0 {
+		opt.MaxEntries = DefaultMaxEntries
+	}
+	if opt.MaxEntryBytes <= 0 {
+		opt.MaxEntryBytes = DefaultMaxEntryBytes
+	}
 	s := &Service{opt: opt, store: NewStore(opt.MaxKeys), stats: newStats()}
+	s.stats.store = s.store
 	if cfg != nil {
 		s.SetConfig(cfg)
 	}
@@ -124,6 +171,9 @@ func (s *Service) Decide(now time.Time, req *rlpb.RateLimitRequest, r *Reply) er
 	if cfg == nil {
 		return ErrNoConfig
 	}
+	if err := s.check(req); err != nil {
+		return err
+	}
 	var stack [maxStack]item
 	var keyStack [maxStack * 64]byte
 	items := stack[:0]
@@ -166,29 +216,7 @@ func (s *Service) Decide(now time.Time, req *rlpb.RateLimitRequest, r *Reply) er
 	// dropped (unlimited ones replace too, and every matched limit
 	// replaces, dropped or not). A dropped unlimited limit still answers
 	// as unlimited, as envoyproxy/ratelimit's does.
-	var dropStack [maxStack]bool
-	drop := dropStack[:0]
-	if len(items) > maxStack {
-		drop = make([]bool, 0, len(items))
-	}
-	for i := range items {
-		drop = append(drop, false)
-		l := items[i].limit
-		if l == nil || l.Name == "" {
-			continue
-		}
-		for j := range items {
-			if lj := items[j].limit; lj != nil && replaces(lj, l.Name) {
-				drop[i] = true
-				break
-			}
-		}
-	}
-	for i, d := range drop {
-		if d {
-			items[i].limit = nil
-		}
-	}
+	dropReplaced(items, cfg)
 	// Grow the counters.
 	s.count(items, keys, now)
 
@@ -252,6 +280,66 @@ func (s *Service) Decide(now time.Time, req *rlpb.RateLimitRequest, r *Reply) er
 	return nil
 }
 
+// dropReplaced sets aside (limit nil) every item whose named limit a
+// matched limit of items replaces. A request of up to maxStack descriptors
+// compares each named limit with every matched one (no allocation); a
+// larger one first gathers the replaced names in a set, each config limit's
+// once, so that the cost is linear in the descriptors (plus the config's
+// replaces lists).
+func dropReplaced(items []item, cfg *Config) {
+	if len(items) <= maxStack {
+		var drop [maxStack]bool
+		for i := range items {
+			l := items[i].limit
+			if l == nil || l.Name == "" {
+				continue
+			}
+			for j := range items {
+				if lj := items[j].limit; lj != nil && replaces(lj, l.Name) {
+					drop[i] = true
+					break
+				}
+			}
+		}
+		for i := range items {
+			if drop[i] {
+				items[i].limit = nil
+			}
+		}
+		return
+	}
+	var replaced map[string]struct{}
+	seen := make([]bool, len(cfg.limits))
+	for i := range items {
+		l := items[i].limit
+		if l == nil || len(l.Replaces) == 0 {
+			continue
+		}
+		if l.id >= 0 && l.id < len(seen) {
+			if seen[l.id] {
+				continue
+			}
+			seen[l.id] = true
+		}
+		if replaced == nil {
+			replaced = make(map[string]struct{})
+		}
+		for _, n := range l.Replaces {
+			replaced[n] = struct{}{}
+		}
+	}
+	if replaced == nil {
+		return
+	}
+	for i := range items {
+		if l := items[i].limit; l != nil && l.Name != "" {
+			if _, ok := replaced[l.Name]; ok {
+				items[i].limit = nil
+			}
+		}
+	}
+}
+
 func replaces(l *Limit, name string) bool {
 	for _, n := range l.Replaces {
 		if n == name {
@@ -259,6 +347,42 @@ func replaces(l *Limit, name string) bool {
 		}
 	}
 	return false
+}
+
+// Code returns the gRPC status code of an error of Decide: InvalidArgument
+// for a request over a bound (ErrInvalidArgument), Unknown for the others,
+// as envoyproxy/ratelimit's.
+func Code(err error) codes.Code {
+	if errors.Is(err, ErrInvalidArgument) {
+		return codes.InvalidArgument
+	}
+	return codes.Unknown
+}
+
+// check refuses a request over one of the service's bounds, naming it.
+func (s *Service) check(req *rlpb.RateLimitRequest) error {
+	ds := req.GetDescriptors()
+	if len(ds) > s.opt.MaxDescriptors {
+		return fmt.Errorf("%w: %d descriptors, at most %d per request (max descriptors)", ErrInvalidArgument, len(ds), s.opt.MaxDescriptors)
+	}
+	for i, d := range ds {
+		es := d.GetEntries()
+		if len(es) > s.opt.MaxEntries {
+			return fmt.Errorf("%w: descriptor %d has %d entries, at most %d (max entries)", ErrInvalidArgument, i, len(es), s.opt.MaxEntries)
+		}
+		for j, e := range es {
+			if n := len(e.GetKey()); n > s.opt.MaxEntryBytes {
+				return fmt.Errorf("%w: descriptor %d entry %d: key is %d bytes, at most %d (max entry bytes)", ErrInvalidArgument, i, j, n, s.opt.MaxEntryBytes)
+			}
+			if n := len(e.GetValue()); n > s.opt.MaxEntryBytes {
+				return fmt.Errorf("%w: descriptor %d entry %d: value is %d bytes, at most %d (max entry bytes)", ErrInvalidArgument, i, j, n, s.opt.MaxEntryBytes)
+			}
+		}
+		if h := d.GetHitsAddend(); h != nil && h.GetValue() > MaxHitsAddend {
+			return fmt.Errorf("%w: descriptor %d: hits_addend %d, at most %d", ErrInvalidArgument, i, h.GetValue(), uint64(MaxHitsAddend))
+		}
+	}
+	return nil
 }
 
 // hitsOf is a descriptor's hits: its own hits_addend when set (0 reads
@@ -287,7 +411,7 @@ func (s *Service) count(items []item, keys []byte, now time.Time) {
 		}
 		it.start = windowStart(nowSec, it.limit.Seconds)
 		if s.opt.StopIncrementOverLimit {
-			if s.store.add(keys[it.kfrom:it.kto], it.start, 0, nil, 0)+it.hits > uint64(it.limit.Requests) {
+			if sat.Add(s.store.add(keys[it.kfrom:it.kto], it.start, 0, nil, nowMs), it.hits) > uint64(it.limit.Requests) {
 				it.grow, stop = true, true
 			}
 		}
@@ -309,6 +433,6 @@ func (s *Service) count(items []item, keys []byte, now time.Time) {
 			rec = s.store.recorder(it.limit.Requests, it.limit.Seconds)
 		}
 		it.after = s.store.add(keys[it.kfrom:it.kto], it.start, n, rec, nowMs)
-		it.before = it.after - it.hits
+		it.before = it.after - min(it.after, it.hits)
 	}
 }

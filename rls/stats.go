@@ -1,6 +1,8 @@
 package rls
 
 import (
+	"hash/fnv"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -18,8 +20,21 @@ import (
 // counted: their keys are the request's, unbounded. Counters are atomics read at scrape
 // time: a decision takes no lock.
 
-// maxDetailed is the most series a detailed_metric limit gets.
-const maxDetailed = 1000
+// maxDetailed is the most series a detailed_metric limit gets, and
+// maxDetailedTotal the most all of them get together: past either, a
+// counter's decisions count in its limit's own series (the overflow
+// series: "domain.key_value.key", as without detailed_metric).
+const (
+	maxDetailed      = 1000
+	maxDetailedTotal = 10_000
+)
+
+// maxLabel is the longest key label of a detailed series, in bytes: a
+// longer one keeps its first maxLabel−17 bytes, then '#' and 16 hex digits
+// of a 64-bit FNV-1a hash of the whole, so that distinct long keys keep
+// distinct series. /metrics then stays under about maxDetailedTotal × 5
+// series × (maxLabel + 100) bytes (15 MB) whatever the values.
+const maxLabel = 256
 
 type counters struct {
 	domain, key                       string
@@ -51,6 +66,9 @@ type Stats struct {
 	detMu    sync.RWMutex
 	detailed map[string]*counters
 	detCount map[string]int // series per limit path
+
+	// store is the service's counters, whose size and cap are exported.
+	store *Store
 
 	globalShadow atomic.Uint64
 }
@@ -132,18 +150,43 @@ func (s *Stats) detailedOf(c *counters, l *Limit, key []byte) *counters {
 	if d := s.detailed[string(key)]; d != nil {
 		return d
 	}
-	if s.detCount[l.Path] >= maxDetailed {
+	if s.detCount[l.Path] >= maxDetailed || len(s.detailed) >= maxDetailedTotal {
 		return c
 	}
 	s.detCount[l.Path]++
-	label := string(key[1:])
-	if n := len(label); n > 0 && label[n-1] == '_' {
-		label = label[:n-1]
-	}
-	d = &counters{domain: c.domain, key: label}
+	d = &counters{domain: c.domain, key: detailedLabel(key)}
 	s.detailed[string(key)] = d
 	return d
 }
+
+// detailedLabel returns the key label of the detailed series of counter
+// key (the unit's digit, then "domain_key_value_"): without the digit and
+// the last '_', at most maxLabel bytes.
+func detailedLabel(key []byte) string {
+	label := key[1:]
+	if n := len(label); n > 0 && label[n-1] == '_' {
+		label = label[:n-1]
+	}
+	if len(label) <= maxLabel {
+		return string(label)
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(label)
+	b := append([]byte(nil), label[:maxLabel-17]...)
+	b = append(b, '#')
+	sum := h.Sum64()
+	for i := len(strconv.FormatUint(sum, 16)); i < 16; i++ {
+		b = append(b, '0')
+	}
+	return string(strconv.AppendUint(b, sum, 16))
+}
+
+var (
+	descKeys     = prometheus.NewDesc("obol_rls_keys", "Counters the rate limit service's store keeps now.", nil, nil)
+	descKeysMax  = prometheus.NewDesc("obol_rls_keys_max", "The most counters the store keeps (the cap).", nil, nil)
+	descEvicted  = prometheus.NewDesc("obol_rls_keys_evicted_total", "Counters dropped, window ended, to make room for a new key at the cap.", nil, nil)
+	descOverflow = prometheus.NewDesc("obol_rls_overflow_total", "Decisions and peers' counts of keys past the cap, counted in the overflow table (limited, may over-count).", nil, nil)
+)
 
 var (
 	descTotal  = prometheus.NewDesc("ratelimit_service_rate_limit_total_hits", "Hits of each configured limit (envoyproxy/ratelimit's name).", []string{"domain", "key"}, nil)
@@ -156,7 +199,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (s *Stats) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTotal, descOver, descNear, descWithin, descShadow, descGlobal} {
+	for _, d := range []*prometheus.Desc{descTotal, descOver, descNear, descWithin, descShadow, descGlobal, descKeys, descKeysMax, descEvicted, descOverflow} {
 		ch <- d
 	}
 }
@@ -182,4 +225,10 @@ func (s *Stats) Collect(ch chan<- prometheus.Metric) {
 	}
 	s.detMu.RUnlock()
 	ch <- prometheus.MustNewConstMetric(descGlobal, prometheus.CounterValue, float64(s.globalShadow.Load()))
+	if st := s.store; st != nil {
+		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(st.Keys()))
+		ch <- prometheus.MustNewConstMetric(descKeysMax, prometheus.GaugeValue, float64(st.MaxKeys()))
+		ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(st.Evicted.Load()))
+		ch <- prometheus.MustNewConstMetric(descOverflow, prometheus.CounterValue, float64(st.Overflowed.Load()))
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/sat"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -31,11 +32,41 @@ import (
 // the cluster; no configured resource has it (they are NAMESPACE/NAME).
 const ResourcePrefix = "rls:"
 
-// DefaultMaxKeys is how many counters a store keeps at most; past it, new
-// keys are decided as if empty and not kept (lenient).
+// DefaultMaxKeys is how many counters a store keeps at most (Options.MaxKeys,
+// NewStore). A new key past it first takes the place of a counter whose
+// window has ended (an idle key: evictScan of its shard's counters are
+// looked at, the one whose window ended first goes); when none has, it is
+// counted in its shard's overflow table (below): still limited, never
+// stored.
 const DefaultMaxKeys = 1 << 20
 
 const shards = 64
+
+// The overflow table: per shard and unit, overflowSlots counters of one
+// window each, a key's counter picked by its hash. Every key that found no
+// room adds its hits to its slot and is decided on the slot's count: the
+// sum of the hits of every key sharing the slot in the window, never less
+// than the key's own, so a key past the cap is over-counted (a false
+// denial, when keys collide) but never under-counted. A key that is later
+// stored starts from its slot's count of the window, for the same reason.
+// A table is allocated when its shard and unit first overflow: at most
+// shards × 7 units × overflowSlots × 16 bytes (28 MiB).
+const overflowSlots = 4096
+
+// evictScan is how many of a full shard's counters a new key looks at for
+// one whose window has ended, and evictShards how many shards after its
+// own it looks in: a new key at the cap costs at most (1 + evictShards) ×
+// evictScan counters looked at.
+const (
+	evictScan   = 32
+	evictShards = 3
+)
+
+// overSlot is one counter of an overflow table.
+type overSlot struct {
+	start int64 // the window's start, Unix seconds
+	count uint64
+}
 
 // Cluster is what a store records its hits in: reconcile.Cluster.
 type Cluster interface {
@@ -51,7 +82,8 @@ type window struct {
 type shard struct {
 	mu    sync.Mutex
 	m     map[string]*window
-	taken [1]int64 // the recorder's scratch, under mu
+	over  [8]*[overflowSlots]overSlot // per unit digit; nil until first used
+	taken [1]int64                    // the recorder's scratch, under mu
 	_     [40]byte
 }
 
@@ -60,8 +92,12 @@ type Store struct {
 	shards  [shards]shard
 	keys    atomic.Int64
 	maxKeys int64
-	// Lenient counts decisions made past maxKeys.
-	Lenient atomic.Int64
+	// Evicted counts counters dropped, window ended, to make room for a
+	// new key at the cap.
+	Evicted atomic.Int64
+	// Overflowed counts the hits of keys that found no room, counted in
+	// the overflow table (decisions, and peers' counts applied).
+	Overflowed atomic.Int64
 
 	clu   Cluster
 	drift *float64
@@ -143,36 +179,142 @@ func unitSuffix(seconds int64) string {
 	return ""
 }
 
-func (s *Store) shard(key []byte) *shard {
+// shard returns key's shard and its hash (FNV-1a): the hash's low bits
+// pick the shard, the next ones the key's overflow slot.
+func (s *Store) shard(key []byte) (*shard, uint32) {
 	h := uint32(2166136261)
 	for _, c := range key {
 		h = (h ^ uint32(c)) * 16777619
 	}
-	return &s.shards[h%shards]
+	return &s.shards[h%shards], h
+}
+
+// MaxKeys returns the most counters the store keeps.
+func (s *Store) MaxKeys() int { return int(s.maxKeys) }
+
+// overSlot returns key's overflow counter of unit digit u in a locked
+// shard, allocating the table when create.
+func (sh *shard) overSlot(u byte, h uint32, create bool) *overSlot {
+	if u >= byte(len(sh.over)) {
+		u = 0
+	}
+	t := sh.over[u]
+	if t == nil {
+		if !create {
+			return nil
+		}
+		t = new([overflowSlots]overSlot)
+		sh.over[u] = t
+	}
+	return &t[(h/shards)%overflowSlots]
+}
+
+// overCount returns the count of key's overflow slot in the window
+// starting at start (0 when the slot holds another window).
+func (sh *shard) overCount(u byte, h uint32, start int64) uint64 {
+	if o := sh.overSlot(u, h, false); o != nil && o.start == start {
+		return o.count
+	}
+	return 0
+}
+
+// overAdd adds n to key's overflow slot for the window starting at start
+// and returns its count after; a hit of an older window than the slot's
+// counts alone (as add does).
+func (sh *shard) overAdd(u byte, h uint32, start int64, n uint64) uint64 {
+	o := sh.overSlot(u, h, true)
+	switch {
+	case o.start < start:
+		o.start, o.count = start, 0
+	case o.start > start:
+		return n
+	}
+	o.count = sat.Add(o.count, n)
+	return o.count
+}
+
+// room reserves a counter for a new key of a locked shard at nowSec:
+// under the cap, or in place of a counter whose window has ended (idle):
+// of evictScan counters of the key's shard, then of each of the next
+// evictShards shards that is not locked at the moment (TryLock: never
+// waits, so no lock order to keep), the one whose window ended first. It
+// reports false when there is none. Sweep forgets every idle counter in
+// any case; this only spares a new key the wait for it.
+func (s *Store) room(sh *shard, h uint32, nowSec int64) bool {
+	if s.keys.Add(1) <= s.maxKeys {
+		return true
+	}
+	s.keys.Add(-1)
+	if evictIdle(sh, nowSec) {
+		s.Evicted.Add(1)
+		return true
+	}
+	for k := uint32(1); k <= evictShards; k++ {
+		o := &s.shards[(h+k)%shards]
+		if !o.mu.TryLock() {
+			continue
+		}
+		ok := evictIdle(o, nowSec)
+		o.mu.Unlock()
+		if ok {
+			s.Evicted.Add(1)
+			return true
+		}
+	}
+	return false
+}
+
+// evictIdle drops, from locked shard sh, the counter whose window ended
+// first before nowSec among evictScan of them, and reports whether there
+// was one.
+func evictIdle(sh *shard, nowSec int64) bool {
+	var victim string
+	var end int64
+	i := 0
+	for k, w := range sh.m {
+		if e := w.start + unitSeconds(Unit(k[0]-'0')); e <= nowSec && (victim == "" || e < end) {
+			victim, end = k, e
+		}
+		if i++; i == evictScan {
+			break
+		}
+	}
+	if victim == "" {
+		return false
+	}
+	delete(sh.m, victim)
+	return true
 }
 
 // add adds n hits to key's window starting at start (Unix seconds) and
 // returns the count after; n = 0 only reads. When the window is a newer
 // one than the counter's, the counter starts over. rec, when not nil,
-// records the hits at nowMs for the cluster.
+// records the hits at nowMs for the cluster. A new key at the cap takes an
+// idle key's place or, when none, is counted in the overflow table (room,
+// overAdd). Counts saturate at 2^64−1.
 func (s *Store) add(key []byte, start int64, n uint64, rec local.Recorder, nowMs int64) uint64 {
-	sh := s.shard(key)
+	sh, h := s.shard(key)
 	sh.mu.Lock()
 	w := sh.m[string(key)]
 	if w == nil {
 		if n == 0 {
+			c := sh.overCount(key[0]-'0', h, start)
 			sh.mu.Unlock()
-			return 0
+			return c
 		}
-		if s.keys.Load() >= s.maxKeys {
+		if !s.room(sh, h, floorDiv(nowMs, 1000)) {
+			after := sh.overAdd(key[0]-'0', h, start, n)
+			if rec != nil {
+				sh.taken[0] = int64(min(n, 1<<62))
+				rec.TierHits(string(key), nowMs, sh.taken[0], sh.taken[:], 0)
+			}
 			sh.mu.Unlock()
-			s.Lenient.Add(1)
-			return n
+			s.Overflowed.Add(1)
+			return after
 		}
 		k := string(key)
-		w = &window{key: k, start: start}
+		w = &window{key: k, start: start, count: sh.overCount(key[0]-'0', h, start)}
 		sh.m[k] = w
-		s.keys.Add(1)
 	}
 	switch {
 	case w.start < start:
@@ -183,7 +325,7 @@ func (s *Store) add(key []byte, start int64, n uint64, rec local.Recorder, nowMs
 		sh.mu.Unlock()
 		return n
 	}
-	w.count += n
+	w.count = sat.Add(w.count, n)
 	after := w.count
 	if rec != nil && n > 0 {
 		sh.taken[0] = int64(min(n, 1<<62))
@@ -195,7 +337,12 @@ func (s *Store) add(key []byte, start int64, n uint64, rec local.Recorder, nowMs
 
 // ApplyCount adds a peer's n hits of key (domain) made in the bucket
 // starting at at (Unix ms) of tier slot 1 (reconcile.Applier). Other slots
-// and resources without ResourcePrefix are not this store's.
+// and resources without ResourcePrefix are not this store's. n is clamped
+// to the limit + 1 of its resource ("rls:LIMIT"): a count past the limit
+// already puts every window holding it over the limit, so the clamp
+// changes no decision a real count makes, and a peer's claim, however
+// large, does no more than that. A key that finds no room is counted in
+// the overflow table, as a decision's would be.
 func (s *Store) ApplyCount(resource, domain string, slot int, at, width, n, now int64) {
 	if isExt(resource) {
 		if e := s.ext.Load(); e != nil {
@@ -210,25 +357,41 @@ func (s *Store) ApplyCount(resource, domain string, slot int, at, width, n, now 
 	if secs == 0 {
 		return
 	}
+	c := uint64(n)
+	if lim, ok := limitOfResource(resource); ok {
+		c = min(c, lim+1)
+	}
 	start := floorDiv(floorDiv(at, 1000), secs) * secs
-	sh := s.shard([]byte(domain))
+	sh, h := s.shard([]byte(domain))
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	w := sh.m[domain]
 	if w == nil {
-		if s.keys.Load() >= s.maxKeys {
+		if !s.room(sh, h, floorDiv(now, 1000)) {
+			sh.overAdd(domain[0]-'0', h, start, c)
+			s.Overflowed.Add(1)
 			return
 		}
-		w = &window{key: domain, start: start}
+		w = &window{key: domain, start: start, count: sh.overCount(domain[0]-'0', h, start)}
 		sh.m[domain] = w
-		s.keys.Add(1)
 	}
 	switch {
 	case w.start < start:
-		w.start, w.count = start, uint64(n)
+		w.start, w.count = start, c
 	case w.start == start:
-		w.count += uint64(n)
+		w.count = sat.Add(w.count, c)
 	}
+}
+
+// limitOfResource returns the limit of a fixed window's resource,
+// "rls:LIMIT" or "rls:LIMIT:s".
+func limitOfResource(resource string) (uint64, bool) {
+	v := resource[len(ResourcePrefix):]
+	if len(v) > 2 && v[len(v)-2:] == ":s" {
+		v = v[:len(v)-2]
+	}
+	lim, err := strconv.ParseUint(v, 10, 32)
+	return lim, err == nil
 }
 
 // ApplyEntry applies a peer's tier entry of an extension limit (a fixed
@@ -264,8 +427,24 @@ func (s *Store) Sweep(now time.Time) {
 				s.keys.Add(-1)
 			}
 		}
+		for u, t := range sh.over {
+			if t != nil && overIdle(t, sec, unitSeconds(Unit(u))) {
+				sh.over[u] = nil // every window of it ended: give its memory back
+			}
+		}
 		sh.mu.Unlock()
 	}
+}
+
+// overIdle reports whether every slot of an overflow table of a unit of
+// secs seconds holds a window ended at sec.
+func overIdle(t *[overflowSlots]overSlot, sec, secs int64) bool {
+	for i := range t {
+		if t[i].count > 0 && t[i].start+secs > sec {
+			return false
+		}
+	}
+	return true
 }
 
 // Keys returns how many counters the store keeps.
