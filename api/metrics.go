@@ -43,7 +43,8 @@ import (
 // of one rate decision, on the agent), obol_tracked_keys{resource},
 // obol_holds{resource}, obol_adaptive_window{resource},
 // obol_adaptive_outstanding{resource}; then obol_sessions, obol_holds_open,
-// obol_transfers_staged, obol_lenient_max_keys_total,
+// obol_transfers_staged, obol_max_keys_evicted_total,
+// obol_max_keys_overflow_total,
 // obol_lenient_unrecorded_total, obol_config_reloads_total{result}, and the
 // go_* and process_* collectors. Calls on resources with no config are
 // counted under resource="unconfigured", so a client cannot grow the series
@@ -365,14 +366,15 @@ var (
 	sessionsDesc  = prometheus.NewDesc("obol_sessions", "Open sessions.", nil, nil)
 	holdsOpenDesc = prometheus.NewDesc("obol_holds_open", "Holds (reservations) open.", nil, nil)
 	transfersDesc = prometheus.NewDesc("obol_transfers_staged", "Transfers staged and not yet seized.", nil, nil)
-	fullDesc      = prometheus.NewDesc("obol_lenient_max_keys_total", "Grants made leniently because a resource tracked max_keys keys.", nil, nil)
+	evictedDesc   = prometheus.NewDesc("obol_max_keys_evicted_total", "Idle keys dropped to make room for a new key at a resource's max_keys.", nil, nil)
+	overflowDesc  = prometheus.NewDesc("obol_max_keys_overflow_total", "Decisions and peers' counts of new keys that found no room at max_keys, decided on a shared overflow state (still limited, maybe over-counted).", nil, nil)
 	unrecDesc     = prometheus.NewDesc("obol_lenient_unrecorded_total", "Grants to unconfigured resources past the number the agent records.", nil, nil)
 	windowDesc    = prometheus.NewDesc("obol_adaptive_window", "An adaptive resource's window: the calls it admits at once (as of its last admit, complete or sweep).", []string{"resource"}, nil)
 	outstandDesc  = prometheus.NewDesc("obol_adaptive_outstanding", "An adaptive resource's calls admitted and not yet completed.", []string{"resource"}, nil)
 )
 
 func (c usageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{keysDesc, holdsDesc, sessionsDesc, holdsOpenDesc, transfersDesc, fullDesc, unrecDesc, windowDesc, outstandDesc} {
+	for _, d := range []*prometheus.Desc{keysDesc, holdsDesc, sessionsDesc, holdsOpenDesc, transfersDesc, evictedDesc, overflowDesc, unrecDesc, windowDesc, outstandDesc} {
 		ch <- d
 	}
 }
@@ -397,7 +399,8 @@ func (c usageCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(holdsOpenDesc, prometheus.GaugeValue, float64(holds))
 	ch <- prometheus.MustNewConstMetric(transfersDesc, prometheus.GaugeValue, float64(transfers))
 	st := e.Stats()
-	ch <- prometheus.MustNewConstMetric(fullDesc, prometheus.CounterValue, float64(st.LenientFull.Load()))
+	ch <- prometheus.MustNewConstMetric(evictedDesc, prometheus.CounterValue, float64(st.Evicted.Load()))
+	ch <- prometheus.MustNewConstMetric(overflowDesc, prometheus.CounterValue, float64(st.Overflowed.Load()))
 	ch <- prometheus.MustNewConstMetric(unrecDesc, prometheus.CounterValue, float64(st.LenientUnrecorded.Load()))
 }
 

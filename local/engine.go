@@ -43,9 +43,6 @@ type Engine struct {
 
 // Stats counts what the engine did past its caps. Read with Load.
 type Stats struct {
-	// LenientFull is no longer counted (always 0): a resource that tracks
-	// max_keys keys no longer grants leniently (Evicted, Overflowed).
-	LenientFull atomic.Int64
 	// Evicted counts keys dropped, fully reset, to make room for a new key
 	// at max_keys.
 	Evicted atomic.Int64

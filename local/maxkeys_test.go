@@ -38,8 +38,8 @@ func TestMaxKeysFullTiersStillLimits(t *testing.T) {
 			t.Fatalf("hit %d of a key limited to 10/minute past the cap: granted %d (lenient %v), want %d", i, d.Granted, d.Lenient, want)
 		}
 	}
-	if e.Stats().Overflowed.Load() == 0 || e.Stats().LenientFull.Load() != 0 {
-		t.Fatalf("overflowed %d, lenient %d", e.Stats().Overflowed.Load(), e.Stats().LenientFull.Load())
+	if e.Stats().Overflowed.Load() == 0 {
+		t.Fatalf("overflowed %d, want some", e.Stats().Overflowed.Load())
 	}
 	// A peer's hits of a key past the cap are applied (to its overflow
 	// state), clamped to the largest limit + 1, never wrapped.
