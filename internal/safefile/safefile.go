@@ -43,14 +43,23 @@ func Read(path string, max int64) ([]byte, error) {
 	if fi.Size() > max {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: %d bytes, over the cap of %d", ErrTooLarge, fi.Size(), max)}
 	}
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
+	// Whole chunks (some /proc files refuse reads of other sizes), until
+	// the end or past the cap.
+	b := make([]byte, 0, min(fi.Size(), max)+1)
+	var chunk [32 << 10]byte
+	for {
+		n, err := f.Read(chunk[:])
+		b = append(b, chunk[:n]...)
+		if int64(len(b)) > max {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: more than the cap of %d bytes", ErrTooLarge, max)}
+		}
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	if int64(len(b)) > max {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: more than the cap of %d bytes", ErrTooLarge, max)}
-	}
-	return b, nil
 }
 
 // typeName names a file mode's type for errors.
