@@ -92,11 +92,9 @@ type Stats struct {
 	// longer kept, or a reship).
 	ReshipsAsked, ReshipsMade uint64
 	// NotMember counts the sync messages and states dropped unread because
-	// their sender was not a live member (dead, left, never reported by
-	// memberlist) or spoke under an earlier incarnation than the member's:
-	// a replay of a gone node's datagrams, or one that outran memberlist's
-	// news of a joiner (whose welcome push/pull brings its state). Not in
-	// Dropped.
+	// memberlist had declared their sender dead or left, or because it
+	// spoke under an earlier incarnation than the member's: a replay of a
+	// gone node's datagrams. Not in Dropped.
 	NotMember uint64
 }
 

@@ -149,7 +149,8 @@ func (n *Node) receiveLoop(q chan *[]byte) {
 
 // receive decodes a sync message and hands it to the handler, unless it is
 // undecodable or claims this node's name (both counted in Stats.Dropped),
-// comes from a node that is not a live member (Stats.NotMember), or was
+// comes from a node declared dead or left or from an earlier incarnation
+// (Stats.NotMember), or was
 // heard before (Stats.Duplicates); only a message handed on counts as the
 // sender's last sync. A request it answers.
 func (n *Node) receive(b []byte) {
@@ -181,22 +182,29 @@ func (n *Node) receive(b []byte) {
 	}
 }
 
-// fromMember reports whether p (what, for the log) comes from a live
-// member under its current incarnation or a later one. It is false,
-// counted in Stats.NotMember, for a sender memberlist has declared dead or
-// left, or never reported (or forgot, goneRetention after it went), and
-// for an incarnation older than the member's: such a packet is most
-// likely a replay of captured datagrams (no key is needed to replay
-// them), and applying it would bring back what the sender held when it
-// was sent, and make it look as if it had just spoken. A member truly
-// back is reported alive by memberlist first (its push/pull merges the
-// membership before the state), and resynced then. A message from a peer
-// declared dead still asks for a push/pull with it (queueResyncLocked, at
-// most one per ResyncAfter), which changes nothing unless the peer answers.
+// fromMember reports whether p (what, for the log) may be heard as far as
+// its sender goes. It is false, counted in Stats.NotMember, for a sender
+// memberlist has declared dead or left, and for an incarnation older than
+// the member's: such a packet is most likely a replay of captured
+// datagrams (no key is needed to replay them), and applying it would
+// bring back what the sender held when it was sent, and make it look as
+// if it had just spoken. A member truly back is reported alive by
+// memberlist first (its push/pull merges the membership before the
+// state), and resynced then. A sender memberlist has not reported yet is
+// heard (a joiner's packets may outrun the news of it); once a gone
+// member is forgotten (goneRetention after it went), the receiver's
+// streams still know its old seqs (stream.In.Forget), so a replay of them
+// is a duplicate. A message from a peer declared dead still asks for a
+// push/pull with it (queueResyncLocked, at most one per ResyncAfter),
+// which changes nothing unless the peer answers.
 func (n *Node) fromMember(p *packet.Packet, what string) bool {
 	n.mu.Lock()
 	ps := n.peers[p.From]
-	live := ps != nil && ps.state == "alive" && p.Incarnation >= ps.inc
+	// A sender memberlist has not reported yet (a joiner whose packets
+	// outran the news of it) is heard: its stream numbers and the merge
+	// judge it, as before. One reported dead or left, or speaking under an
+	// earlier incarnation, is not.
+	live := ps == nil || (ps.state != "dead" && ps.state != "left" && p.Incarnation >= ps.inc)
 	var state string
 	if ps != nil {
 		state = ps.state

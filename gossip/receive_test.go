@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/memberlist"
 	"github.com/obol-dev/obol/gossip/packet"
 	"github.com/obol-dev/obol/internal/clock"
 	"github.com/obol-dev/obol/internal/gossiptest"
@@ -35,26 +34,7 @@ func newNode(tb testing.TB, h Handler, mut func(*Config)) *Node {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = n.Shutdown() })
-	alive(n, testSenders()...)
 	return n
-}
-
-// alive makes names live members of n, as memberlist would report them
-// (incarnation 0): a node drops the messages of a sender that is not one.
-func alive(n *Node, names ...string) {
-	for _, name := range names {
-		n.member(&memberlist.Node{Name: name}, "alive")
-	}
-}
-
-// testSenders are the senders of the messages the receive tests make up
-// (seq, otherOrigin): live members of a node made by newNode.
-func testSenders() []string {
-	names := []string{"a", "b", "x"}
-	for i := range 64 {
-		names = append(names, "o"+strconv.Itoa(i), "other"+strconv.Itoa(i))
-	}
-	return names
 }
 
 // seq is a sync message from `from` carrying the count i (its sequence).

@@ -353,7 +353,6 @@ func TestSendToMesh(t *testing.T) {
 func TestSumReceived(t *testing.T) {
 	nd := start(t, gossiptest.NewFaultNet(), "solo", func(c *Config) { c.Tune = quiet })
 	d := (*delegate)(nd.Node)
-	alive(nd.Node, "x")
 	b := mustEncode(&packet.Packet{From: "x", Incarnation: 3, Sum: true, Counts: []packet.Count{{Hash: 5, Bucket: 1_700_000_000_000, Value: 9}}})
 	d.NotifyMsg(b)
 	eventually(t, 5*time.Second, "the sum is handled", func() bool {
