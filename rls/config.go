@@ -448,7 +448,7 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Limit {
 	case l.Unlimited && valid:
 		p.add(n, "should not specify rate limit unit when unlimited")
 	case !l.Unlimited && !valid:
-		p.add(n, "invalid rate limit unit %s (want second, minute, hour, day, week, month or year)", safefile.Excerpt(unitName))
+		p.add(n, "invalid rate limit unit '%s' (want second, minute, hour, day, week, month or year)", unitName) // envoyproxy's words; capProblem bounds it
 	}
 	l.Unit = Unit(u)
 	l.Seconds = unitSeconds(l.Unit)
