@@ -182,10 +182,18 @@ func (n *Node) receive(b []byte) {
 	}
 }
 
+// leftGrace is how long after a member left its messages are still heard:
+// a leaving node's last messages, sent before its leave, may be handled
+// after it (memberlist hands membership news out before the messages
+// queued with them, and the receive workers run behind memberlist), and
+// they carry counts no one else has. A replay of one already heard is a
+// duplicate all the same (the receiver's streams remember it).
+const leftGrace = 5 * time.Second
+
 // fromMember reports whether p (what, for the log) may be heard as far as
 // its sender goes. It is false, counted in Stats.NotMember, for a sender
-// memberlist has declared dead or left, and for an incarnation older than
-// the member's: such a packet is most likely a replay of captured
+// memberlist has declared dead or left (leftGrace ago or more), and for an
+// incarnation older than the member's: such a packet is most likely a replay of captured
 // datagrams (no key is needed to replay them), and applying it would
 // bring back what the sender held when it was sent, and make it look as
 // if it had just spoken. A member truly back is reported alive by
@@ -202,9 +210,10 @@ func (n *Node) fromMember(p *packet.Packet, what string) bool {
 	ps := n.peers[p.From]
 	// A sender memberlist has not reported yet (a joiner whose packets
 	// outran the news of it) is heard: its stream numbers and the merge
-	// judge it, as before. One reported dead or left, or speaking under an
-	// earlier incarnation, is not.
-	live := ps == nil || (ps.state != "dead" && ps.state != "left" && p.Incarnation >= ps.inc)
+	// judge it, as before. One reported dead, or left more than leftGrace
+	// ago, or speaking under an earlier incarnation, is not.
+	gone := ps != nil && (ps.state == "dead" || ps.state == "left" && n.clk.Now().Sub(ps.changed) > leftGrace)
+	live := ps == nil || (!gone && p.Incarnation >= ps.inc)
 	var state string
 	if ps != nil {
 		state = ps.state

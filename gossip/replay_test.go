@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/internal/clock"
 	"github.com/obol-dev/obol/internal/gossiptest"
 )
 
@@ -136,9 +137,10 @@ func TestReplayedGossipFromDeadPeerIgnored(t *testing.T) {
 }
 
 // TestPacketsFromNonMembersDropped: a sync message from a sender declared
-// dead or left, or under an earlier incarnation than the member's, is
-// counted in NotMember and refreshes nothing; one from a live member (or
-// one memberlist has not reported yet) is handed on.
+// dead, or left leftGrace ago or more, or under an earlier incarnation than
+// the member's, is counted in NotMember and refreshes nothing; one from a
+// live member, one memberlist has not reported yet, or one that has just
+// left (its last messages) is handed on.
 func TestPacketsFromNonMembersDropped(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -149,17 +151,24 @@ func TestPacketsFromNonMembersDropped(t *testing.T) {
 	}{
 		{"not reported yet (a joiner's packets may outrun the news)", "", 0, 7, true},
 		{"declared dead", "dead", 7, 7, false},
-		{"left", "left", 7, 7, false},
+		{"left a moment ago (its last messages)", "left", 7, 7, true},
+		{"left longer than leftGrace ago", "left-long-ago", 7, 7, false},
 		{"alive, an earlier incarnation", "alive", 7, 6, false},
 		{"alive", "alive", 7, 7, true},
 		{"alive, a later incarnation (its meta not heard yet)", "alive", 7, 8, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &recorder{}
-			n := newNode(t, rec, func(c *Config) { c.ReceiveWorkers = 1 })
+			fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+			n := newNode(t, rec, func(c *Config) { c.ReceiveWorkers, c.Clock = 1, fake })
 			if tc.state != "" {
 				n.member(&memberlist.Node{Name: "p", Meta: encodeMeta(tc.inc, false)}, "alive")
-				if tc.state != "alive" {
+				switch tc.state {
+				case "alive":
+				case "left-long-ago":
+					n.member(&memberlist.Node{Name: "p", Meta: encodeMeta(tc.inc, true)}, "left")
+					fake.Advance(leftGrace + time.Millisecond)
+				default:
 					n.member(&memberlist.Node{Name: "p", Meta: encodeMeta(tc.inc, tc.state == "left")}, tc.state)
 				}
 			}
