@@ -286,6 +286,8 @@ func BenchmarkAdmitCompleteHandlers(b *testing.B) {
 	var admit, complete fasthttp.RequestCtx
 	admit.Request.Header.SetMethod("POST")
 	admit.Request.SetRequestURI("/v1/admit")
+	admit.Request.Header.SetContentType(contentTypeJSON)
+	complete.Request.Header.SetContentType(contentTypeJSON)
 	admit.Request.SetBody([]byte(`{"resource":"t/login"}`))
 	complete.Request.Header.SetMethod("POST")
 	complete.Request.SetRequestURI("/v1/complete")

@@ -342,6 +342,7 @@ func TestBatchReadsTheClockPerItem(t *testing.T) {
 	ctx.Request.Header.SetMethod("POST")
 	ctx.Request.SetRequestURI("/v1/batch")
 	// t/thirds: burst 3, one token per 333 ms; 50 ms between items.
+	ctx.Request.Header.SetContentType(contentTypeJSON)
 	ctx.Request.SetBody([]byte(batchJSON(strings.Repeat(`{"resource":"t/thirds","domain":"d","copies":0},`, 4) +
 		`{"resource":"t/thirds","domain":"d","copies":3}`)))
 	s.Handler(&ctx)

@@ -56,6 +56,7 @@ func BenchmarkRequestHandler(b *testing.B) {
 	var ctx fasthttp.RequestCtx
 	ctx.Request.Header.SetMethod("POST")
 	ctx.Request.SetRequestURI("/v1/request")
+	ctx.Request.Header.SetContentType(contentTypeJSON)
 	ctx.Request.SetBody(benchBody)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -151,6 +152,7 @@ func batchBench(tb testing.TB, n int, asMsgpack bool) (*Server, *fasthttp.Reques
 		ctx.Request.Header.Set("Accept", contentTypeMsgpack)
 		ctx.Request.SetBody(body)
 	} else {
+		ctx.Request.Header.SetContentType(contentTypeJSON)
 		ctx.Request.SetBody([]byte(batchJSON(js...)))
 	}
 	return s, ctx

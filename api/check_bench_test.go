@@ -43,6 +43,7 @@ func BenchmarkCheck(b *testing.B) {
 			var ctx fasthttp.RequestCtx
 			ctx.Request.Header.SetMethod("POST")
 			ctx.Request.SetRequestURI("/v1/request")
+			ctx.Request.Header.SetContentType(contentTypeJSON)
 			ctx.Request.SetBody([]byte(bc.setup))
 			s.Handler(&ctx)
 			if ctx.Response.StatusCode() != 200 {

@@ -144,7 +144,8 @@ type reply struct {
 	body   []byte
 }
 
-// do sends a request; headers are "Name: value" strings.
+// do sends a request, with Content-Type: application/json when it has a
+// body; headers are "Name: value" strings (a Content-Type among them wins).
 func (h *harness) do(method, path, body string, headers ...string) reply {
 	h.t.Helper()
 	var rd io.Reader
@@ -154,6 +155,9 @@ func (h *harness) do(method, path, body string, headers ...string) reply {
 	req, err := http.NewRequest(method, "http://obol"+path, rd)
 	if err != nil {
 		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json") // unless headers say otherwise
 	}
 	for _, hv := range headers {
 		k, v, _ := strings.Cut(hv, ":")

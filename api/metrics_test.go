@@ -251,6 +251,7 @@ func serveOne(s *Server, method, uri, body string) int {
 	var ctx fasthttp.RequestCtx
 	ctx.Request.Header.SetMethod(method)
 	ctx.Request.SetRequestURI(uri)
+	ctx.Request.Header.SetContentType(contentTypeJSON)
 	ctx.Request.SetBodyString(body)
 	s.Handler(&ctx)
 	return ctx.Response.StatusCode()

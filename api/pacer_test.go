@@ -401,9 +401,11 @@ func BenchmarkPaceObserveHandlers(b *testing.B) {
 	var pace, observe fasthttp.RequestCtx
 	pace.Request.Header.SetMethod("POST")
 	pace.Request.SetRequestURI("/v1/pace")
+	pace.Request.Header.SetContentType(contentTypeJSON)
 	pace.Request.SetBody([]byte(`{"resource":"t/api"}`))
 	observe.Request.Header.SetMethod("POST")
 	observe.Request.SetRequestURI("/v1/observe")
+	observe.Request.Header.SetContentType(contentTypeJSON)
 	observe.Request.SetBody([]byte(`{"resource":"t/api","status":200,"ratelimit":"\"hour\";r=30;t=3600"}`))
 	b.ReportAllocs()
 	for b.Loop() {

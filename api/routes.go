@@ -144,7 +144,9 @@ func (ep *endpoint) match(path []byte) (id []byte, ok bool) {
 }
 
 // serve dispatches ctx. An unknown path is 404 not_found; a known path asked
-// with another method is 405 bad_request naming the allowed methods.
+// with another method is 405 bad_request naming the allowed methods; a body
+// that is neither JSON nor MessagePack by its Content-Type is 415
+// unsupported_media_type (origin.go).
 func (rt *router) serve(s *Server, ctx *fasthttp.RequestCtx) {
 	path := ctx.Path()
 	var p params
@@ -165,6 +167,9 @@ func (rt *router) serve(s *Server, ctx *fasthttp.RequestCtx) {
 	method := ctx.Method()
 	for i, m := range ep.methods {
 		if string(method) == m {
+			if !bodyTypeAllowed(ctx) { // origin.go: JSON or MessagePack only
+				return
+			}
 			ep.handlers[i](s, ctx, p)
 			s.transcodeReply(ctx) // a JSON-only handler's reply, when Accept asks for MessagePack
 			return

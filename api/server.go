@@ -231,8 +231,12 @@ func (s *Server) Ready() bool { return s.ready.Load() }
 // serving.
 func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	defer s.recoverPanic(ctx)
-	if s.needsAuth(ctx) && !s.authorized(ctx) {
+	authed := s.needsAuth(ctx)
+	if authed && !s.authorized(ctx) {
 		refuseUnauthorized(ctx)
+		return
+	}
+	if !allowedCaller(ctx, authed) { // origin.go: Host, Origin, Sec-Fetch-Site
 		return
 	}
 	if ctx.Request.Header.ContentLength() == -1 && smuggled(ctx.Request.Header.RawHeaders()) {

@@ -41,7 +41,7 @@ func TestContentLengthWithTransferEncodingIsRefused(t *testing.T) {
 	c, _ := h.dial()
 	defer c.Close()
 	body := `{"resource":"t/gcra","domain":"d"}`
-	c.Write([]byte("POST /v1/request HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n22\r\n" + body + "\r\n0\r\n\r\n"))
+	c.Write([]byte("POST /v1/request HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n22\r\n" + body + "\r\n0\r\n\r\n"))
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	b, _ := io.ReadAll(bufio.NewReader(c))
 	if !strings.HasPrefix(string(b), "HTTP/1.1 200") {

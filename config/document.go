@@ -9,13 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/obol-dev/obol/internal/safefile"
 )
 
 // Parse reads a configuration file's contents, YAML or JSON (a document that
@@ -70,10 +71,24 @@ func ParseResource(data []byte) (*Resource, error) {
 	return r, nil
 }
 
-// Load reads the file at path and parses it with Parse. Errors name the
-// file; a *Problems stays reachable with errors.As. Safe for concurrent use.
+// MaxFileSize is the largest config file ReadFile (and so Load) reads:
+// 4 MiB, a thousand times a large config. A file over it is refused
+// unread.
+const MaxFileSize = 4 << 20
+
+// ReadFile reads the config file at path: it follows symbolic links (a
+// ConfigMap's) to a regular file of at most MaxFileSize bytes, opened
+// without blocking, and refuses anything else at once (a device, a FIFO,
+// a directory, a larger file), naming the path and what it is
+// (package internal/safefile). Every read of the config file goes
+// through it: the start, a reload, the watcher.
+func ReadFile(path string) ([]byte, error) { return safefile.Read(path, MaxFileSize) }
+
+// Load reads the file at path (ReadFile) and parses it with Parse. Errors
+// name the file; a *Problems stays reachable with errors.As. Safe for
+// concurrent use.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}

@@ -160,7 +160,7 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 	n.statesIn.Add(1)
 	n.bytesIn.Add(uint64(len(buf)))
 	p := n.decodeState(buf)
-	if p == nil {
+	if p == nil || !n.fromMember(p, "state") {
 		return
 	}
 	if p.Sum { // meant for one receiver, never a state: Full would make it one
@@ -347,7 +347,7 @@ func (n *Node) received(p *packet.Packet, size int) {
 	n.mu.Lock()
 	ps := n.peer(p.From)
 	silent := !ps.lastSync.IsZero() && now.Sub(ps.lastSync) > n.resyncAfter*time.Duration(n.stretch.Load())
-	if n.resyncAfter > 0 && (silent || ps.state == "dead") { // a dead peer speaking is back
+	if n.resyncAfter > 0 && silent { // (a dead peer speaking: fromMember)
 		n.queueResyncLocked(p.From, ps, now)
 	}
 	ps.lastSync = now

@@ -91,6 +91,11 @@ type Stats struct {
 	// members for (a gap it gave up on) and made (asked for messages no
 	// longer kept, or a reship).
 	ReshipsAsked, ReshipsMade uint64
+	// NotMember counts the sync messages and states dropped unread because
+	// memberlist had declared their sender dead or left, or because it
+	// spoke under an earlier incarnation than the member's: a replay of a
+	// gone node's datagrams. Not in Dropped.
+	NotMember uint64
 }
 
 // Node is one member of the gossip mesh. Its methods are safe for concurrent
@@ -118,6 +123,7 @@ type Node struct {
 	statesSkipped, resyncs, queueDrops       atomic.Uint64
 	statesTrimmed                            atomic.Uint64
 	asked, resent, repairResyncs, duplicates atomic.Uint64
+	notMember                                atomic.Uint64
 	namesAsked, namesSent                    atomic.Uint64
 	targeted, reshipsAsked, reshipsMade      atomic.Uint64
 
@@ -431,7 +437,7 @@ func (n *Node) Stats() Stats {
 		Resyncs:    n.resyncs.Load(),
 		QueueDrops: n.queueDrops.Load(),
 		Asked:      n.asked.Load(), Resent: n.resent.Load(),
-		RepairResyncs: n.repairResyncs.Load(), Duplicates: n.duplicates.Load(),
+		RepairResyncs: n.repairResyncs.Load(), Duplicates: n.duplicates.Load(), NotMember: n.notMember.Load(),
 		NamesAsked: n.namesAsked.Load(), NamesSent: n.namesSent.Load(),
 		Targeted: n.targeted.Load(), ReshipsAsked: n.reshipsAsked.Load(), ReshipsMade: n.reshipsMade.Load(),
 	}

@@ -149,7 +149,10 @@ func (n *Node) receiveLoop(q chan *[]byte) {
 
 // receive decodes a sync message and hands it to the handler, unless it is
 // undecodable or claims this node's name (both counted in Stats.Dropped),
-// or was heard before (Stats.Duplicates); a request it answers.
+// comes from a node declared dead or left or from an earlier incarnation
+// (Stats.NotMember), or was
+// heard before (Stats.Duplicates); only a message handed on counts as the
+// sender's last sync. A request it answers.
 func (n *Node) receive(b []byte) {
 	if kind, _, err := packet.Peek(b); err == nil && kind == packet.KindRequest {
 		r, err := packet.DecodeRequest(b)
@@ -166,15 +169,66 @@ func (n *Node) receive(b []byte) {
 		return
 	}
 	p := n.decode(b, "message")
-	if p == nil {
+	if p == nil || !n.fromMember(p, "message") {
 		return
 	}
 	if !n.enter() {
 		return
 	}
 	defer n.exit()
-	n.received(p, len(b))
-	if n.heard(p) {
+	if n.heard(p) { // a duplicate, a replay, refreshes nothing
+		n.received(p, len(b))
 		n.h.HandlePacket(p)
 	}
+}
+
+// leftGrace is how long after a member left its messages are still heard:
+// a leaving node's last messages, sent before its leave, may be handled
+// after it (memberlist hands membership news out before the messages
+// queued with them, and the receive workers run behind memberlist), and
+// they carry counts no one else has. A replay of one already heard is a
+// duplicate all the same (the receiver's streams remember it).
+const leftGrace = 5 * time.Second
+
+// fromMember reports whether p (what, for the log) may be heard as far as
+// its sender goes. It is false, counted in Stats.NotMember, for a sender
+// memberlist has declared dead or left (leftGrace ago or more), and for an
+// incarnation older than the member's: such a packet is most likely a replay of captured
+// datagrams (no key is needed to replay them), and applying it would
+// bring back what the sender held when it was sent, and make it look as
+// if it had just spoken. A member truly back is reported alive by
+// memberlist first (its push/pull merges the membership before the
+// state), and resynced then. A sender memberlist has not reported yet is
+// heard (a joiner's packets may outrun the news of it); once a gone
+// member is forgotten (goneRetention after it went), the receiver's
+// streams still know its old seqs (stream.In.Forget), so a replay of them
+// is a duplicate. A message from a peer declared dead still asks for a
+// push/pull with it (queueResyncLocked, at most one per ResyncAfter),
+// which changes nothing unless the peer answers.
+func (n *Node) fromMember(p *packet.Packet, what string) bool {
+	n.mu.Lock()
+	ps := n.peers[p.From]
+	// A sender memberlist has not reported yet (a joiner whose packets
+	// outran the news of it) is heard: its stream numbers and the merge
+	// judge it, as before. One reported dead, or left more than leftGrace
+	// ago, or speaking under an earlier incarnation, is not.
+	gone := ps != nil && (ps.state == "dead" || ps.state == "left" && n.clk.Now().Sub(ps.changed) > leftGrace)
+	live := ps == nil || (!gone && p.Incarnation >= ps.inc)
+	var state string
+	if ps != nil {
+		state = ps.state
+		if state == "dead" && p.Incarnation >= ps.inc {
+			// A peer declared dead may only have been cut off: a push/pull
+			// with it (at most one per ResyncAfter) lets memberlist find
+			// out, and revive it if it answers (the beacons rely on this).
+			n.queueResyncLocked(p.From, ps, n.clk.Now())
+		}
+	}
+	n.mu.Unlock()
+	if !live {
+		n.notMember.Add(1)
+		n.log.Debug("gossip: dropped "+what+" from a node that is not a live member", "from", p.From,
+			"incarnation", p.Incarnation, "state", state)
+	}
+	return live
 }

@@ -11,10 +11,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/safefile"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
@@ -138,19 +140,49 @@ func ConfigFiles(dir string) ([]string, error) {
 	return out, nil
 }
 
-// LoadDir reads and parses every config file of dir (ConfigFiles).
-func LoadDir(dir string) (*Config, error) {
+// Caps of a config directory's reading (ReadDir).
+const (
+	// MaxFileSize is the largest config file read: 4 MiB. A larger one is
+	// refused unread, and the whole directory with it.
+	MaxFileSize = 4 << 20
+	// MaxDirSize is the most bytes read from one directory's config files
+	// together: 16 MiB. Past it the directory is refused.
+	MaxDirSize = 16 << 20
+)
+
+// ReadDir reads the config files of dir (ConfigFiles), each through its
+// symlinks to a regular file of at most MaxFileSize bytes, opened without
+// blocking (package internal/safefile), MaxDirSize bytes at most in all.
+// A file that is not regular (a FIFO, a device) or over a cap refuses the
+// directory at once, naming the file; nothing of a file's content is
+// quoted. Every read of the directory goes through it (LoadDir, the
+// agent's change detection).
+func ReadDir(dir string) ([]Source, error) {
 	files, err := ConfigFiles(dir)
 	if err != nil {
 		return nil, err
 	}
 	srcs := make([]Source, 0, len(files))
+	total := 0
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		b, err := safefile.Read(f, min(MaxFileSize, int64(MaxDirSize-total)))
+		if errors.Is(err, safefile.ErrTooLarge) && total > 0 {
+			err = fmt.Errorf("%v (the config files of %s hold more than %d bytes in all)", err, dir, MaxDirSize)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 		}
+		total += len(b)
 		srcs = append(srcs, Source{Name: filepath.Base(f), Data: b})
+	}
+	return srcs, nil
+}
+
+// LoadDir reads (ReadDir) and parses every config file of dir.
+func LoadDir(dir string) (*Config, error) {
+	srcs, err := ReadDir(dir)
+	if err != nil {
+		return nil, err
 	}
 	return Parse(srcs)
 }
@@ -173,6 +205,10 @@ func Parse(files []Source) (*Config, error) {
 		p.file1(f.Data, domainFile)
 		probs = append(probs, p.probs...)
 	}
+	if len(probs) > maxProblems {
+		n := len(probs) - maxProblems
+		probs = append(probs[:maxProblems:maxProblems], fmt.Sprintf("… and %d more problem(s)", n))
+	}
 	if len(probs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, probs)
 	}
@@ -180,6 +216,29 @@ func Parse(files []Source) (*Config, error) {
 		l.id = i
 	}
 	return c, nil
+}
+
+// Bounds of a refused config's error, which is logged and shown by
+// --check-config: at most maxProblems problems are listed (then how many
+// more there are), each cut to maxProblemLen bytes, and a value of the
+// file is quoted as a short excerpt (safefile.Excerpt), so that a large
+// bad file makes a short error, and a file that is a secret (a path
+// linked to a key) is not printed.
+const (
+	maxProblems   = 50
+	maxProblemLen = 300
+)
+
+// capProblem cuts a problem's message to maxProblemLen bytes.
+func capProblem(s string) string {
+	if len(s) <= maxProblemLen {
+		return s
+	}
+	cut := maxProblemLen
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 type parser struct {
@@ -193,14 +252,14 @@ func (p *parser) add(n *yaml.Node, format string, args ...any) {
 	if n != nil {
 		line = n.Line
 	}
-	p.probs = append(p.probs, fmt.Sprintf("%s:%d: %s", p.file, line, fmt.Sprintf(format, args...)))
+	p.probs = append(p.probs, capProblem(fmt.Sprintf("%s:%d: %s", p.file, line, fmt.Sprintf(format, args...))))
 }
 
 func (p *parser) file1(data []byte, domainFile map[string]string) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil && err != io.EOF {
-		p.probs = append(p.probs, fmt.Sprintf("%s: not YAML: %v", p.file, err))
+		p.probs = append(p.probs, capProblem(fmt.Sprintf("%s: not YAML: %v", p.file, err)))
 		return
 	}
 	if len(doc.Content) == 0 {
@@ -218,7 +277,7 @@ func (p *parser) file1(data []byte, domainFile map[string]string) {
 		return
 	}
 	if prev, dup := domainFile[domain]; dup {
-		p.add(fields["domain"], "duplicate domain %q in config file (also in %s)", domain, prev)
+		p.add(fields["domain"], "duplicate domain %s in config file (also in %s)", safefile.Excerpt(domain), prev)
 		return
 	}
 	domainFile[domain] = p.file
@@ -242,11 +301,11 @@ func (p *parser) mapping(n *yaml.Node, what string, known map[string]bool) map[s
 			continue
 		}
 		if !known[k.Value] {
-			p.add(k, "%s: unknown key %q (want one of %s)", what, k.Value, keyList(known))
+			p.add(k, "%s: unknown key %s (want one of %s)", what, safefile.Excerpt(k.Value), keyList(known))
 			continue
 		}
 		if _, dup := out[k.Value]; dup {
-			p.add(k, "%s: key %q given twice", what, k.Value)
+			p.add(k, "%s: key %s given twice", what, safefile.Excerpt(k.Value))
 			continue
 		}
 		out[k.Value] = v
@@ -270,7 +329,7 @@ func kindName(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
-		return fmt.Sprintf("%q", n.Value)
+		return safefile.Excerpt(n.Value)
 	case yaml.AliasNode:
 		return "an alias"
 	}
@@ -389,7 +448,7 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Limit {
 	case l.Unlimited && valid:
 		p.add(n, "should not specify rate limit unit when unlimited")
 	case !l.Unlimited && !valid:
-		p.add(n, "invalid rate limit unit '%s' (want second, minute, hour, day, week, month or year)", unitName)
+		p.add(n, "invalid rate limit unit '%s' (want second, minute, hour, day, week, month or year)", unitName) // envoyproxy's words; capProblem bounds it
 	}
 	l.Unit = Unit(u)
 	l.Seconds = unitSeconds(l.Unit)
@@ -447,7 +506,7 @@ func (p *parser) extension(n *yaml.Node, l *Limit) {
 		}
 	}
 	if kind != string(config.KindGCRA) && kind != string(config.KindTiers) {
-		p.add(n, "obol.kind: want gcra or tiers, got %q", kind)
+		p.add(n, "obol.kind: want gcra or tiers, got %s", safefile.Excerpt(kind))
 		return
 	}
 	node := *n

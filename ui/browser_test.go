@@ -103,14 +103,15 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// browser is one headless Chromium tab with its console errors collected.
+// browser is one headless Chromium tab with its console errors collected;
+// newBrowser's extra options are added to the defaults (a flag, say).
 type browser struct {
 	ctx    context.Context
 	mu     sync.Mutex
 	errors []string
 }
 
-func newBrowser(t *testing.T) *browser {
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
 	path := chromium(t)
 	profile, err := os.MkdirTemp("", "obol-chromium-")
 	if err != nil {
@@ -122,6 +123,7 @@ func newBrowser(t *testing.T) *browser {
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(profile), chromedp.WindowSize(1280, 800),
 	}
+	opts = append(opts, extra...)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelC := chromedp.NewContext(actx)
 	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)

@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -151,17 +149,13 @@ func rlsSummary(p *rlsPlan) string {
 // rename, a ConfigMap's ..data swap) changes it.
 func rlsDigest(dir string) ([sha256.Size]byte, error) {
 	h := sha256.New()
-	files, err := rls.ConfigFiles(dir)
+	srcs, err := rls.ReadDir(dir) // regular files under the caps, never blocking
 	if err != nil {
 		return [sha256.Size]byte{}, err
 	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return [sha256.Size]byte{}, err
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(f), len(b))
-		h.Write(b)
+	for _, src := range srcs {
+		fmt.Fprintf(h, "%s\x00%d\x00", src.Name, len(src.Data))
+		h.Write(src.Data)
 	}
 	var d [sha256.Size]byte
 	copy(d[:], h.Sum(nil))

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/hashicorp/go-sockaddr"
 	"github.com/hashicorp/memberlist"
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/safefile"
 	"github.com/obol-dev/obol/internal/sock"
 )
 
@@ -243,6 +243,10 @@ type settings struct {
 	watchConfig bool   // re-read the config file when it changes
 }
 
+// maxTokenFile is the largest bearer token file read: 64 KiB (a token is
+// tens of bytes); the file must be a regular one (safefile.Read).
+const maxTokenFile = 64 << 10
+
 // minTokenLen is the shortest bearer token taken: 16 bytes is 128 bits when
 // random, as the docs ask (openssl rand -hex 32).
 const minTokenLen = 16
@@ -253,7 +257,7 @@ func (s *settings) loadToken() error {
 	if s.authTokenFile.v == "" {
 		return nil
 	}
-	b, err := os.ReadFile(s.authTokenFile.v)
+	b, err := safefile.Read(s.authTokenFile.v, maxTokenFile)
 	if err != nil {
 		return fmt.Errorf("%v: %w", s.authTokenFile, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -72,7 +71,7 @@ type configFile struct {
 // loads in force (the start, Server.Reload). A file that cannot be read
 // records nothing.
 func (f *configFile) load() (*config.Config, error) {
-	data, err := os.ReadFile(f.path)
+	data, err := config.ReadFile(f.path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -107,7 +106,7 @@ type observation struct {
 
 // observe reads the file at path.
 func observe(path string) observation {
-	data, err := os.ReadFile(path)
+	data, err := config.ReadFile(path)
 	if err != nil {
 		return observation{err: err}
 	}

@@ -405,6 +405,9 @@ func (p *pod) call(t *testing.T, method, path, body string, out any) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json") // the API reads no other body type
+	}
 	resp, err := p.client.Do(req)
 	if err != nil {
 		t.Fatalf("%s: %s %s: %v", p.name, method, path, err)

@@ -68,7 +68,19 @@ type In struct {
 	opt     Options
 	origins map[string]*origin
 	open    int // origins with something missing or a resync to ask
+	// gone keeps, for an origin forgotten (it left or died), the
+	// incarnation and highest seq it had reached, so that a replay of its
+	// old messages is not news once it is back; at most MaxGone of them.
+	gone map[string]floor
 }
+
+// floor is where a forgotten origin's stream had got to.
+type floor struct{ inc, high uint64 }
+
+// MaxGone bounds the forgotten origins an In remembers (Forget): past it,
+// an arbitrary one is dropped to make room, and a replay of that one's
+// old messages is news again, as before it was ever heard.
+const MaxGone = 4096
 
 type origin struct {
 	inc     uint64
@@ -89,7 +101,7 @@ type miss struct {
 
 // NewIn returns a receiver that hears nothing yet.
 func NewIn(o Options) *In {
-	return &In{opt: o.withDefaults(), origins: make(map[string]*origin)}
+	return &In{opt: o.withDefaults(), origins: make(map[string]*origin), gone: make(map[string]floor)}
 }
 
 // stream returns from's state for incarnation inc, starting it at seq
@@ -137,6 +149,14 @@ func (in *In) setOpen(o *origin, resync bool) {
 func (in *In) Heard(from string, inc, seq uint64, now int64) bool {
 	if seq == 0 {
 		return true // unsequenced
+	}
+	if f, ok := in.gone[from]; ok {
+		if inc < f.inc || inc == f.inc && seq <= f.high {
+			return false // from before the origin was forgotten: a replay
+		}
+		if inc > f.inc {
+			delete(in.gone, from)
+		}
 	}
 	o, fresh := in.stream(from, inc, seq)
 	if o == nil || fresh {
@@ -224,12 +244,24 @@ func (in *In) Covered(from string, inc, next uint64) {
 }
 
 // Forget drops from's stream (it left or died); a later message starts it
-// again.
+// again, but one from an earlier incarnation, or from the same one and no
+// later than the highest seq heard before, is not news (Heard): a replay
+// of the origin's old messages. Up to MaxGone forgotten origins are
+// remembered so.
 func (in *In) Forget(from string) {
-	if o := in.origins[from]; o != nil {
-		in.setOpen(o, false)
-		delete(in.origins, from)
+	o := in.origins[from]
+	if o == nil {
+		return
 	}
+	in.setOpen(o, false)
+	delete(in.origins, from)
+	if _, ok := in.gone[from]; !ok && len(in.gone) >= MaxGone {
+		for name := range in.gone {
+			delete(in.gone, name)
+			break
+		}
+	}
+	in.gone[from] = floor{inc: o.inc, high: o.high}
 }
 
 // Pending reports whether any origin has a gap open or a resync to ask.

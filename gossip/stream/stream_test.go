@@ -3,6 +3,7 @@ package stream
 import (
 	"fmt"
 	"reflect"
+	"strconv"
 	"testing"
 )
 
@@ -321,5 +322,58 @@ func TestStretch(t *testing.T) {
 		if got := Stretch(c.live, c.peers); got != c.want {
 			t.Errorf("Stretch(%d, %d) = %d, want %d", c.live, c.peers, got, c.want)
 		}
+	}
+}
+
+// TestInForgottenOriginReplayNotNews: once an origin is forgotten (it
+// died), its messages up to the highest seq heard, and any of an earlier
+// incarnation, are not news when they come again (a replay); later ones
+// and a newer incarnation's are, and a targeted stream begun again starts
+// past them.
+func TestInForgottenOriginReplayNotNews(t *testing.T) {
+	in := NewIn(Options{})
+	for s := uint64(1); s <= 5; s++ {
+		if !in.Heard("p", 7, s, 0) {
+			t.Fatalf("seq %d: not news the first time", s)
+		}
+	}
+	in.Forget("p")
+	for _, tc := range []struct {
+		inc, seq uint64
+		news     bool
+	}{
+		{7, 1, false}, {7, 5, false}, {6, 9, false}, {7, 6, true}, {7, 3, false},
+	} {
+		if got := in.Heard("p", tc.inc, tc.seq, 0); got != tc.news {
+			t.Errorf("incarnation %d seq %d after Forget: news %v, want %v", tc.inc, tc.seq, got, tc.news)
+		}
+	}
+	if in.Pending() {
+		t.Error("a gap opened below the seq the stream resumed at")
+	}
+	in.Forget("p")
+	if !in.Heard("p", 8, 1, 0) {
+		t.Error("a newer incarnation's first message is not news")
+	}
+
+	tin := NewIn(Options{})
+	tin.Begin("q", 3, 1)
+	tin.Heard("q", 3, 1, 0)
+	tin.Heard("q", 3, 2, 0)
+	tin.Forget("q")
+	tin.Begin("q", 3, 1)
+	if !tin.Heard("q", 3, 3, 0) || tin.Pending() {
+		t.Error("a targeted stream begun again asks for what was heard before Forget")
+	}
+
+	// At most MaxGone forgotten origins are remembered.
+	many := NewIn(Options{})
+	for i := range MaxGone + 10 {
+		name := "o" + strconv.Itoa(i)
+		many.Heard(name, 1, 1, 0)
+		many.Forget(name)
+	}
+	if len(many.gone) != MaxGone {
+		t.Errorf("%d forgotten origins remembered, want %d", len(many.gone), MaxGone)
 	}
 }

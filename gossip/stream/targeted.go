@@ -96,6 +96,9 @@ func (in *In) Begin(from string, inc, first uint64) {
 	if first == 0 {
 		return
 	}
+	if f, ok := in.gone[from]; ok && f.inc == inc && first <= f.high {
+		first = f.high + 1 // heard before it was forgotten (Forget)
+	}
 	if o, fresh := in.stream(from, inc, first-1); fresh {
 		o.start = first
 	}
