@@ -13,8 +13,12 @@ import (
 	_ "google.golang.org/grpc/encoding/proto" // registers the proto codec replyCodec wraps
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+
+	"github.com/obol-dev/obol/internal/netguard"
 )
 
 // grpc.go is the gRPC edge: RateLimitService/ShouldRateLimit and the
@@ -49,20 +53,96 @@ type Server struct {
 // parked goroutine (a few KB of stack).
 const streamWorkersPerProc = 16
 
+// Bounds of the gRPC server, per connection (the cap on connections is
+// the listener's: netguard). With them a client cannot make the server
+// hold more than MaxConcurrentStreams calls per connection, each for at
+// most the read timeout.
+const (
+	// MaxConcurrentStreams is the most calls in flight on one connection,
+	// advertised in HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS: a client
+	// that opens more has them refused (RST_STREAM REFUSED_STREAM, which
+	// gRPC clients see as UNAVAILABLE and may retry); Envoy opens another
+	// connection instead. 100 is HTTP/2's recommended least.
+	MaxConcurrentStreams = 100
+	// MaxRecvMsgSize bounds a request, as /json's body is bounded: over
+	// it the call is refused with RESOURCE_EXHAUSTED.
+	MaxRecvMsgSize = 1 << 20
+	// MaxSendMsgSize bounds a reply; over it the call fails with
+	// RESOURCE_EXHAUSTED.
+	MaxSendMsgSize = 4 << 20
+	// KeepaliveTime is how long a connection may be silent before the
+	// server pings it, and KeepaliveTimeout how long it then waits for
+	// the answer before it closes the connection.
+	KeepaliveTime    = time.Minute
+	KeepaliveTimeout = 20 * time.Second
+	// MinPingInterval is the shortest interval between a client's pings
+	// the server accepts, and only while calls are in flight: a client
+	// that pings more often, or pings an idle connection, gets a GOAWAY
+	// (ENHANCE_YOUR_CALM) after two such pings and its connection closed.
+	MinPingInterval = 10 * time.Second
+)
+
 // NewServer returns a server of svc reading the time from now (nil: the
-// wall clock), healthy. Its gRPC server keeps streamWorkersPerProc ×
-// GOMAXPROCS worker goroutines until it is stopped.
+// wall clock), healthy, with the default netguard.Limits. Its gRPC server
+// keeps streamWorkersPerProc × GOMAXPROCS worker goroutines until it is
+// stopped.
 func NewServer(svc *Service, now func() time.Time) *Server {
+	return NewServerWith(svc, now, netguard.Limits{})
+}
+
+// NewServerWith is NewServer with the timeouts of lim (zero fields: their
+// defaults): a call (a stream but the health service's Watch) must end
+// within lim.ReadTimeout (DEADLINE_EXCEEDED past it; a shorter deadline of
+// the client's own wins), so must a new connection's HTTP/2 handshake, and
+// a connection with no call in flight for lim.IdleTimeout is sent a GOAWAY
+// and closed. The message sizes, streams per connection and keepalive are
+// bounded by the constants above. lim.MaxConns is the listener's: serve
+// the server on listeners guarded by netguard.
+func NewServerWith(svc *Service, now func() time.Time, lim netguard.Limits) *Server {
 	if now == nil {
 		now = time.Now
 	}
+	lim = lim.WithDefaults()
 	s := &Server{svc: svc, now: now, health: health.NewServer()}
 	s.grpc = grpc.NewServer(grpc.ForceServerCodecV2(replyCodec{encoding.GetCodecV2("proto")}),
-		grpc.NumStreamWorkers(uint32(streamWorkersPerProc*runtime.GOMAXPROCS(0))))
+		grpc.NumStreamWorkers(uint32(streamWorkersPerProc*runtime.GOMAXPROCS(0))),
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
+		grpc.MaxSendMsgSize(MaxSendMsgSize),
+		grpc.ConnectionTimeout(lim.ReadTimeout),
+		grpc.InTapHandle(callDeadline(lim.ReadTimeout)),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle: lim.IdleTimeout,
+			Time:              KeepaliveTime,
+			Timeout:           KeepaliveTimeout,
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             MinPingInterval,
+			PermitWithoutStream: false,
+		}))
 	rlpb.RegisterRateLimitServiceServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.SetHealthy(true)
 	return s
+}
+
+// watchMethod is the health service's streaming call, which lasts as long
+// as its client watches.
+const watchMethod = "/grpc.health.v1.Health/Watch"
+
+// callDeadline gives every call but watchMethod a deadline d from its
+// headers: one whose request never comes (headers, then nothing) ends
+// there and frees its stream. The stream's own context, this one's
+// parent, is cancelled when the call ends, which stops the timer.
+func callDeadline(d time.Duration) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if info.FullMethodName == watchMethod {
+			return ctx, nil
+		}
+		ctx, cancel := context.WithTimeout(ctx, d)
+		_ = cancel // the parent's end cancels ctx
+		return ctx, nil
+	}
 }
 
 // Service returns the served service.

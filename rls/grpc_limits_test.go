@@ -1,0 +1,127 @@
+package rls
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/obol-dev/obol/internal/netguard"
+)
+
+// streamFlood opens one HTTP/2 connection to addr and sends n HEADERS
+// frames of ShouldRateLimit calls that never send their request (no DATA,
+// no END_STREAM). It returns a framer reading the connection, one writing
+// to it (safe beside the flood's) and the connection.
+func streamFlood(t *testing.T, addr string, n int) (rd, wr *http2.Framer, conn net.Conn) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	lw := &lockedWriter{w: c}
+	fr := http2.NewFramer(lw, nil)
+	rd = http2.NewFramer(nil, c)
+	rd.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"},
+		{":authority", "x"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	// Write from another goroutine: the server reads while it answers.
+	go func() {
+		for i := range n {
+			if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: hb.Bytes(), EndHeaders: true}) != nil {
+				return
+			}
+		}
+	}()
+	return rd, http2.NewFramer(lw, nil), c
+}
+
+// lockedWriter serializes the writes of two framers: each writes a frame
+// in one Write.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestGRPCStreamFloodBounded: 1,000 header-only streams on one connection
+// (a call's headers, then never its request) keep at most
+// MaxConcurrentStreams calls open: the server refuses the others
+// (RST_STREAM REFUSED_STREAM) and its goroutines stay bounded; the calls
+// it took end at the read timeout (DEADLINE_EXCEEDED), freeing their
+// streams.
+func TestGRPCStreamFloodBounded(t *testing.T) {
+	srv := NewServerWith(testService(t, Options{}), nil, netguard.Limits{ReadTimeout: time.Second})
+	_, addr := serve(t, srv)
+	before := runtime.NumGoroutine()
+	const n = 1000
+	fr, wr, c := streamFlood(t, addr, n)
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	refused, ended, peak := 0, 0, 0
+	for refused+ended < n {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %d refused and %d ended: %v", refused, ended, err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if v, ok := f.Value(http2.SettingMaxConcurrentStreams); ok && v != MaxConcurrentStreams {
+				t.Fatalf("SETTINGS_MAX_CONCURRENT_STREAMS %d, want %d", v, MaxConcurrentStreams)
+			}
+			if !f.IsAck() {
+				wr.WriteSettingsAck()
+			}
+		case *http2.RSTStreamFrame:
+			if f.ErrCode == http2.ErrCodeRefusedStream {
+				refused++
+			} else {
+				ended++
+			}
+		case *http2.MetaHeadersFrame:
+			if f.StreamEnded() {
+				if s := f.PseudoValue("status"); s == "" && f.Fields != nil {
+					for _, hf := range f.Fields {
+						if hf.Name == "grpc-status" && hf.Value != "4" {
+							t.Fatalf("a stalled call ended with grpc-status %s, want 4 (DEADLINE_EXCEEDED)", hf.Value)
+						}
+					}
+				}
+				ended++
+			}
+		}
+		peak = max(peak, runtime.NumGoroutine()-before)
+	}
+	if refused < n-MaxConcurrentStreams {
+		t.Errorf("%d streams refused, want at least %d", refused, n-MaxConcurrentStreams)
+	}
+	if ended > MaxConcurrentStreams {
+		t.Errorf("%d calls taken, want at most %d", ended, MaxConcurrentStreams)
+	}
+	// A call taken holds a goroutine or two (its handler, its deadline);
+	// the refused ones none.
+	if limit := 3*MaxConcurrentStreams + 50; peak > limit {
+		t.Errorf("goroutines grew by %d, want at most %d", peak, limit)
+	}
+}
