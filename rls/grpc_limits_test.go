@@ -125,3 +125,49 @@ func TestGRPCStreamFloodBounded(t *testing.T) {
 		t.Errorf("goroutines grew by %d, want at most %d", peak, limit)
 	}
 }
+
+// TestGRPCStreamFloodConnectionClosed: on a listener guarded for HTTP/2
+// (as the agent serves it), a connection that keeps opening streams past
+// the limit is closed once the server has refused MaxRefusedStreams of
+// them: the flood costs a bounded amount of work per connection.
+func TestGRPCStreamFloodConnectionClosed(t *testing.T) {
+	srv := NewServerWith(testService(t, Options{}), nil, netguard.Limits{})
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl := netguard.NewSet(nil).Guard("rls_grpc", tl, 16).HTTP2()
+	go func() { _ = srv.GRPC().Serve(gl) }()
+	t.Cleanup(srv.GRPC().Stop)
+	const n = 20000
+	fr, wr, c := streamFlood(t, tl.Addr().String(), n)
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	refused := 0
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatalf("the connection was not closed after %d refused streams", refused)
+			}
+			break // closed by the server
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				wr.WriteSettingsAck()
+			}
+		case *http2.RSTStreamFrame:
+			if f.ErrCode == http2.ErrCodeRefusedStream {
+				refused++
+			}
+		}
+	}
+	// The close comes after the write that passes the bound: at most one
+	// write buffer (32 KiB) of 13-byte RST_STREAM frames later.
+	if refused <= netguard.MaxRefusedStreams || refused > netguard.MaxRefusedStreams+(32<<10)/13 {
+		t.Errorf("%d streams refused before the close, want just over %d", refused, netguard.MaxRefusedStreams)
+	}
+	if gl.Refused() != 1 {
+		t.Errorf("Refused() = %d, want 1 (the closed connection)", gl.Refused())
+	}
+}

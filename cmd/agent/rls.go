@@ -219,7 +219,7 @@ func startRLS(ctx context.Context, p *rlsPlan, svc *rls.Service, now func() time
 		if err != nil {
 			return nil, &exitError{exitFailure, fmt.Errorf("--rls-socket: %w", err)}
 		}
-		ls = append(ls, sv.guards.Guard("rls_socket", l, sv.limits.MaxConns))
+		ls = append(ls, sv.guards.Guard("rls_socket", l, sv.limits.MaxConns).HTTP2())
 	}
 	if p.grpc != "" {
 		l, err := net.Listen("tcp", p.grpc)
@@ -227,7 +227,7 @@ func startRLS(ctx context.Context, p *rlsPlan, svc *rls.Service, now func() time
 			closeAll()
 			return nil, &exitError{exitFailure, fmt.Errorf("--rls-grpc: %w", err)}
 		}
-		ls = append(ls, sv.guards.Guard("rls_grpc", l, sv.limits.MaxConns))
+		ls = append(ls, sv.guards.Guard("rls_grpc", l, sv.limits.MaxConns).HTTP2())
 	}
 	var hl net.Listener
 	if p.http != "" {

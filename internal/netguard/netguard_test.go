@@ -261,3 +261,31 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.w.Write(p)
 }
+
+// TestFrameScan: RST_STREAM REFUSED_STREAM frames are counted however the
+// server's writes cut its frames; other frames and codes are not.
+func TestFrameScan(t *testing.T) {
+	frame := func(typ byte, payload ...byte) []byte {
+		n := len(payload)
+		return append([]byte{byte(n >> 16), byte(n >> 8), byte(n), typ, 0, 0, 0, 0, 1}, payload...)
+	}
+	var out []byte
+	out = append(out, frame(0x4, make([]byte, 12)...)...)       // SETTINGS
+	out = append(out, frame(frameRSTStream, 0, 0, 0, 7)...)     // REFUSED_STREAM
+	out = append(out, frame(0x0, make([]byte, 300)...)...)      // DATA
+	out = append(out, frame(frameRSTStream, 0, 0, 0, 8)...)     // CANCEL
+	out = append(out, frame(frameRSTStream, 0, 0, 0, 7)...)     // REFUSED_STREAM
+	out = append(out, frame(0x1)...)                            // empty HEADERS
+	out = append(out, frame(0x0, 0, 0, 0, 7, 0, 0, 0, 7, 1)...) // DATA that looks like a code
+	for _, cut := range []int{1, 2, 3, 5, 9, 13, 64, len(out)} {
+		var f frameScan
+		for p := out; len(p) > 0; {
+			k := min(cut, len(p))
+			f.scan(p[:k])
+			p = p[k:]
+		}
+		if f.refused != 2 {
+			t.Errorf("writes of %d bytes: %d refused, want 2", cut, f.refused)
+		}
+	}
+}
