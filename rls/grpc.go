@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/tap"
 
 	"github.com/obol-dev/obol/internal/netguard"
 )
@@ -56,7 +55,7 @@ const streamWorkersPerProc = 16
 // Bounds of the gRPC server, per connection (the cap on connections is
 // the listener's: netguard). With them a client cannot make the server
 // hold more than MaxConcurrentStreams calls per connection, each for at
-// most the read timeout.
+// most MaxConnectionAge and the read timeout.
 const (
 	// MaxConcurrentStreams is the most calls in flight on one connection,
 	// advertised in HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS: a client
@@ -75,6 +74,14 @@ const (
 	// the answer before it closes the connection.
 	KeepaliveTime    = time.Minute
 	KeepaliveTimeout = 20 * time.Second
+	// MaxConnectionAge is how long a connection lives: past it (±10%,
+	// grpc-go's jitter) the server sends a GOAWAY, lets the calls in
+	// flight finish for the read timeout, then closes it; Envoy opens a
+	// new one. It bounds how long a call whose request never comes (its
+	// headers, then nothing) holds its stream, at no cost per call (a
+	// deadline per call would cost a timer per call; Envoy sends its own,
+	// grpc-timeout, with every call).
+	MaxConnectionAge = 30 * time.Minute
 	// MinPingInterval is the shortest interval between a client's pings
 	// the server accepts, and only while calls are in flight: a client
 	// that pings more often, or pings an idle connection, gets a GOAWAY
@@ -91,11 +98,10 @@ func NewServer(svc *Service, now func() time.Time) *Server {
 }
 
 // NewServerWith is NewServer with the timeouts of lim (zero fields: their
-// defaults): a call (a stream but the health service's Watch) must end
-// within lim.ReadTimeout (DEADLINE_EXCEEDED past it; a shorter deadline of
-// the client's own wins), so must a new connection's HTTP/2 handshake, and
-// a connection with no call in flight for lim.IdleTimeout is sent a GOAWAY
-// and closed. The message sizes, streams per connection and keepalive are
+// defaults): a new connection's HTTP/2 handshake must end within
+// lim.ReadTimeout, a connection with no call in flight for lim.IdleTimeout
+// is sent a GOAWAY and closed, and one past MaxConnectionAge is sent a
+// GOAWAY and closed lim.ReadTimeout later. The message sizes, streams per connection and keepalive are
 // bounded by the constants above. lim.MaxConns is the listener's: serve
 // the server on listeners guarded by netguard.
 func NewServerWith(svc *Service, now func() time.Time, lim netguard.Limits) *Server {
@@ -110,11 +116,12 @@ func NewServerWith(svc *Service, now func() time.Time, lim netguard.Limits) *Ser
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.MaxSendMsgSize(MaxSendMsgSize),
 		grpc.ConnectionTimeout(lim.ReadTimeout),
-		grpc.InTapHandle(callDeadline(lim.ReadTimeout)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
-			MaxConnectionIdle: lim.IdleTimeout,
-			Time:              KeepaliveTime,
-			Timeout:           KeepaliveTimeout,
+			MaxConnectionIdle:     lim.IdleTimeout,
+			MaxConnectionAge:      MaxConnectionAge,
+			MaxConnectionAgeGrace: lim.ReadTimeout,
+			Time:                  KeepaliveTime,
+			Timeout:               KeepaliveTimeout,
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime:             MinPingInterval,
@@ -124,25 +131,6 @@ func NewServerWith(svc *Service, now func() time.Time, lim netguard.Limits) *Ser
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.SetHealthy(true)
 	return s
-}
-
-// watchMethod is the health service's streaming call, which lasts as long
-// as its client watches.
-const watchMethod = "/grpc.health.v1.Health/Watch"
-
-// callDeadline gives every call but watchMethod a deadline d from its
-// headers: one whose request never comes (headers, then nothing) ends
-// there and frees its stream. The stream's own context, this one's
-// parent, is cancelled when the call ends, which stops the timer.
-func callDeadline(d time.Duration) tap.ServerInHandle {
-	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
-		if info.FullMethodName == watchMethod {
-			return ctx, nil
-		}
-		ctx, cancel := context.WithTimeout(ctx, d)
-		_ = cancel // the parent's end cancels ctx
-		return ctx, nil
-	}
 }
 
 // Service returns the served service.

@@ -189,34 +189,35 @@ func attackFDs(ctx context.Context, a *agentProc) (string, error) {
 			}
 		})
 	}
-	// A byte a second on each connection still open; the agent's
-	// descriptors are counted meanwhile.
+	// A byte a second on each connection still open, each at its own
+	// phase of the second (a tenth of them every 100 ms), as clients that
+	// each send on their own clock do; the agent's descriptors are counted
+	// meanwhile.
 	peakFDs := 0
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	sample := time.NewTicker(200 * time.Millisecond)
-	defer sample.Stop()
 loop:
-	for {
+	for slice := 0; ; slice = (slice + 1) % 10 {
 		select {
 		case <-ctx.Done():
 			break loop
-		case <-sample.C:
-			peakFDs = max(peakFDs, fdsOf(pid))
 		case <-tick.C:
-			mu.Lock()
-			kept := live[:0]
-			for _, c := range live {
+		}
+		peakFDs = max(peakFDs, fdsOf(pid))
+		mu.Lock()
+		kept := live[:0]
+		for i, c := range live {
+			if i%10 == slice {
 				c.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
 				if _, err := c.Write([]byte(" ")); err != nil {
 					c.Close()
 					continue
 				}
-				kept = append(kept, c)
 			}
-			live = kept
-			mu.Unlock()
+			kept = append(kept, c)
 		}
+		live = kept
+		mu.Unlock()
 	}
 	wg.Wait()
 	peakFDs = max(peakFDs, fdsOf(pid))

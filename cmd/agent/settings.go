@@ -184,7 +184,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.label, "gossip-label", "", "the mesh's label: nodes with another label ignore each other (env OBOL_GOSSIP_LABEL; default "+defaultLabel+")")
 	fs.StringVar(&f.sync, "sync-interval", "", "how often changed counts are shipped to peers, jittered ±10%, a Go duration (env OBOL_SYNC_INTERVAL; default "+defaultSync.String()+")")
 	fs.StringVar(&f.maxConns, "max-conns", "", "most connections each listener keeps open at once (socket, HTTP, status and the rate limit service's); one over it is closed at once (env OBOL_MAX_CONNS; default an eighth of the descriptor limit, 16 to 16384)")
-	fs.StringVar(&f.readTimeout, "read-timeout", "", "every listener's bound on reading one request, headers and body, and on a gRPC call, a Go duration (env OBOL_READ_TIMEOUT; default "+netguard.DefaultReadTimeout.String()+")")
+	fs.StringVar(&f.readTimeout, "read-timeout", "", "every listener's bound on reading one request, headers and body (on gRPC: a connection's handshake), a Go duration (env OBOL_READ_TIMEOUT; default "+netguard.DefaultReadTimeout.String()+")")
 	fs.StringVar(&f.writeTimeout, "write-timeout", "", "every listener's bound on writing one reply, a Go duration (env OBOL_WRITE_TIMEOUT; default "+netguard.DefaultWriteTimeout.String()+")")
 	fs.StringVar(&f.idleTimeout, "idle-timeout", "", "how long every listener keeps a connection with no request in flight, a Go duration (env OBOL_IDLE_TIMEOUT; default "+netguard.DefaultIdleTimeout.String()+")")
 	f.rls.register(fs)

@@ -17,7 +17,7 @@ import (
 // Default timeouts of Limits.
 const (
 	// DefaultReadTimeout bounds reading one request: its headers and its
-	// body (HTTP), or a gRPC call from its headers to its reply.
+	// body (HTTP), or a new connection's handshake (gRPC).
 	DefaultReadTimeout = 30 * time.Second
 	// DefaultWriteTimeout bounds writing one reply.
 	DefaultWriteTimeout = 30 * time.Second
@@ -195,6 +195,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 			l.refused.Add(1)
 			c.Close()
 			l.note("connection over the cap closed", "max_connections", l.max)
+			// A burst of refusals would keep this loop running for its
+			// whole time slice (Accept does not block while connections
+			// wait): let the served requests run in between.
+			runtime.Gosched()
 			continue
 		}
 		if l.http2 {
