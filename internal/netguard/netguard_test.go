@@ -157,7 +157,7 @@ func TestCloseEndsBackoff(t *testing.T) {
 		errs[i] = emfile()
 	}
 	l := NewSet(nil).Guard("http", &script{Listener: real, errs: errs}, 4)
-	entered := make(chan struct{})
+	entered := make(chan struct{}, 1)
 	l.sleep = func(d time.Duration, done <-chan struct{}) bool {
 		select {
 		case entered <- struct{}{}:
