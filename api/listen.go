@@ -9,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/obol-dev/obol/internal/netguard"
 	"github.com/obol-dev/obol/internal/sock"
 )
 
@@ -35,6 +36,14 @@ type ListenConfig struct {
 	// DrainTimeout bounds how long Serve waits, once its context is done,
 	// for the requests in flight to finish; 0 means DefaultDrainTimeout.
 	DrainTimeout time.Duration
+	// Limits bound each listener (the socket, HTTP and status ones, each
+	// on its own): its open connections (one over the cap is closed at
+	// once) and the server's read, write and idle timeouts; a zero field
+	// means netguard's default.
+	Limits netguard.Limits
+	// Guards, when set, holds the guarded listeners and exports their
+	// figures (obol_listener_*); nil guards them all the same, unexported.
+	Guards *netguard.Set
 }
 
 // DefaultDrainTimeout is the drain timeout of a ListenConfig that sets none.
@@ -50,6 +59,8 @@ type Listeners struct {
 	tcp    net.Listener
 	status net.Listener
 	drain  time.Duration
+	limits netguard.Limits
+	guards *netguard.Set
 }
 
 // Listen binds the listeners of lc: the TCP address first (refused, naming
@@ -59,7 +70,7 @@ func Listen(lc ListenConfig) (*Listeners, error) {
 	if lc.Socket == "" && lc.HTTP == "" {
 		return nil, errors.New("api: nothing to listen on: no socket and no HTTP address")
 	}
-	l := &Listeners{drain: lc.DrainTimeout}
+	l := &Listeners{drain: lc.DrainTimeout, limits: lc.Limits.WithDefaults(), guards: lc.Guards}
 	if l.drain <= 0 {
 		l.drain = DefaultDrainTimeout
 	}
@@ -172,6 +183,19 @@ func (l *Listeners) StatusAddr() string {
 	return l.status.Addr().String()
 }
 
+// guarded returns the API's listeners (not the status listener), each
+// guarded (netguard): capped, and riding out temporary accept errors.
+func (l *Listeners) guarded() []net.Listener {
+	var lns []net.Listener
+	if l.tcp != nil {
+		lns = append(lns, l.guards.Guard("http", l.tcp, l.limits.MaxConns))
+	}
+	if l.unix != nil {
+		lns = append(lns, l.guards.Guard("socket", l.unix, l.limits.MaxConns))
+	}
+	return lns
+}
+
 // list returns the API's listeners (not the status listener).
 func (l *Listeners) list() []net.Listener {
 	var lns []net.Listener
@@ -203,9 +227,11 @@ func (l *Listeners) Close() error {
 // Serve serves the API on l until ctx is done, then shuts down gracefully:
 // it stops accepting, waits up to the drain timeout for the requests in flight,
 // closes l (removing the socket file) and returns nil. It returns early with
-// an error if a listener fails. It marks s ready once serving and not ready
-// once stopping. The status listener, if any, serves the status routes only
-// (statusHandler).
+// an error naming the listener if one fails for good (a temporary accept
+// error, such as EMFILE, is waited out: netguard). It marks s ready once
+// serving and not ready once stopping. The status listener, if any, serves
+// the status routes only (statusHandler). Each listener is capped and its
+// server bounded by the ListenConfig's Limits.
 func (s *Server) Serve(ctx context.Context, l *Listeners) error {
 	addr := l.HTTPAddr()
 	if addr == "" {
@@ -213,18 +239,25 @@ func (s *Server) Serve(ctx context.Context, l *Listeners) error {
 	}
 	s.address.Store(&addr)
 
-	hs := s.httpServer()
-	lns := l.list()
+	hs := s.httpServerWith(l.limits)
+	lns := l.guarded()
 	errc := make(chan error, len(lns)+1)
+	serve := func(srv *fasthttp.Server, ln net.Listener) {
+		err := srv.Serve(ln)
+		if err != nil {
+			err = fmt.Errorf("api: the %s listener (%s) stopped: %w", ln.(*netguard.Listener).Name(), ln.Addr(), err)
+		}
+		errc <- err
+	}
 	for _, ln := range lns {
-		go func() { errc <- hs.Serve(ln) }()
+		go serve(hs, ln)
 	}
 	pending := len(lns)
 	var status *fasthttp.Server
 	if l.status != nil {
-		status = s.httpServer()
+		status = s.httpServerWith(l.limits)
 		status.Handler = s.statusHandler
-		go func() { errc <- status.Serve(l.status) }()
+		go serve(status, l.guards.Guard("status", l.status, l.limits.MaxConns))
 		pending++
 	}
 	s.SetReady(true)

@@ -6,6 +6,8 @@ import (
 	"syscall"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/internal/netguard"
 )
 
 // peer.go tells clients apart, for an adaptive resource's client_share: on
@@ -16,7 +18,7 @@ import (
 
 // clientOf returns the identity of ctx's client.
 func clientOf(ctx *fasthttp.RequestCtx) string {
-	switch c := ctx.Conn().(type) {
+	switch c := netguard.Unwrap(ctx.Conn()).(type) {
 	case *net.UnixConn:
 		return peerProcess(c)
 	case nil:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/obol-dev/obol/config"
 	timebase "github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/internal/netguard"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -273,16 +274,24 @@ func smuggled(raw []byte) bool {
 }
 
 // httpServer returns the fasthttp server for s's handler, with the body
-// limits, timeouts and JSON error replies of the API.
+// limits, the default timeouts and JSON error replies of the API.
 func (s *Server) httpServer() *fasthttp.Server {
+	return s.httpServerWith(netguard.Limits{}.WithDefaults())
+}
+
+// httpServerWith is httpServer with the timeouts of lim (with defaults):
+// ReadTimeout bounds reading a request, headers and body (a client that
+// stalls mid-body is cut there), WriteTimeout writing its reply, and
+// IdleTimeout the wait for the next request on a kept-alive connection.
+func (s *Server) httpServerWith(lim netguard.Limits) *fasthttp.Server {
 	return &fasthttp.Server{
 		Handler:                      s.Handler,
 		ErrorHandler:                 s.errorHandler,
 		HeaderReceived:               s.headerReceived,
 		MaxRequestBodySize:           maxSimulateBody,
-		ReadTimeout:                  30 * time.Second,
-		WriteTimeout:                 30 * time.Second,
-		IdleTimeout:                  2 * time.Minute,
+		ReadTimeout:                  lim.ReadTimeout,
+		WriteTimeout:                 lim.WriteTimeout,
+		IdleTimeout:                  lim.IdleTimeout,
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true,
 		DisablePreParseMultipartForm: true,

@@ -13,8 +13,11 @@ import (
 	_ "google.golang.org/grpc/encoding/proto" // registers the proto codec replyCodec wraps
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+
+	"github.com/obol-dev/obol/internal/netguard"
 )
 
 // grpc.go is the gRPC edge: RateLimitService/ShouldRateLimit and the
@@ -49,16 +52,81 @@ type Server struct {
 // parked goroutine (a few KB of stack).
 const streamWorkersPerProc = 16
 
+// Bounds of the gRPC server, per connection (the cap on connections is
+// the listener's: netguard). With them a client cannot make the server
+// hold more than MaxConcurrentStreams calls per connection, each for at
+// most MaxConnectionAge and the read timeout.
+const (
+	// MaxConcurrentStreams is the most calls in flight on one connection,
+	// advertised in HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS: a client
+	// that opens more has them refused (RST_STREAM REFUSED_STREAM, which
+	// gRPC clients see as UNAVAILABLE and may retry); Envoy opens another
+	// connection instead. 100 is HTTP/2's recommended least.
+	MaxConcurrentStreams = 100
+	// MaxRecvMsgSize bounds a request, as /json's body is bounded: over
+	// it the call is refused with RESOURCE_EXHAUSTED.
+	MaxRecvMsgSize = 1 << 20
+	// MaxSendMsgSize bounds a reply; over it the call fails with
+	// RESOURCE_EXHAUSTED.
+	MaxSendMsgSize = 4 << 20
+	// KeepaliveTime is how long a connection may be silent before the
+	// server pings it, and KeepaliveTimeout how long it then waits for
+	// the answer before it closes the connection.
+	KeepaliveTime    = time.Minute
+	KeepaliveTimeout = 20 * time.Second
+	// MaxConnectionAge is how long a connection lives: past it (±10%,
+	// grpc-go's jitter) the server sends a GOAWAY, lets the calls in
+	// flight finish for the read timeout, then closes it; Envoy opens a
+	// new one. It bounds how long a call whose request never comes (its
+	// headers, then nothing) holds its stream, at no cost per call (a
+	// deadline per call would cost a timer per call; Envoy sends its own,
+	// grpc-timeout, with every call).
+	MaxConnectionAge = 30 * time.Minute
+	// MinPingInterval is the shortest interval between a client's pings
+	// the server accepts, and only while calls are in flight: a client
+	// that pings more often, or pings an idle connection, gets a GOAWAY
+	// (ENHANCE_YOUR_CALM) after two such pings and its connection closed.
+	MinPingInterval = 10 * time.Second
+)
+
 // NewServer returns a server of svc reading the time from now (nil: the
-// wall clock), healthy. Its gRPC server keeps streamWorkersPerProc ×
-// GOMAXPROCS worker goroutines until it is stopped.
+// wall clock), healthy, with the default netguard.Limits. Its gRPC server
+// keeps streamWorkersPerProc × GOMAXPROCS worker goroutines until it is
+// stopped.
 func NewServer(svc *Service, now func() time.Time) *Server {
+	return NewServerWith(svc, now, netguard.Limits{})
+}
+
+// NewServerWith is NewServer with the timeouts of lim (zero fields: their
+// defaults): a new connection's HTTP/2 handshake must end within
+// lim.ReadTimeout, a connection with no call in flight for lim.IdleTimeout
+// is sent a GOAWAY and closed, and one past MaxConnectionAge is sent a
+// GOAWAY and closed lim.ReadTimeout later. The message sizes, streams per connection and keepalive are
+// bounded by the constants above. lim.MaxConns is the listener's: serve
+// the server on listeners guarded by netguard.
+func NewServerWith(svc *Service, now func() time.Time, lim netguard.Limits) *Server {
 	if now == nil {
 		now = time.Now
 	}
+	lim = lim.WithDefaults()
 	s := &Server{svc: svc, now: now, health: health.NewServer()}
 	s.grpc = grpc.NewServer(grpc.ForceServerCodecV2(replyCodec{encoding.GetCodecV2("proto")}),
-		grpc.NumStreamWorkers(uint32(streamWorkersPerProc*runtime.GOMAXPROCS(0))))
+		grpc.NumStreamWorkers(uint32(streamWorkersPerProc*runtime.GOMAXPROCS(0))),
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
+		grpc.MaxSendMsgSize(MaxSendMsgSize),
+		grpc.ConnectionTimeout(lim.ReadTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle:     lim.IdleTimeout,
+			MaxConnectionAge:      MaxConnectionAge,
+			MaxConnectionAgeGrace: lim.ReadTimeout,
+			Time:                  KeepaliveTime,
+			Timeout:               KeepaliveTimeout,
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             MinPingInterval,
+			PermitWithoutStream: false,
+		}))
 	rlpb.RegisterRateLimitServiceServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.SetHealthy(true)

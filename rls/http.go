@@ -3,9 +3,12 @@ package rls
 import (
 	"io"
 	"net/http"
+	"time"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/obol-dev/obol/internal/netguard"
 )
 
 // http.go serves envoyproxy/ratelimit's HTTP endpoints:
@@ -20,6 +23,27 @@ import (
 
 // maxJSONBody bounds a /json body.
 const maxJSONBody = 1 << 20
+
+// maxHeaderWait bounds reading a request's headers, within the read
+// timeout.
+const maxHeaderWait = 10 * time.Second
+
+// HTTPServer returns an http.Server of HTTPHandler bounded by lim (zero
+// fields: their defaults): ReadTimeout bounds reading a request, headers
+// (at most 10 s of it) and body, so that a client sending its body a byte
+// a second is cut there; WriteTimeout bounds the reply; IdleTimeout the
+// wait for the next request on a kept-alive connection. lim.MaxConns is
+// the listener's: serve it on a listener guarded by netguard.
+func (s *Server) HTTPServer(lim netguard.Limits) *http.Server {
+	lim = lim.WithDefaults()
+	return &http.Server{
+		Handler:           s.HTTPHandler(),
+		ReadHeaderTimeout: min(maxHeaderWait, lim.ReadTimeout),
+		ReadTimeout:       lim.ReadTimeout,
+		WriteTimeout:      lim.WriteTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+	}
+}
 
 // HTTPHandler returns the handler of /json and /healthcheck.
 func (s *Server) HTTPHandler() http.Handler {

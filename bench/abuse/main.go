@@ -12,7 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,8 +29,12 @@ type attack struct {
 	// latency: the attack holds only if the probe's p99 during it is within
 	// 2× of idle. Attacks that flood the agent from this process burn the
 	// same two processors the agent runs on, so their latency is reported
-	// but does not judge them.
+	// but does not judge them, unless the run is pinned (pinning): then the
+	// attacker has a processor of its own and every attack is judged so.
 	latency bool
+	// agentArgs, when set, returns more flags for the agent under attack
+	// (e.g. the rate limit service's listeners), given the run's directory.
+	agentArgs func(dir string) ([]string, error)
 }
 
 var attacks = []attack{
@@ -80,43 +86,108 @@ func run(only string, d time.Duration) error {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/obol-dev/obol/cmd/agent").CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
+	pin := newPinning()
+	fmt.Println(pin.describe())
 	held, broke := 0, 0
 	for _, at := range attacks {
 		if only != "" && at.name != only {
 			continue
 		}
-		a, err := startAgent(bin, dir)
+		var extra []string
+		if at.agentArgs != nil {
+			if extra, err = at.agentArgs(dir); err != nil {
+				return fmt.Errorf("%s: %w", at.name, err)
+			}
+		}
+		// The verdict is the pinned run's when taskset is there (the
+		// attacker on one processor, the agent and the probe on the
+		// other); the unpinned figure is printed beside it.
+		var pinned *outcome
+		if pin.ok {
+			if pinned, err = runPhase(at, bin, dir, d, extra, pin, true); err != nil {
+				return err
+			}
+		}
+		free, err := runPhase(at, bin, dir, d, extra, pin, false)
 		if err != nil {
 			return err
 		}
-		idle := probeProcess(context.Background(), a, d)
-		ctx, cancel := context.WithTimeout(context.Background(), d)
-		var figure string
-		var aerr error
-		done := make(chan struct{})
-		go func() { figure, aerr = at.run(ctx, a); close(done) }()
-		during := probeProcess(ctx, a, d)
-		<-done
-		cancel()
-		a.stop()
-		verdict := "held"
-		ratio := float64(during.p99) / float64(max(idle.p99, time.Microsecond))
-		switch {
-		case aerr != nil:
-			verdict = "broke (" + aerr.Error() + ")"
-		case at.latency && ratio > 2:
-			verdict = fmt.Sprintf("broke (probe p99 %.1f× idle)", ratio)
+		judged := free
+		if pinned != nil {
+			judged = pinned
 		}
+		verdict := judged.verdict(at.latency || pinned != nil)
 		if strings.HasPrefix(verdict, "held") {
 			held++
 		} else {
 			broke++
 		}
-		fmt.Printf("%-10s %s: %s; probe idle p50 %v p99 %v, during p50 %v p99 %v (p99 ×%.2f, %d probes); %s\n",
-			at.name, verdict, at.what, idle.p50, idle.p99, during.p50, during.p99, ratio, during.n, figure)
+		mode := "unpinned"
+		if pinned != nil {
+			mode = "pinned"
+		}
+		fmt.Printf("%-10s %s: %s; %s probe idle p50 %v p99 %v, during p50 %v p99 %v (p99 ×%.2f, %d probes); %s\n",
+			at.name, verdict, at.what, mode, judged.idle.p50, judged.idle.p99, judged.during.p50, judged.during.p99, judged.ratio(), judged.during.n, judged.figure)
+		if pinned != nil {
+			fmt.Printf("%-10s   unpinned: %s; probe idle p99 %v, during p99 %v (p99 ×%.2f, %d probes); %s\n",
+				"", free.verdict(at.latency), free.idle.p99, free.during.p99, free.ratio(), free.during.n, free.figure)
+		}
 	}
 	fmt.Printf("RESULT attacks=%d held=%d broke=%d\n", held+broke, held, broke)
 	return nil
+}
+
+// outcome is one run of an attack against a fresh agent.
+type outcome struct {
+	idle, during latency
+	figure       string
+	err          error
+}
+
+func (o *outcome) ratio() float64 {
+	return float64(o.during.p99) / float64(max(o.idle.p99, time.Microsecond))
+}
+
+// verdict is "held", or "broke (why)": the attack's own error, else, when
+// latency judges it, a probe p99 over 2× idle.
+func (o *outcome) verdict(latency bool) string {
+	switch {
+	case o.err != nil:
+		return "broke (" + o.err.Error() + ")"
+	case latency && o.ratio() > 2:
+		return fmt.Sprintf("broke (probe p99 %.1f× idle)", o.ratio())
+	}
+	return "held"
+}
+
+// runPhase starts a fresh agent, probes it idle for d, then runs the
+// attack for d while probing, and stops the agent. Pinned (p.ok), this
+// process (the attacker) runs on one processor and the agent and the
+// probe on another; unpinned, each runs where the scheduler puts it.
+func runPhase(at attack, bin, dir string, d time.Duration, extra []string, p pinning, pinned bool) (*outcome, error) {
+	agentCPU := ""
+	if pinned {
+		agentCPU = p.agentCPU
+		if err := p.pinSelf(p.attackerCPU); err != nil {
+			return nil, err
+		}
+		defer p.pinSelf(p.all)
+	}
+	probeCPU = agentCPU
+	defer func() { probeCPU = "" }()
+	a, err := startAgentOn(agentCPU, bin, dir, extra...)
+	if err != nil {
+		return nil, err
+	}
+	defer a.stop()
+	o := &outcome{idle: probeProcess(context.Background(), a, d)}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { o.figure, o.err = at.run(ctx, a); close(done) }()
+	o.during = probeProcess(ctx, a, d)
+	<-done
+	return o, nil
 }
 
 // agentProc is a running agent.
@@ -159,8 +230,18 @@ func (w *countingWriter) String() string {
 }
 
 func startAgent(bin, dir string, extra ...string) (*agentProc, error) {
+	return startAgentOn("", bin, dir, extra...)
+}
+
+// startAgentOn starts an agent pinned to the processors cpus (taskset -c),
+// or wherever the scheduler puts it when cpus is "".
+func startAgentOn(cpus, bin, dir string, extra ...string) (*agentProc, error) {
 	sock := filepath.Join(dir, fmt.Sprintf("obol-%d.sock", time.Now().UnixNano()))
-	cmd := exec.Command(bin, append([]string{"--socket", sock, "--http", "127.0.0.1:0"}, extra...)...)
+	args := append([]string{"--socket", sock, "--http", "127.0.0.1:0"}, extra...)
+	cmd := exec.Command(bin, args...)
+	if cpus != "" {
+		cmd = exec.Command("taskset", append([]string{"-c", cpus, bin}, args...)...)
+	}
 	stderr := &countingWriter{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
@@ -230,7 +311,11 @@ func probeProcess(ctx context.Context, a *agentProc, d time.Duration) latency {
 	if dl, ok := ctx.Deadline(); ok {
 		d = min(d, time.Until(dl))
 	}
-	out, err := exec.Command(os.Args[0], "-probe", a.socket, "-d", d.String()).Output()
+	cmd := exec.Command(os.Args[0], "-probe", a.socket, "-d", d.String())
+	if probeCPU != "" {
+		cmd = exec.Command("taskset", "-c", probeCPU, os.Args[0], "-probe", a.socket, "-d", d.String())
+	}
+	out, err := cmd.Output()
 	var p50, p99 int64
 	var n int
 	if err != nil {
@@ -333,4 +418,50 @@ func simBody(n, k int) string {
 	}
 	b.WriteString("]}")
 	return b.String()
+}
+
+// Pinning: a run pins its processes of a run with taskset (util-linux), so that a
+// probe's latency measures the agent's isolation rather than an attacker
+// and an agent sharing two processors: this process (the attacker, with
+// any agent it starts of its own) on the first processor, the agent under
+// attack and the probe on the second. Without taskset, or with one
+// processor, every run is unpinned and says so.
+
+// pinning is how a run pins its processes.
+type pinning struct {
+	ok                    bool   // taskset is there and there are two processors or more
+	why                   string // why not, when !ok
+	attackerCPU, agentCPU string
+	all                   string // every processor, to unpin this process
+}
+
+// probeCPU is where probeProcess runs the probe ("" unpinned).
+var probeCPU string
+
+func newPinning() pinning {
+	n := runtime.NumCPU()
+	if _, err := exec.LookPath("taskset"); err != nil {
+		return pinning{why: "taskset (util-linux) not found"}
+	}
+	if n < 2 {
+		return pinning{why: "one processor only"}
+	}
+	return pinning{ok: true, attackerCPU: "0", agentCPU: "1", all: "0-" + strconv.Itoa(n-1)}
+}
+
+func (p pinning) describe() string {
+	if !p.ok {
+		return "pinning: unpinned (" + p.why + "); verdicts are the unpinned runs'"
+	}
+	return fmt.Sprintf("pinning: taskset: attacker on processor %s, agent and probe on processor %s; each attack runs pinned (the verdict) and unpinned (printed below it)", p.attackerCPU, p.agentCPU)
+}
+
+// pinSelf moves every thread of this process to cpus (threads made later
+// inherit it from theirs).
+func (p pinning) pinSelf(cpus string) error {
+	out, err := exec.Command("taskset", "-a", "-p", "-c", cpus, strconv.Itoa(os.Getpid())).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("taskset -a -p -c %s: %v: %s", cpus, err, out)
+	}
+	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/obol-dev/obol/api"
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/internal/netguard"
 	"github.com/obol-dev/obol/local"
 	"github.com/obol-dev/obol/reconcile"
 	"github.com/obol-dev/obol/rls"
@@ -192,6 +193,11 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 			return c, p.file.path, err
 		}
 	}
+	// Every listener is guarded (netguard): capped, riding out temporary
+	// accept errors, its figures in /metrics.
+	guards := netguard.NewSet(log)
+	guards.Hook = listenerHook
+	opts.Collectors = append(opts.Collectors, guards)
 	engine := local.New(p.cfg)
 	// A name conflict seen in the first minute means this agent took a name
 	// in use: it stops (the other one was there first). Later, the conflict
@@ -265,19 +271,30 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 		go func() { keeper.run(kctx); close(done) }()
 		defer func() { cancel(); <-done }()
 	}
+	// A listener of the rate limit service that fails for good stops the
+	// whole agent: the cause cancels ctx, the API drains and the stop
+	// sequence below runs as for a signal, then run returns the cause
+	// (exit 1). Never a half-alive agent.
+	fail := func(err error) {
+		log.Error("obol agent stopping: a listener failed", "err", err)
+		refuse(err)
+	}
 	var rlsSrv *rlsRun
 	if p.rls != nil {
 		var err error
-		rlsSrv, err = startRLS(ctx, p.rls, svc, base.Now, st.drain, log)
+		rlsSrv, err = startRLS(ctx, p.rls, svc, base.Now, rlsServing{drain: st.drain, limits: st.limits, guards: guards, fail: fail}, log)
 		if err != nil {
 			log.Error("obol agent cannot start the rate limit service", "err", err)
 			return err
 		}
-		defer rlsSrv.wait()
+		// On an early return the service is stopped before it is waited
+		// for (it stops when ctx is done).
+		defer func() { refuse(nil); rlsSrv.wait() }()
 		opts.Collectors = append(opts.Collectors, rlsSrv.srv.Service().Stats())
 	}
 	srv := api.New(engine, opts)
-	ls, err := api.Listen(api.ListenConfig{Socket: st.socket, HTTP: st.http, AllowPublic: st.httpPublic, Status: st.status, DrainTimeout: st.drain})
+	ls, err := api.Listen(api.ListenConfig{Socket: st.socket, HTTP: st.http, AllowPublic: st.httpPublic, Status: st.status,
+		DrainTimeout: st.drain, Limits: st.limits, Guards: guards})
 	if err != nil {
 		log.Error("obol agent cannot listen", "err", err)
 		return &exitError{exitFailure, err}
@@ -285,7 +302,9 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 	watch := p.file != nil && st.watchConfig
 	log.Info("obol agent started", "socket", orOff(ls.SocketPath()), "http", orOff(ls.HTTPAddr()),
 		"status_http", orOff(ls.StatusAddr()), "config", p.source(), "watch_config", watch,
-		"resources", len(p.cfg.Resources), "log_level", st.logLevel.String())
+		"resources", len(p.cfg.Resources), "log_level", st.logLevel.String(),
+		"max_conns", st.limits.MaxConns, "read_timeout", st.limits.ReadTimeout.String(),
+		"write_timeout", st.limits.WriteTimeout.String(), "idle_timeout", st.limits.IdleTimeout.String())
 
 	stepCtx, stopStep := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -322,6 +341,9 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 		wg.Go(func() { w.run(stepCtx, watchEvery) })
 	}
 	err = srv.Serve(ctx, ls)
+	if err != nil {
+		log.Error("obol agent stopping: a listener failed", "err", err)
+	}
 	stopStep()
 	wg.Wait()
 	// Only a cause of this function's own (refuse) is an error: a stop
@@ -342,6 +364,10 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 	log.Info("obol agent stopped", "drain_timeout", st.drain.String())
 	return nil
 }
+
+// listenerHook, when set, wraps each listener before it is guarded: a seam
+// for tests that make a listener fail.
+var listenerHook func(name string, ln net.Listener) net.Listener
 
 // orOff returns addr, or "off" for a listener that is off.
 func orOff(addr string) string {

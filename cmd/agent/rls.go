@@ -12,9 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/obol-dev/obol/internal/netguard"
 	"github.com/obol-dev/obol/internal/sock"
 	"github.com/obol-dev/obol/reconcile"
 	"github.com/obol-dev/obol/rls"
+	"google.golang.org/grpc"
 )
 
 // rls.go wires Envoy's rate limit service (package rls) into the agent:
@@ -182,11 +184,24 @@ func newRLS(p *rlsPlan, rec *reconcile.Cluster) *rls.Service {
 	return svc
 }
 
+// rlsServing is how the service's listeners are served: the drain on stop,
+// every listener's bounds, the set that guards them, and fail, called with
+// the error (naming the listener) when one of them fails for good.
+type rlsServing struct {
+	drain  time.Duration
+	limits netguard.Limits
+	guards *netguard.Set
+	fail   func(error)
+}
+
 // startRLS starts the service of p, its counters joined to rec (nil: the
 // agent runs alone), reading the time from now. It stops when ctx is done:
-// unhealthy first, then a drain of at most drain.
-func startRLS(ctx context.Context, p *rlsPlan, svc *rls.Service, now func() time.Time, drain time.Duration, log *slog.Logger) (*rlsRun, error) {
-	r := &rlsRun{srv: rls.NewServer(svc, now)}
+// unhealthy first, then a drain of at most sv.drain. Its listeners are
+// guarded and bounded by sv.limits; one that fails for good (a temporary
+// accept error is waited out) is reported to sv.fail.
+func startRLS(ctx context.Context, p *rlsPlan, svc *rls.Service, now func() time.Time, sv rlsServing, log *slog.Logger) (*rlsRun, error) {
+	drain := sv.drain
+	r := &rlsRun{srv: rls.NewServerWith(svc, now, sv.limits)}
 	var ls []net.Listener
 	closeAll := func() {
 		for _, l := range ls {
@@ -198,7 +213,7 @@ func startRLS(ctx context.Context, p *rlsPlan, svc *rls.Service, now func() time
 		if err != nil {
 			return nil, &exitError{exitFailure, fmt.Errorf("--rls-socket: %w", err)}
 		}
-		ls = append(ls, l)
+		ls = append(ls, sv.guards.Guard("rls_socket", l, sv.limits.MaxConns).HTTP2())
 	}
 	if p.grpc != "" {
 		l, err := net.Listen("tcp", p.grpc)
@@ -206,7 +221,7 @@ func startRLS(ctx context.Context, p *rlsPlan, svc *rls.Service, now func() time
 			closeAll()
 			return nil, &exitError{exitFailure, fmt.Errorf("--rls-grpc: %w", err)}
 		}
-		ls = append(ls, l)
+		ls = append(ls, sv.guards.Guard("rls_grpc", l, sv.limits.MaxConns).HTTP2())
 	}
 	var hl net.Listener
 	if p.http != "" {
@@ -215,14 +230,27 @@ func startRLS(ctx context.Context, p *rlsPlan, svc *rls.Service, now func() time
 			closeAll()
 			return nil, &exitError{exitFailure, fmt.Errorf("--rls-http: %w", err)}
 		}
-		hl = l
-		r.https = &http.Server{Handler: r.srv.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
+		hl = sv.guards.Guard("rls_http", l, sv.limits.MaxConns)
+		r.https = r.srv.HTTPServer(sv.limits)
 	}
 	for _, l := range ls {
-		r.wg.Go(func() { _ = r.srv.GRPC().Serve(l) })
+		flag := "--rls-grpc"
+		if l.(*netguard.Listener).Name() == "rls_socket" {
+			flag = "--rls-socket"
+		}
+		r.wg.Go(func() {
+			// Serve returns nil after Stop and GracefulStop.
+			if err := r.srv.GRPC().Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				sv.fail(fmt.Errorf("%s %s stopped: %w", flag, l.Addr(), err))
+			}
+		})
 	}
 	if hl != nil {
-		r.wg.Go(func() { _ = r.https.Serve(hl) })
+		r.wg.Go(func() {
+			if err := r.https.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
+				sv.fail(fmt.Errorf("--rls-http %s stopped: %w", hl.Addr(), err))
+			}
+		})
 	}
 	addrs := make([]string, 0, len(ls)+1)
 	for _, l := range ls {

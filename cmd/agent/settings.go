@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/internal/safefile"
+	"github.com/obol-dev/obol/internal/netguard"
 	"github.com/obol-dev/obol/internal/sock"
 )
 
@@ -58,6 +59,11 @@ type env struct {
 	statusHTTP  string // OBOL_STATUS_HTTP: the status listener's address, or off
 	watchConfig string // OBOL_WATCH_CONFIG: "false" stops watching the config file
 
+	maxConns     string // OBOL_MAX_CONNS: each listener's cap on open connections
+	readTimeout  string // OBOL_READ_TIMEOUT: every listener's read timeout
+	writeTimeout string // OBOL_WRITE_TIMEOUT: every listener's write timeout
+	idleTimeout  string // OBOL_IDLE_TIMEOUT: every listener's idle timeout
+
 	rls rlsEnv // OBOL_RLS_*: Envoy's rate limit service (rls.go)
 }
 
@@ -88,6 +94,11 @@ func readEnv(getenv func(string) string) env {
 		statusHTTP:  getenv("OBOL_STATUS_HTTP"),
 		watchConfig: getenv("OBOL_WATCH_CONFIG"),
 		rls:         readRLSEnv(getenv),
+
+		maxConns:     getenv("OBOL_MAX_CONNS"),
+		readTimeout:  getenv("OBOL_READ_TIMEOUT"),
+		writeTimeout: getenv("OBOL_WRITE_TIMEOUT"),
+		idleTimeout:  getenv("OBOL_IDLE_TIMEOUT"),
 	}
 }
 
@@ -120,6 +131,8 @@ type flags struct {
 
 	statusHTTP  string
 	watchConfig bool
+
+	maxConns, readTimeout, writeTimeout, idleTimeout string
 
 	rls rlsFlags // Envoy's rate limit service (rls.go)
 
@@ -170,6 +183,10 @@ func parseFlags(args []string, stdout, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.secretFile, "gossip-secret-file", "", "file holding the gossip key, 16, 24 or 32 bytes in base64 or hex: encrypts and authenticates gossip (env OBOL_GOSSIP_SECRET_FILE)")
 	fs.StringVar(&f.label, "gossip-label", "", "the mesh's label: nodes with another label ignore each other (env OBOL_GOSSIP_LABEL; default "+defaultLabel+")")
 	fs.StringVar(&f.sync, "sync-interval", "", "how often changed counts are shipped to peers, jittered ±10%, a Go duration (env OBOL_SYNC_INTERVAL; default "+defaultSync.String()+")")
+	fs.StringVar(&f.maxConns, "max-conns", "", "most connections each listener keeps open at once (socket, HTTP, status and the rate limit service's); one over it is closed at once (env OBOL_MAX_CONNS; default an eighth of the descriptor limit, 16 to 16384)")
+	fs.StringVar(&f.readTimeout, "read-timeout", "", "every listener's bound on reading one request, headers and body (on gRPC: a connection's handshake), a Go duration (env OBOL_READ_TIMEOUT; default "+netguard.DefaultReadTimeout.String()+")")
+	fs.StringVar(&f.writeTimeout, "write-timeout", "", "every listener's bound on writing one reply, a Go duration (env OBOL_WRITE_TIMEOUT; default "+netguard.DefaultWriteTimeout.String()+")")
+	fs.StringVar(&f.idleTimeout, "idle-timeout", "", "how long every listener keeps a connection with no request in flight, a Go duration (env OBOL_IDLE_TIMEOUT; default "+netguard.DefaultIdleTimeout.String()+")")
 	f.rls.register(fs)
 	out := stderr
 	fs.Usage = func() {
@@ -241,6 +258,8 @@ type settings struct {
 
 	status      string // the status listener's address, "" when off
 	watchConfig bool   // re-read the config file when it changes
+
+	limits netguard.Limits // every listener's cap and timeouts, with defaults
 }
 
 // maxTokenFile is the largest bearer token file read: 64 KiB (a token is
@@ -396,6 +415,7 @@ func resolve(f flags, e env, cfg *config.Config) (settings, error) {
 		}
 		s.drain = d
 	}
+	s.limits = resolveLimits(f, e, bad)
 	s.stateFile = pick(value{f.stateFile, "--state-file"}, value{e.stateFile, "OBOL_STATE_FILE"}, value{cfg.Agent.StateFile, "config agent.state_file"})
 	s.stateEvery = defaultStateInterval
 	if cfg.Agent.StateInterval > 0 {
@@ -473,6 +493,36 @@ func resolve(f flags, e env, cfg *config.Config) (settings, error) {
 		c.sync = defaultSync
 	}
 	return s, errors.Join(errs...)
+}
+
+// resolveLimits resolves --max-conns and the listeners' timeouts, with
+// their defaults.
+func resolveLimits(f flags, e env, bad func(value, string, ...any)) netguard.Limits {
+	var l netguard.Limits
+	if v := pick(value{f.maxConns, "--max-conns"}, value{e.maxConns, "OBOL_MAX_CONNS"}); v.v != "" {
+		n, err := strconv.Atoi(v.v)
+		if err != nil || n < 1 {
+			bad(v, "want a whole number ≥ 1 such as 1024")
+		}
+		l.MaxConns = n
+	}
+	for _, d := range []struct {
+		flagV, envV, flagName, envName string
+		to                             *time.Duration
+	}{
+		{f.readTimeout, e.readTimeout, "--read-timeout", "OBOL_READ_TIMEOUT", &l.ReadTimeout},
+		{f.writeTimeout, e.writeTimeout, "--write-timeout", "OBOL_WRITE_TIMEOUT", &l.WriteTimeout},
+		{f.idleTimeout, e.idleTimeout, "--idle-timeout", "OBOL_IDLE_TIMEOUT", &l.IdleTimeout},
+	} {
+		if v := pick(value{d.flagV, d.flagName}, value{d.envV, d.envName}); v.v != "" {
+			t, err := time.ParseDuration(v.v)
+			if err != nil || t <= 0 {
+				bad(v, "want a positive duration such as 30s")
+			}
+			*d.to = t
+		}
+	}
+	return l.WithDefaults()
 }
 
 // logLevels are the names --log-level takes.

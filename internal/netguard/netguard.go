@@ -1,0 +1,475 @@
+package netguard
+
+import (
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Default timeouts of Limits.
+const (
+	// DefaultReadTimeout bounds reading one request: its headers and its
+	// body (HTTP), or a new connection's handshake (gRPC).
+	DefaultReadTimeout = 30 * time.Second
+	// DefaultWriteTimeout bounds writing one reply.
+	DefaultWriteTimeout = 30 * time.Second
+	// DefaultIdleTimeout bounds how long a connection with no request in
+	// flight stays open.
+	DefaultIdleTimeout = 2 * time.Minute
+)
+
+// Bounds of DefaultMaxConns.
+const (
+	// fdShare is the share of the descriptor limit one listener may hold:
+	// one eighth, so that the agent's six listeners (socket, HTTP, status,
+	// and the rate limit service's socket, gRPC and HTTP), all full, still
+	// leave a quarter to gossip, files and clients.
+	fdShare = 8
+	// minConns and maxConns clamp the default cap.
+	minConns = 16
+	maxConns = 16384
+)
+
+// DefaultMaxConns is the default cap on one listener's open connections:
+// an eighth of the process's descriptor limit (RLIMIT_NOFILE's soft limit,
+// which Go raises to the hard limit at start), at least 16 and at most
+// 16,384; 1,024 when the limit cannot be read. With a limit of 20,000 it
+// is 2,500.
+func DefaultMaxConns() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 1024
+	}
+	return capFor(rl.Cur)
+}
+
+// capFor is DefaultMaxConns for a descriptor limit.
+func capFor(nofile uint64) int {
+	n := nofile / fdShare
+	if n < minConns {
+		return minConns
+	}
+	if n > maxConns {
+		return maxConns
+	}
+	return int(n)
+}
+
+// Limits are the bounds of one listener and of the server on it.
+type Limits struct {
+	// MaxConns is the most connections open at once; 0 means
+	// DefaultMaxConns().
+	MaxConns int
+	// ReadTimeout, WriteTimeout and IdleTimeout are the server's; 0 means
+	// the default of each.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+}
+
+// WithDefaults returns l with each zero field set to its default.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxConns <= 0 {
+		l.MaxConns = DefaultMaxConns()
+	}
+	if l.ReadTimeout <= 0 {
+		l.ReadTimeout = DefaultReadTimeout
+	}
+	if l.WriteTimeout <= 0 {
+		l.WriteTimeout = DefaultWriteTimeout
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+	return l
+}
+
+// Temporary reports whether an Accept error is one to wait out: the
+// process or the system is out of descriptors or buffers for now (EMFILE,
+// ENFILE, ENOBUFS, ENOMEM), a connection went away before it was accepted
+// (ECONNABORTED, ECONNRESET, EPROTO), a call was interrupted or would
+// block (EINTR, EAGAIN), or a timeout.
+func Temporary(err error) bool {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM,
+			syscall.ECONNABORTED, syscall.ECONNRESET, syscall.EPROTO,
+			syscall.EINTR, syscall.EAGAIN:
+			return true
+		}
+		return false
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// Backoff bounds: the first wait after a temporary Accept error, and the
+// longest (each one doubles the last).
+const (
+	minBackoff = 5 * time.Millisecond
+	maxBackoff = time.Second
+)
+
+// logEvery is how often one listener logs its refusals and accept errors.
+const logEvery = 10 * time.Second
+
+// Listener is a guarded net.Listener (Set.Guard). Its connections are
+// wrapped: Unwrap returns the one accepted.
+type Listener struct {
+	net.Listener
+	name string
+	max  int64
+	log  *slog.Logger
+	now  func() time.Time
+	// sleep waits d or until done is closed, and reports whether it
+	// waited d; a variable for tests.
+	sleep func(d time.Duration, done <-chan struct{}) bool
+
+	http2 bool // its connections are HTTP/2 ones (HTTP2)
+
+	open       atomic.Int64
+	refused    atomic.Uint64
+	acceptErrs atomic.Uint64
+
+	closeOnce sync.Once
+	closed    chan struct{}
+
+	logMu      sync.Mutex
+	lastLog    time.Time
+	unlogged   int    // events since lastLog
+	unloggedAt string // what the last of them was
+}
+
+// Name returns the listener's name, as the metrics label it.
+func (l *Listener) Name() string { return l.name }
+
+// Max returns the cap on open connections.
+func (l *Listener) Max() int { return int(l.max) }
+
+// Open returns the connections open now.
+func (l *Listener) Open() int { return int(l.open.Load()) }
+
+// Refused returns how many connections were closed at once for being over
+// the cap.
+func (l *Listener) Refused() uint64 { return l.refused.Load() }
+
+// AcceptErrors returns how many temporary Accept errors were waited out.
+func (l *Listener) AcceptErrors() uint64 { return l.acceptErrs.Load() }
+
+// Accept returns the next connection under the cap. A connection over it
+// is closed at once and counted; a temporary error (Temporary) is waited
+// out with a backoff of 5 ms doubling to 1 s and logged at most every 10
+// seconds. Only a permanent error is returned (net.ErrClosed once Close
+// was called).
+func (l *Listener) Accept() (net.Conn, error) {
+	var delay time.Duration
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			select {
+			case <-l.closed:
+				return nil, err
+			default:
+			}
+			if !Temporary(err) {
+				return nil, err
+			}
+			l.acceptErrs.Add(1)
+			delay = min(max(2*delay, minBackoff), maxBackoff)
+			l.note("accept error; waiting before the next accept", "err", err.Error(), "wait", delay.String())
+			if !l.sleep(delay, l.closed) {
+				return nil, net.ErrClosed
+			}
+			continue
+		}
+		delay = 0
+		if l.open.Add(1) > l.max {
+			l.open.Add(-1)
+			l.refused.Add(1)
+			c.Close()
+			l.note("connection over the cap closed", "max_connections", l.max)
+			// A burst of refusals would keep this loop running for its
+			// whole time slice (Accept does not block while connections
+			// wait): let the served requests run in between.
+			runtime.Gosched()
+			continue
+		}
+		if l.http2 {
+			return &h2Conn{conn: conn{Conn: c, l: l}}, nil
+		}
+		return &conn{Conn: c, l: l}, nil
+	}
+}
+
+// HTTP2 marks l's connections from now on as HTTP/2 ones (gRPC), served
+// by a server that reads many calls from one connection in one loop, and
+// returns l. Two bounds then hold on each connection:
+//
+//   - its reads are of at most 4 KiB, each followed by a yield of the
+//     processor (runtime.Gosched): a client that floods its connection
+//     cannot keep the reading goroutine running for a whole time slice
+//     (10 ms) while the requests of other listeners wait. It costs one
+//     scheduler call per read (of up to 20 calls), not per call;
+//   - once the server has refused more than MaxRefusedStreams of its
+//     streams (RST_STREAM REFUSED_STREAM: the client opened more than the
+//     server's SETTINGS_MAX_CONCURRENT_STREAMS allows, which a client
+//     that heeds the settings never does), the connection is closed: a
+//     flood of streams past the limit costs the server a bounded amount
+//     of work per connection. Each such close is counted with the
+//     refused connections and logged.
+func (l *Listener) HTTP2() *Listener {
+	l.http2 = true
+	return l
+}
+
+// Close closes the listener; an Accept waiting out an error returns.
+func (l *Listener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+// note logs an event at most every logEvery, with how many were not
+// logged since the last line.
+func (l *Listener) note(msg string, args ...any) {
+	l.logMu.Lock()
+	now := l.now()
+	if !l.lastLog.IsZero() && now.Sub(l.lastLog) < logEvery {
+		l.unlogged++
+		l.logMu.Unlock()
+		return
+	}
+	skipped := l.unlogged
+	l.lastLog, l.unlogged = now, 0
+	l.logMu.Unlock()
+	l.log.Warn("listener "+l.name+": "+msg, append(args, "listener", l.name, "events_not_logged", skipped)...)
+}
+
+// sleepOrDone waits d, or until done is closed.
+func sleepOrDone(d time.Duration, done <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-done:
+		return false
+	}
+}
+
+// conn is an accepted connection; closing it frees its place under the
+// cap (once).
+type conn struct {
+	net.Conn
+	l    *Listener
+	done atomic.Bool
+}
+
+func (c *conn) Close() error {
+	if c.done.CompareAndSwap(false, true) {
+		c.l.open.Add(-1)
+	}
+	return c.Conn.Close()
+}
+
+// yieldRead is the most an h2Conn reads at once: the work one read gives
+// its reader between two yields (about 200 HTTP/2 frames of a flood, 20
+// calls of Envoy's).
+const yieldRead = 4 << 10
+
+// MaxRefusedStreams is how many streams the server may refuse on one
+// HTTP/2 connection before the connection is closed (HTTP2).
+const MaxRefusedStreams = 1000
+
+// h2Conn is a conn of an HTTP2 listener.
+type h2Conn struct {
+	conn
+	mu   sync.Mutex // the server writes from one goroutine; to be safe
+	scan frameScan
+}
+
+func (c *h2Conn) Read(p []byte) (int, error) {
+	if len(p) > yieldRead {
+		p = p[:yieldRead]
+	}
+	n, err := c.Conn.Read(p)
+	runtime.Gosched()
+	return n, err
+}
+
+// Write writes the server's frames, counting its refusals of streams; past
+// MaxRefusedStreams it closes the connection.
+func (c *h2Conn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.mu.Lock()
+	c.scan.scan(p[:n])
+	over := c.scan.refused > MaxRefusedStreams
+	c.mu.Unlock()
+	if over && err == nil {
+		c.l.refused.Add(1)
+		c.l.note("HTTP/2 connection closed: the client kept opening streams past the limit", "refused_streams", MaxRefusedStreams)
+		c.Conn.Close()
+		return n, net.ErrClosed
+	}
+	return n, err
+}
+
+// frameScan follows the HTTP/2 frames a server writes (a stream of
+// frames: the server sends no preface) and counts its RST_STREAM frames
+// with the code REFUSED_STREAM.
+type frameScan struct {
+	hdr     [9]byte // the frame header being read
+	nh      int     // bytes of it read
+	left    int     // payload bytes of the current frame still to come
+	rst     bool    // the current frame is a RST_STREAM
+	code    [4]byte // its error code
+	nc      int     // bytes of it read
+	refused int
+}
+
+// HTTP/2 (RFC 9113): the RST_STREAM frame type and the REFUSED_STREAM code.
+const (
+	frameRSTStream = 0x3
+	codeRefused    = 0x7
+)
+
+func (f *frameScan) scan(p []byte) {
+	for len(p) > 0 {
+		if f.left > 0 {
+			k := min(f.left, len(p))
+			if f.rst && f.nc < 4 {
+				k = min(k, 4-f.nc)
+				copy(f.code[f.nc:], p[:k])
+				f.nc += k
+				if f.nc == 4 && binary.BigEndian.Uint32(f.code[:]) == codeRefused {
+					f.refused++
+				}
+			}
+			p, f.left = p[k:], f.left-k
+			continue
+		}
+		k := min(9-f.nh, len(p))
+		copy(f.hdr[f.nh:], p[:k])
+		f.nh += k
+		p = p[k:]
+		if f.nh == 9 {
+			f.nh, f.nc = 0, 0
+			f.left = int(f.hdr[0])<<16 | int(f.hdr[1])<<8 | int(f.hdr[2])
+			f.rst = f.hdr[3] == frameRSTStream
+		}
+	}
+}
+
+// Unwrap returns the connection under c when c is a guarded one, else c.
+func Unwrap(c net.Conn) net.Conn {
+	switch g := c.(type) {
+	case *conn:
+		return g.Conn
+	case *h2Conn:
+		return g.Conn
+	}
+	return c
+}
+
+// Set is an agent's guarded listeners, a prometheus.Collector of their
+// figures:
+//
+//   - obol_listener_connections{listener}: connections open now;
+//   - obol_listener_max_connections{listener}: the cap;
+//   - obol_listener_refused_connections_total{listener}: connections
+//     closed at once for being over the cap;
+//   - obol_listener_accept_errors_total{listener}: temporary Accept errors
+//     waited out (EMFILE and the like).
+//
+// Its methods are safe for concurrent use.
+type Set struct {
+	log *slog.Logger
+	// Hook, when set, wraps each listener before it is guarded: a seam
+	// for tests that make Accept fail.
+	Hook func(name string, ln net.Listener) net.Listener
+
+	mu sync.Mutex
+	ls []*Listener
+}
+
+// NewSet returns an empty set logging to log (nil: slog.Default()).
+func NewSet(log *slog.Logger) *Set {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Set{log: log}
+}
+
+// Guard returns ln guarded with a cap of max open connections (0 or less:
+// DefaultMaxConns()), named name in the logs and metrics (socket, http,
+// status, rls_grpc…). A nil set guards with no metrics.
+func (s *Set) Guard(name string, ln net.Listener, max int) *Listener {
+	if max <= 0 {
+		max = DefaultMaxConns()
+	}
+	log := slog.Default()
+	if s != nil {
+		log = s.log
+		if s.Hook != nil {
+			ln = s.Hook(name, ln)
+		}
+	}
+	l := &Listener{Listener: ln, name: name, max: int64(max), log: log, now: time.Now,
+		sleep: sleepOrDone, closed: make(chan struct{})}
+	if s != nil {
+		s.mu.Lock()
+		s.ls = append(s.ls, l)
+		s.mu.Unlock()
+	}
+	return l
+}
+
+var (
+	descOpen    = prometheus.NewDesc("obol_listener_connections", "Connections open now, per listener.", []string{"listener"}, nil)
+	descMax     = prometheus.NewDesc("obol_listener_max_connections", "The cap on a listener's open connections.", []string{"listener"}, nil)
+	descRefused = prometheus.NewDesc("obol_listener_refused_connections_total", "Connections closed at once for being over the listener's cap.", []string{"listener"}, nil)
+	descErrs    = prometheus.NewDesc("obol_listener_accept_errors_total", "Temporary accept errors (EMFILE, ENFILE, ECONNABORTED…) the listener waited out.", []string{"listener"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (s *Set) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descOpen
+	ch <- descMax
+	ch <- descRefused
+	ch <- descErrs
+}
+
+// Collect implements prometheus.Collector. Two listeners of one name (a
+// restart of a server) report their sum.
+func (s *Set) Collect(ch chan<- prometheus.Metric) {
+	type fig struct{ open, max, refused, errs float64 }
+	s.mu.Lock()
+	figs := map[string]*fig{}
+	var names []string
+	for _, l := range s.ls {
+		f := figs[l.name]
+		if f == nil {
+			f = &fig{}
+			figs[l.name] = f
+			names = append(names, l.name)
+		}
+		f.open += float64(l.Open())
+		f.max = float64(l.max)
+		f.refused += float64(l.Refused())
+		f.errs += float64(l.AcceptErrors())
+	}
+	s.mu.Unlock()
+	for _, n := range names {
+		f := figs[n]
+		ch <- prometheus.MustNewConstMetric(descOpen, prometheus.GaugeValue, f.open, n)
+		ch <- prometheus.MustNewConstMetric(descMax, prometheus.GaugeValue, f.max, n)
+		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, f.refused, n)
+		ch <- prometheus.MustNewConstMetric(descErrs, prometheus.CounterValue, f.errs, n)
+	}
+}

@@ -1,0 +1,291 @@
+package netguard
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func TestCapFor(t *testing.T) {
+	for _, c := range []struct {
+		nofile uint64
+		want   int
+	}{{0, 16}, {64, 16}, {1024, 128}, {20000, 2500}, {1 << 20, 16384}} {
+		if got := capFor(c.nofile); got != c.want {
+			t.Errorf("capFor(%d) = %d, want %d", c.nofile, got, c.want)
+		}
+	}
+}
+
+func TestLimitsWithDefaults(t *testing.T) {
+	l := Limits{ReadTimeout: time.Second}.WithDefaults()
+	if l.ReadTimeout != time.Second || l.WriteTimeout != DefaultWriteTimeout || l.IdleTimeout != DefaultIdleTimeout || l.MaxConns != DefaultMaxConns() {
+		t.Errorf("WithDefaults = %+v", l)
+	}
+}
+
+func TestTemporary(t *testing.T) {
+	op := func(err error) error { return &net.OpError{Op: "accept", Net: "tcp", Err: &osSyscallError{err}} }
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{op(syscall.EMFILE), true},
+		{op(syscall.ENFILE), true},
+		{op(syscall.ECONNABORTED), true},
+		{op(syscall.ENOBUFS), true},
+		{op(syscall.EBADF), false},
+		{op(syscall.EINVAL), false},
+		{net.ErrClosed, false},
+		{errors.New("other"), false},
+	} {
+		if got := Temporary(c.err); got != c.want {
+			t.Errorf("Temporary(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// osSyscallError wraps an errno as os.SyscallError does.
+type osSyscallError struct{ err error }
+
+func (e *osSyscallError) Error() string { return "accept4: " + e.err.Error() }
+func (e *osSyscallError) Unwrap() error { return e.err }
+
+// script is a listener whose Accept returns its errors in turn, then
+// connections from real, then net.ErrClosed once closed.
+type script struct {
+	net.Listener
+	mu   sync.Mutex
+	errs []error
+}
+
+func (s *script) Accept() (net.Conn, error) {
+	s.mu.Lock()
+	if len(s.errs) > 0 {
+		err := s.errs[0]
+		s.errs = s.errs[1:]
+		s.mu.Unlock()
+		return nil, err
+	}
+	s.mu.Unlock()
+	return s.Listener.Accept()
+}
+
+func emfile() error {
+	return &net.OpError{Op: "accept", Net: "tcp", Err: &osSyscallError{syscall.EMFILE}}
+}
+
+// TestAcceptEMFILEDoesNotStopListener: a listener whose Accept fails with
+// EMFILE (the process is out of descriptors) waits, with a growing
+// backoff, and accepts again once descriptors are free; it logs once.
+func TestAcceptEMFILEDoesNotStopListener(t *testing.T) {
+	real, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	var mu sync.Mutex
+	set := NewSet(slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil)))
+	sc := &script{Listener: real}
+	for range 5 {
+		sc.errs = append(sc.errs, emfile())
+	}
+	l := set.Guard("rls_http", sc, 4)
+	var waits []time.Duration
+	l.sleep = func(d time.Duration, _ <-chan struct{}) bool { waits = append(waits, d); return true }
+	defer l.Close()
+	go func() {
+		c, err := net.Dial("tcp", real.Addr().String())
+		if err == nil {
+			defer c.Close()
+			io.Copy(io.Discard, c)
+		}
+	}()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatalf("Accept after EMFILE: %v", err)
+	}
+	c.Close()
+	want := []time.Duration{5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond}
+	if len(waits) != len(want) {
+		t.Fatalf("waits %v, want %v", waits, want)
+	}
+	for i := range want {
+		if waits[i] != want[i] {
+			t.Fatalf("waits %v, want %v", waits, want)
+		}
+	}
+	if got := l.AcceptErrors(); got != 5 {
+		t.Errorf("AcceptErrors = %d, want 5", got)
+	}
+	mu.Lock()
+	n := strings.Count(logs.String(), "accept error")
+	mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d log lines for 5 errors within 10 s, want 1:\n%s", n, logs.String())
+	}
+	if got := metric(t, set, "obol_listener_accept_errors_total"); got != 5 {
+		t.Errorf("obol_listener_accept_errors_total = %v, want 5", got)
+	}
+}
+
+// TestAcceptPermanentErrorReturned: an error that is not temporary ends
+// Accept (the server on it stops and says why).
+func TestAcceptPermanentErrorReturned(t *testing.T) {
+	real, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer real.Close()
+	bad := &net.OpError{Op: "accept", Net: "tcp", Err: &osSyscallError{syscall.EINVAL}}
+	l := NewSet(nil).Guard("http", &script{Listener: real, errs: []error{bad}}, 4)
+	if _, err := l.Accept(); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("Accept = %v, want EINVAL", err)
+	}
+}
+
+// TestCloseEndsBackoff: Close wakes an Accept waiting out an error.
+func TestCloseEndsBackoff(t *testing.T) {
+	real, _ := net.Listen("tcp", "127.0.0.1:0")
+	errs := make([]error, 100)
+	for i := range errs {
+		errs[i] = emfile()
+	}
+	l := NewSet(nil).Guard("http", &script{Listener: real, errs: errs}, 4)
+	entered := make(chan struct{}, 1)
+	l.sleep = func(d time.Duration, done <-chan struct{}) bool {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		return sleepOrDone(time.Hour, done)
+	}
+	res := make(chan error, 1)
+	go func() { _, err := l.Accept(); res <- err }()
+	<-entered
+	l.Close()
+	if err := <-res; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Accept after Close = %v, want net.ErrClosed", err)
+	}
+}
+
+// TestConnectionsOverCapClosed: with a cap of 2, a third connection is
+// closed at once (its client reads EOF) and counted; once one closes, a
+// new one is served.
+func TestConnectionsOverCapClosed(t *testing.T) {
+	real, _ := net.Listen("tcp", "127.0.0.1:0")
+	set := NewSet(nil)
+	l := set.Guard("rls_http", real, 2)
+	defer l.Close()
+	accepted := make(chan net.Conn, 10)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", real.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a, b := dial(), dial()
+	defer a.Close()
+	defer b.Close()
+	ca, cb := <-accepted, <-accepted
+	over := dial()
+	defer over.Close()
+	if _, err := over.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a connection over the cap was not closed")
+	}
+	if l.Refused() != 1 || l.Open() != 2 {
+		t.Errorf("refused %d open %d, want 1 and 2", l.Refused(), l.Open())
+	}
+	ca.Close()
+	ca.Close() // twice frees one place
+	next := dial()
+	defer next.Close()
+	cn := <-accepted
+	if l.Open() != 2 {
+		t.Errorf("open %d, want 2", l.Open())
+	}
+	if Unwrap(cn).(*net.TCPConn) == nil {
+		t.Error("Unwrap did not return the TCP connection")
+	}
+	cb.Close()
+	cn.Close()
+	if got := metric(t, set, "obol_listener_refused_connections_total"); got != 1 {
+		t.Errorf("obol_listener_refused_connections_total = %v, want 1", got)
+	}
+}
+
+// metric returns the value of the series name of set's one listener.
+func metric(t *testing.T, set *Set, name string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(set)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			m := mf.GetMetric()[0]
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no series %s", name)
+	return 0
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
+}
+
+// TestFrameScan: RST_STREAM REFUSED_STREAM frames are counted however the
+// server's writes cut its frames; other frames and codes are not.
+func TestFrameScan(t *testing.T) {
+	frame := func(typ byte, payload ...byte) []byte {
+		n := len(payload)
+		return append([]byte{byte(n >> 16), byte(n >> 8), byte(n), typ, 0, 0, 0, 0, 1}, payload...)
+	}
+	var out []byte
+	out = append(out, frame(0x4, make([]byte, 12)...)...)       // SETTINGS
+	out = append(out, frame(frameRSTStream, 0, 0, 0, 7)...)     // REFUSED_STREAM
+	out = append(out, frame(0x0, make([]byte, 300)...)...)      // DATA
+	out = append(out, frame(frameRSTStream, 0, 0, 0, 8)...)     // CANCEL
+	out = append(out, frame(frameRSTStream, 0, 0, 0, 7)...)     // REFUSED_STREAM
+	out = append(out, frame(0x1)...)                            // empty HEADERS
+	out = append(out, frame(0x0, 0, 0, 0, 7, 0, 0, 0, 7, 1)...) // DATA that looks like a code
+	for _, cut := range []int{1, 2, 3, 5, 9, 13, 64, len(out)} {
+		var f frameScan
+		for p := out; len(p) > 0; {
+			k := min(cut, len(p))
+			f.scan(p[:k])
+			p = p[k:]
+		}
+		if f.refused != 2 {
+			t.Errorf("writes of %d bytes: %d refused, want 2", cut, f.refused)
+		}
+	}
+}
