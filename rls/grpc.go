@@ -8,7 +8,6 @@ import (
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/proto" // registers the proto codec replyCodec wraps
 	"google.golang.org/grpc/health"
@@ -158,7 +157,7 @@ func (s *Server) ShouldRateLimit(_ context.Context, req *rlpb.RateLimitRequest) 
 	r := GetReply()
 	if err := s.svc.Decide(s.now(), req, r); err != nil {
 		r.Release()
-		return nil, status.Error(codes.Unknown, err.Error())
+		return nil, status.Error(Code(err), err.Error())
 	}
 	return r.Response(), nil
 }

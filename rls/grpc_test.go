@@ -7,14 +7,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -82,6 +85,12 @@ func TestGRPCEndToEnd(t *testing.T) {
 	c, h := client(t, ut)
 	if _, err := c.ShouldRateLimit(ctx, &rlpb.RateLimitRequest{Domain: "web"}); err == nil {
 		t.Fatal("no descriptors: no error")
+	}
+	// A request over a bound is the caller's error: INVALID_ARGUMENT,
+	// naming the bound.
+	big := &rlpb.RateLimitRequest{Domain: "web", Descriptors: []*rlv3.RateLimitDescriptor{desc("remote_address", strings.Repeat("x", 5000))}}
+	if _, err := c.ShouldRateLimit(ctx, big); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "4096") {
+		t.Fatalf("a 5,000-byte value: %v, want InvalidArgument naming 4096", err)
 	}
 	hr, err := h.Check(ctx, &healthpb.HealthCheckRequest{Service: HealthService})
 	if err != nil || hr.Status != healthpb.HealthCheckResponse_SERVING {

@@ -15,8 +15,8 @@ import (
 	"github.com/hashicorp/go-sockaddr"
 	"github.com/hashicorp/memberlist"
 	"github.com/obol-dev/obol/config"
-	"github.com/obol-dev/obol/internal/safefile"
 	"github.com/obol-dev/obol/internal/netguard"
+	"github.com/obol-dev/obol/internal/safefile"
 	"github.com/obol-dev/obol/internal/sock"
 )
 
