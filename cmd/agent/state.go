@@ -7,16 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/internal/safefile"
 	"github.com/obol-dev/obol/reconcile"
 )
 
@@ -91,25 +90,10 @@ func decodeStateFile(b []byte) (*packet.Packet, error) {
 // another error when it is not a regular file, too large, or not a good
 // state file. It never blocks on a FIFO or reads a device.
 func readState(path string) (*packet.Packet, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	b, err := safefile.Read(path, maxStateFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, errNoState
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
-	}
-	if fi.Size() > maxStateFile {
-		return nil, fmt.Errorf("%d bytes, larger than the %d read", fi.Size(), maxStateFile)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxStateFile+1))
 	if err != nil {
 		return nil, err
 	}
