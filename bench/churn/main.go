@@ -58,8 +58,8 @@ func run(args []string, out, log io.Writer) error {
 	}
 	hourJS := fmt.Sprintf(`{"kind":"tiers","tiers":"L,3600,3600,0","drift":%g}`, o.drift)
 	fmt.Fprintf(out, "sync %s, drift %g, push/pull %s, seed %d; tiers: one window of 3600 s (LostHits judged), gcra: period 1 s\n", o.sync, o.drift, pp(o.pushPull), o.seed)
-	fmt.Fprintf(out, "%-24s %-5s %6s %6s %8s %10s %8s %6s %6s %7s %9s %9s %8s %8s %9s %7s\n",
-		"scenario", "kind", "nodes", "joins", "grants", "worst/L", "still/L", "lost", "extra", "falseD", "sync p50", "sync p99", "unsynced", "heldOrig", "heldKeys", "wall")
+	fmt.Fprintf(out, "%-24s %-5s %6s %6s %8s %10s %8s %6s %6s %7s %9s %9s %8s %8s %9s %8s %9s %9s %7s\n",
+		"scenario", "kind", "nodes", "joins", "grants", "worst/L", "still/L", "lost", "extra", "falseD", "sync p50", "sync p99", "unsynced", "heldOrig", "heldKeys", "resyncs", "state MB", "all MB", "wall")
 	var worst, added float64
 	var lost, fd int
 	var syncP99 time.Duration
@@ -82,6 +82,10 @@ func run(args []string, out, log io.Writer) error {
 			var js string
 			if kind == "tiers" {
 				js = strings.Replace(hourJS, "L", fmt.Sprint(max(10, int(perKey*sc.Duration.Seconds()/2))), 1)
+				// The tiers figures are over the whole run (one instance,
+				// the joins, the end): measure the bytes from 1 s on, not
+				// from the default warm-up (half the run for an hour).
+				sc.Warmup = time.Second
 			} else {
 				l := max(5, int(math.Ceil(perKey/2)))
 				js = fmt.Sprintf(`{"kind":"gcra","burst":%d,"count":%d,"period":"1s","drift":%g}`, l, l, o.drift)
@@ -121,13 +125,15 @@ func run(args []string, out, log io.Writer) error {
 				lost = max(lost, r.LostHits)
 				lostRows = append(lostRows, fmt.Sprintf("%s (%s): %d granted hits lost by one node", s.name, kind, r.LostHits))
 			}
-			fmt.Fprintf(out, "%-24s %-5s %6d %6d %8d %10.3f %8s %6s %6s %7d %9s %9s %8d %8d %9d %7s\n",
+			fmt.Fprintf(out, "%-24s %-5s %6d %6d %8d %10.3f %8s %6s %6s %7d %9s %9s %8d %8d %9d %8d %9.2f %9.2f %7s\n",
 				s.name, kind, sc.Nodes, r.Joins, r.Grants, ratio, still, judged(r.LostHits), judged(r.ExtraHits), r.FalseDenials,
-				ms(r.JoinSyncP50), ms(r.JoinSyncP99), r.JoinsUnsynced, r.HeldOriginsMax, r.HeldKeysMax, time.Since(start).Round(100*time.Millisecond))
+				ms(r.JoinSyncP50), ms(r.JoinSyncP99), r.JoinsUnsynced, r.HeldOriginsMax, r.HeldKeysMax,
+				r.Resyncs, float64(r.StateBytes)/1e6, float64(r.Bytes)/1e6, time.Since(start).Round(100*time.Millisecond))
 		}
 	}
 	fmt.Fprintln(out, "worst/L: tiers, the most one key granted in its hour ÷ the limit; gcra, the worst 1 s window ÷ the limit. lost/extra: granted hits a node")
 	fmt.Fprintln(out, "does not count / counts twice at the end (tiers only; '-' for gcra). sync: from a join until the node's view agrees with the oracle.")
+	fmt.Fprintln(out, "resyncs: push/pulls a node asked for (Resync, ResyncNow); state MB: bytes of push/pull states (joins, resyncs); all MB: every byte sent; from 1 s (tiers) or 2 s (gcra) to the end of the load.")
 	fmt.Fprintln(out, "still/L: gcra, worst/L of the same mesh (every node it reaches, all the run) with nothing joining, leaving or restarting.")
 	fmt.Fprintf(out, "gcra: churn adds at most %.3f × L to the worst 1 s window of the same mesh without churn\n", added)
 	for _, l := range lostRows {
