@@ -172,7 +172,7 @@ func TestDashboard(t *testing.T) {
 
 	t.Run("the drift tuner shows the figure the endpoint returns", func(t *testing.T) {
 		b.run(t, "open the tuner", chromedp.Navigate("about:blank"), chromedp.Navigate(a.base+"/#tuner"),
-			chromedp.Poll(`!!(window.obolTuner.lastReply || window.obolTuner.lastError)`, nil, chromedp.WithPollingTimeout(20*time.Second)))
+			chromedp.Poll(`!!(window.obolTuner.lastReply || window.obolTuner.lastError)`, nil, chromedp.WithPollingTimeout(60*time.Second)))
 		var status int
 		b.run(t, "read the outcome", chromedp.Evaluate(`window.obolTuner.lastError ? window.obolTuner.lastError.status : 200`, &status))
 		if status != 200 {
@@ -190,7 +190,7 @@ func TestDashboard(t *testing.T) {
 		b.run(t, "simulate one hot node", chromedp.Evaluate(`window.obolTuner.lastReply = null`, nil),
 			chromedp.SetValue(`#t-skew`, "hot", chromedp.ByQuery),
 			chromedp.Click(`#tuner-form button[type=submit]`, chromedp.ByQuery),
-			chromedp.Poll(`!!(window.obolTuner.lastReply || window.obolTuner.lastError)`, nil, chromedp.WithPollingTimeout(20*time.Second)))
+			chromedp.Poll(`!!(window.obolTuner.lastReply || window.obolTuner.lastError)`, nil, chromedp.WithPollingTimeout(60*time.Second)))
 		var skew string
 		b.run(t, "read the request", chromedp.Evaluate(`window.obolTuner.lastError ? "error: " + window.obolTuner.lastError.message : window.obolTuner.lastRequest.skew`, &skew))
 		if skew != "hot" {
