@@ -211,7 +211,12 @@ func (d *delegate) NotifyJoin(node *memberlist.Node) {
 	}
 	n.mu.Lock()
 	if back {
-		n.queueResyncLocked(node.Name, n.peer(node.Name), n.clk.Now())
+		// Whatever push/pull was asked of it lately went to a member
+		// still listed dead, whose state was refused (fromMember): ask
+		// again now that it is alive, past the rate limit.
+		ps := n.peer(node.Name)
+		ps.resynced = time.Time{}
+		n.queueResyncLocked(node.Name, ps, n.clk.Now())
 	} else if was == "" && !slices.Contains(n.welcome, node.Name) {
 		n.welcome = append(n.welcome, node.Name)
 		select {
