@@ -34,7 +34,7 @@ func mustParse(t *testing.T, src string) *Config {
 	return c
 }
 
-// designExample is the configuration shown in DESIGN.md.
+// designExample is a full configuration of every section (the design's example; docs/operations.md documents each key).
 const designExample = `
 agent:
   socket: /run/obol/obol.sock
