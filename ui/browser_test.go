@@ -11,6 +11,7 @@ package ui_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -105,29 +106,56 @@ func chromium(t *testing.T) string {
 
 // browser is one headless Chromium tab with its console errors collected;
 // newBrowser's extra options are added to the defaults (a flag, say).
+//
+// Chromium's own output and chromedp's errors are kept (the last 16 KiB):
+// when the browser goes away in the middle of a test (its process exits,
+// or chromedp drops the connection on a message it cannot read), the
+// failure shows why. A step (browser.step) that loses the browser is run
+// once more with a new one; every assertion still has to pass.
 type browser struct {
-	ctx    context.Context
+	path  string
+	extra []chromedp.ExecAllocatorOption
+
+	ctx  context.Context
+	stop func()
+	out  *tail
+
+	// retrying is set while a step's first attempt runs: a lost browser
+	// then ends the attempt (errLost) instead of failing the test.
+	retrying bool
+
 	mu     sync.Mutex
 	errors []string
 }
 
+// errLost ends a step's first attempt when Chromium went away.
+var errLost = errors.New("Chromium went away")
+
 func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
-	path := chromium(t)
+	b := &browser{path: chromium(t), extra: extra, out: &tail{max: 16 << 10}}
+	b.start(t)
+	t.Cleanup(func() { b.stop() })
+	return b
+}
+
+// start starts a Chromium with a profile of its own.
+func (b *browser) start(t *testing.T) {
 	profile, err := os.MkdirTemp("", "obol-chromium-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.ExecPath(b.path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(profile), chromedp.WindowSize(1280, 800),
+		chromedp.UserDataDir(profile), chromedp.WindowSize(1280, 800), chromedp.CombinedOutput(b.out),
 	}
-	opts = append(opts, extra...)
+	opts = append(opts, b.extra...)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelC := chromedp.NewContext(actx)
+	ctx, cancelC := chromedp.NewContext(actx, chromedp.WithErrorf(b.out.printf))
 	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(func() {
+	b.ctx = ctx
+	b.stop = func() {
 		cancelT()
 		cancelC()
 		cancelA()
@@ -135,8 +163,10 @@ func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
 		for i := 0; i < 20 && os.RemoveAll(profile) != nil; i++ {
 			time.Sleep(50 * time.Millisecond)
 		}
-	})
-	b := &browser{ctx: ctx}
+	}
+	b.mu.Lock()
+	b.errors = nil
+	b.mu.Unlock()
 	chromedp.ListenTarget(ctx, func(ev any) {
 		var msg string
 		switch e := ev.(type) {
@@ -165,9 +195,57 @@ func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
 		}
 	})
 	if err := chromedp.Run(ctx, log.Enable(), emulation.SetDeviceMetricsOverride(1280, 800, 1, false)); err != nil {
-		t.Fatalf("starting %s: %v", path, err)
+		t.Fatalf("starting %s: %v\nits output:\n%s", b.path, err, b.out)
 	}
-	return b
+}
+
+// lost reports whether the browser went away: its context was cancelled,
+// which chromedp does when the process exits or the connection drops
+// (the test's own deadline gives context.DeadlineExceeded instead).
+func (b *browser) lost() bool { return errors.Is(b.ctx.Err(), context.Canceled) }
+
+// step runs body as the subtest name. If Chromium goes away during the
+// first attempt, the attempt ends, Chromium's output is logged, a new
+// Chromium is started and body runs again from its start; a second loss
+// fails the test. Assertions that failed before the loss stay failed. A
+// body that changes the agent must hold when run twice.
+func (b *browser) step(t *testing.T, name string, body func(t *testing.T)) {
+	t.Run(name, func(t *testing.T) {
+		if b.lost() {
+			t.Logf("Chromium went away before this step; its last output:\n%s", b.out)
+			b.restart(t)
+		}
+		if !b.attempt(t, body) {
+			return
+		}
+		t.Logf("Chromium went away during the step; its last output:\n%s\nrunning the step again with a new Chromium", b.out)
+		b.restart(t)
+		body(t)
+	})
+}
+
+// attempt runs body with a lost browser ending it, and reports whether
+// the browser was lost.
+func (b *browser) attempt(t *testing.T, body func(t *testing.T)) (lost bool) {
+	b.retrying = true
+	defer func() {
+		b.retrying = false
+		if r := recover(); r != nil {
+			if r != errLost {
+				panic(r)
+			}
+			lost = true
+		}
+	}()
+	body(t)
+	return false
+}
+
+// restart replaces a lost browser with a new one.
+func (b *browser) restart(t *testing.T) {
+	b.stop()
+	b.out.reset()
+	b.start(t)
 }
 
 // consoleErrors returns the errors collected since the last call, but
@@ -196,8 +274,52 @@ func (b *browser) consoleErrors(allowed string) []string {
 func (b *browser) run(t *testing.T, what string, actions ...chromedp.Action) {
 	t.Helper()
 	if err := chromedp.Run(b.ctx, actions...); err != nil {
+		if b.lost() {
+			if b.retrying {
+				t.Logf("%s: %v", what, err)
+				panic(errLost)
+			}
+			t.Fatalf("%s: %v: Chromium went away; its last output:\n%s", what, err, b.out)
+		}
 		t.Fatalf("%s: %v", what, err)
 	}
+}
+
+// tail keeps the last max bytes written to it; safe for concurrent use.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (w *tail) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	if over := len(w.buf) - w.max; over > 0 {
+		w.buf = append(w.buf[:0], w.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// printf writes one line: chromedp's errors.
+func (w *tail) printf(format string, args ...any) {
+	fmt.Fprintf(w, "chromedp: "+format+"\n", args...)
+}
+
+func (w *tail) reset() {
+	w.mu.Lock()
+	w.buf = nil
+	w.mu.Unlock()
+}
+
+func (w *tail) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) == 0 {
+		return "(none)"
+	}
+	return string(w.buf)
 }
 
 // screenshot writes docs/img/dashboard-NAME.png when OBOL_UPDATE_SCREENSHOTS=1.
@@ -215,3 +337,35 @@ func (b *browser) screenshot(t *testing.T, name string) {
 
 // screenshots reports whether the screenshots are to be written.
 func screenshots() bool { return os.Getenv("OBOL_UPDATE_SCREENSHOTS") == "1" }
+
+// TestBrowserStepRunsAgainAfterALostChromium kills Chromium in the middle
+// of a step's first attempt: the step runs again with a new Chromium and
+// passes, and the test after it has a working browser.
+func TestBrowserStepRunsAgainAfterALostChromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser; run without -short")
+	}
+	b := newBrowser(t)
+	attempts := 0
+	b.step(t, "kill Chromium on the first attempt", func(t *testing.T) {
+		attempts++
+		b.run(t, "open a page", chromedp.Navigate("about:blank"))
+		if attempts == 1 {
+			if err := chromedp.FromContext(b.ctx).Browser.Process().Kill(); err != nil {
+				t.Fatal(err)
+			}
+			<-b.ctx.Done()
+		}
+		var two int
+		b.run(t, "evaluate", chromedp.Evaluate(`1 + 1`, &two))
+		if two != 2 {
+			t.Errorf("1 + 1 = %d", two)
+		}
+	})
+	if attempts != 2 {
+		t.Errorf("the step ran %d times, want 2", attempts)
+	}
+	b.step(t, "the next step has a browser", func(t *testing.T) {
+		b.run(t, "open a page", chromedp.Navigate("about:blank"))
+	})
+}
