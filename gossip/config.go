@@ -126,7 +126,7 @@ type Config struct {
 	// Full queues hold up to ReceiveWorkers × ReceiveQueue × MaxDatagram
 	// bytes. 0: 1024; at most 65536.
 	ReceiveQueue int
-	// Unsequenced makes the node send unsequenced (version-1) messages,
+	// Unsequenced makes the node send unsequenced (packet.MsgSync) messages,
 	// as releases before sequenced streams did, so that its reconcile
 	// layer resends every change on its schedule instead of shipping it
 	// once: for comparisons, and a way back should repair misbehave. The

@@ -55,7 +55,7 @@ func (d *delegate) LocalState(join bool) []byte {
 	}
 	// The snapshot holds every message sent before it is taken: a peer
 	// that merges it need not ask for those (numbered only while every
-	// peer reads version 2).
+	// peer reads sequenced messages, packet.MsgSeqSync).
 	var seq uint64
 	if n.Repairs() {
 		n.sendMu.Lock()

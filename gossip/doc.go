@@ -25,16 +25,20 @@
 // Owners places each key hash on an owner and a successor, on a
 // consistent-hash ring of the live members' names (package ring) that
 // every node builds alike and rebuilds when the live set changes (Epoch);
-// SendTo sends a packet, unnumbered, to one member alone, such as a
-// key's owner, or a sum (packet.Packet.Sum) from the owner to a node
-// (route.go). Config.NoOwners keeps a node, and so the mesh, out of it.
+// SendTo sends a packet to one member alone, such as a key's owner, or a
+// sum (packet.Packet.Sum) from the owner to a node, numbered in this
+// node's stream to that member while Reships (packet.MsgTargeted) and
+// unnumbered otherwise (route.go). Config.NoOwners keeps a node, and so the mesh, out of it.
 //
 // memberlist delivers every datagram on one goroutine, behind a queue of
 // 4096 that it drops from when full. NotifyMsg only checks the size, reads
 // the sender's name (packet.Peek), copies the datagram and queues it
-// for the receive worker the name hashes to (Config.ReceiveWorkers), which
-// decodes it and calls Handler.HandlePacket: one origin's messages in the
-// order memberlist delivered them, origins in parallel (receive.go). A
+// for the receive worker the name hashes to (Config.ReceiveWorkers). The
+// worker dispatches on the message's type (packet.Type) in one switch: a
+// sync message is decoded and handed to Handler.HandlePacket, a request
+// or a reship request is answered (repair.go). One origin's messages are
+// handled in the order memberlist delivered them, origins in parallel
+// (receive.go). A
 // datagram that finds its worker's queue full is dropped, counted in
 // Stats.QueueDrops and logged at warn at most once a minute; the gap it
 // leaves is asked for like any loss.

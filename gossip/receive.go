@@ -147,27 +147,33 @@ func (n *Node) receiveLoop(q chan *[]byte) {
 	}
 }
 
-// receive decodes a sync message and hands it to the handler, unless it is
-// undecodable or claims this node's name (both counted in Stats.Dropped),
-// comes from a node declared dead or left or from an earlier incarnation
-// (Stats.NotMember), or was
-// heard before (Stats.Duplicates); only a message handed on counts as the
-// sender's last sync. A request it answers.
+// receive handles one datagram in the one switch over the message types
+// (packet.Type): a sync message of any type goes to receiveSync, a request
+// is answered (answerAsk), a reship request too (answerReship). A datagram
+// whose header does not decode is counted in Stats.Dropped.
 func (n *Node) receive(b []byte) {
-	if kind, _, err := packet.Peek(b); err == nil && kind == packet.KindRequest {
-		r, err := packet.DecodeRequest(b)
-		if err != nil || r.From == n.name {
-			n.dropped.Add(1)
-			n.log.Debug("gossip: dropped request", "bytes", len(b), "err", err)
-			return
-		}
-		if !n.enter() {
-			return
-		}
-		defer n.exit()
-		n.answer(r)
+	t, _, err := packet.Peek(b)
+	if err != nil {
+		n.accept(nil, err, len(b), "message")
 		return
 	}
+	switch t {
+	case packet.MsgSync, packet.MsgSeqSync, packet.MsgSum, packet.MsgTargeted:
+		n.receiveSync(b)
+	case packet.MsgRequest:
+		n.receiveRequest(b, n.answerAsk)
+	case packet.MsgReship:
+		n.receiveRequest(b, n.answerReship)
+	}
+}
+
+// receiveSync decodes a sync message and hands it to the handler, unless
+// it is undecodable or claims this node's name (both counted in
+// Stats.Dropped), comes from a node declared dead or left or from an
+// earlier incarnation (Stats.NotMember), or was heard before
+// (Stats.Duplicates); only a message handed on counts as the sender's last
+// sync.
+func (n *Node) receiveSync(b []byte) {
 	p := n.decode(b, "message")
 	if p == nil || !n.fromMember(p, "message") {
 		return
@@ -180,6 +186,27 @@ func (n *Node) receive(b []byte) {
 		n.received(p, len(b))
 		n.h.HandlePacket(p)
 	}
+}
+
+// receiveRequest decodes a request (a MsgRequest or a MsgReship) and
+// answers it with answer, unless it is undecodable or claims this node's
+// name (both counted in Stats.Dropped), or is about another incarnation's
+// stream (the asker will hear of this one).
+func (n *Node) receiveRequest(b []byte, answer func(*packet.Request)) {
+	r, err := packet.DecodeRequest(b)
+	if err != nil || r.From == n.name {
+		n.dropped.Add(1)
+		n.log.Debug("gossip: dropped request", "bytes", len(b), "err", err)
+		return
+	}
+	if !n.enter() {
+		return
+	}
+	defer n.exit()
+	if r.Target != n.inc {
+		return
+	}
+	answer(r)
 }
 
 // leftGrace is how long after a member left its messages are still heard:

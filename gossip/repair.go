@@ -37,7 +37,7 @@ const repairProtocol = 1
 const heartbeatProtocol = 4
 
 // stateProtocol is memberlist's delegate protocol max of a node that reads
-// a mesh state (packet.StateVersion) in a push/pull: what its peer holds
+// a mesh state (packet.MsgState) in a push/pull: what its peer holds
 // for other origins beside its own counts.
 const stateProtocol = 5
 
@@ -334,18 +334,12 @@ func memberNode(name, addr string) *memberlist.Node {
 	return &memberlist.Node{Name: name, Addr: ip, Port: uint16(p)}
 }
 
-// answer serves a peer's Request: the messages of this incarnation's
-// stream it asks for, sent again to it alone from the ring (a push/pull
-// with it when any is no longer kept), and the names of the hashes it
-// asks for, when the handler can tell them (NameSource).
-func (n *Node) answer(r *packet.Request) {
-	if r.Target != n.inc {
-		return // another incarnation's stream: the asker will hear of this one
-	}
-	if r.Reship {
-		n.answerTargeted(r)
-		return
-	}
+// answerAsk answers a peer's MsgRequest about this incarnation's stream
+// (receiveRequest checked the incarnation): the messages it asks for, sent
+// again to it alone from the ring (a push/pull with it when any is no
+// longer kept), and the names of the hashes it asks for, when the handler
+// can tell them (NameSource).
+func (n *Node) answerAsk(r *packet.Request) {
 	if len(r.Seqs) > 0 {
 		msgs := make([][]byte, 0, len(r.Seqs))
 		gone := false
@@ -399,13 +393,13 @@ func (n *Node) answer(r *packet.Request) {
 // every peer and of their targeted streams to it alike.
 func newIn() *stream.In { return stream.NewIn(stream.Options{}) }
 
-// answerTargeted answers a Request about this node's targeted stream to
-// the asker: the messages Seqs still kept, sent again; for those no longer
+// answerReship answers a MsgReship, a Request about this node's targeted
+// stream to the asker (receiveRequest checked the incarnation): the messages Seqs still kept, sent again; for those no longer
 // kept, an empty message under their seq (so that the asker stops waiting
 // for them) and a reship of everything the handler routes to the asker
 // (Reshipper), which holds whatever they held; a reship alone when the
 // Request lists no seqs (the asker gave up on a gap).
-func (n *Node) answerTargeted(r *packet.Request) {
+func (n *Node) answerReship(r *packet.Request) {
 	var msgs [][]byte
 	gone := len(r.Seqs) == 0
 	n.laneMu.Lock()

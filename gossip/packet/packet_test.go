@@ -791,8 +791,8 @@ func TestPeek(t *testing.T) {
 			if err != nil || string(from) != tc.want {
 				t.Fatalf("Peek = %q, %v; want %q", from, err, tc.want)
 			}
-			if kind != KindSync {
-				t.Fatalf("Peek's kind %d, want KindSync", kind)
+			if kind.IsRequest() {
+				t.Fatalf("Peek's type %v, want a sync message", kind)
 			}
 			if tc.decodeFail != (derr != nil) {
 				t.Fatalf("Decode error %v, want one: %v", derr, tc.decodeFail)
@@ -843,7 +843,7 @@ func FuzzPeek(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		kind, from, err := Peek(b)
 		p, derr := Decode(b)
-		if kind == KindRequest {
+		if kind.IsRequest() {
 			r, rerr := DecodeRequest(b)
 			if derr == nil || !errors.Is(derr, ErrVersion) {
 				t.Fatalf("Decode of a request: %v, want ErrVersion", derr)
@@ -870,6 +870,9 @@ func FuzzPeek(f *testing.F) {
 		}
 		if derr == nil && p.From != string(from) {
 			t.Fatalf("Decode's From %q, Peek's %q", p.From, from)
+		}
+		if derr == nil && p.Type() != kind {
+			t.Fatalf("Decode's packet is a %v, Peek says %v", p.Type(), kind)
 		}
 	})
 }

@@ -50,7 +50,7 @@ func TestSplitNumbersMessages(t *testing.T) {
 			if q.Seq != want {
 				t.Fatalf("seq %d: message %d has Seq %d, want %d", seq, i, q.Seq, want)
 			}
-			if v := b[1]; (seq == 0) != (v == WireVersion) {
+			if v := Type(b[1]); (seq == 0) != (v == MsgSync) {
 				t.Fatalf("seq %d: message %d is version %d", seq, i, v)
 			}
 			got.Names = append(got.Names, q.Names...)
@@ -82,7 +82,7 @@ func TestRequestRoundTrip(t *testing.T) {
 			t.Fatalf("round trip: got %+v, want %+v", *got, r)
 		}
 		kind, from, err := Peek(b)
-		if err != nil || kind != KindRequest || string(from) != r.From {
+		if err != nil || !kind.IsRequest() || string(from) != r.From {
 			t.Fatalf("Peek = %d, %q, %v; want a request from %q", kind, from, err, r.From)
 		}
 		if len(b) > 2500 {

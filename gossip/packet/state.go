@@ -13,18 +13,17 @@ import (
 	"github.com/obol-dev/obol/internal/wire/mpwire"
 )
 
-// StateVersion is the version of a mesh state: a Full packet with Held
-// origins (EncodeState, DecodeState). It is never a datagram: Decode refuses
-// it, and only a push/pull state or a state file holds one.
+// A mesh state (MsgState) is a Full packet with Held origins (EncodeState,
+// DecodeState). It is never a datagram: Decode and Peek refuse it, and only
+// a push/pull state or a state file holds one.
 //
 //	state = [7, from str, incarnation uint, own bin, held]
 //	held  = [bin, …]
 //
-// own is the node's own snapshot, a message of version 1 or 2 with Full
-// set, from the same origin and incarnation; each held bin is a message of
-// version 1 (not Full, no gauges) whose origin is the origin held. A key's
-// name rides the first message of the state that has the key.
-const StateVersion = 7
+// own is the node's own snapshot, a MsgSync or MsgSeqSync message with
+// Full set, from the same origin and incarnation; each held bin is a
+// MsgSync message (not Full, no gauges) whose origin is the origin held. A
+// key's name rides the first message of the state that has the key.
 
 // MaxHeld bounds the origins one state holds: DecodeState refuses more,
 // EncodeState too.
@@ -95,7 +94,7 @@ func EncodeState(p *Packet) ([]byte, error) {
 	}
 	buf := make([]byte, 0, len(ob)+64)
 	buf = mpwire.AppendArrayLen(buf, 5)
-	buf = mpwire.AppendInt(buf, StateVersion)
+	buf = mpwire.AppendInt(buf, int64(MsgState))
 	buf = mpwire.AppendStr(buf, p.From)
 	buf = appendUint(buf, p.Incarnation)
 	buf = appendBin(buf, ob)
@@ -137,7 +136,7 @@ func appendBin(b, v []byte) []byte {
 }
 
 // DecodeState parses a push/pull state or a state file: a mesh state
-// (EncodeState) or a full message of version 1 or 2 (Encode). It is as
+// (EncodeState) or a full MsgSync or MsgSeqSync message (Encode). It is as
 // strict as Decode: anything else is an error wrapping ErrMalformed or
 // ErrVersion that names the part that was wrong. The Held origins' names
 // are in the packet's Names. It never panics. Safe for concurrent use.
@@ -153,7 +152,7 @@ func DecodeState(b []byte) (*Packet, error) {
 		return Decode(b)
 	}
 	v, err := r.Uint()
-	if err != nil || v != StateVersion {
+	if err != nil || v != uint64(MsgState) {
 		p, err := Decode(b)
 		if err == nil && !p.Full {
 			return nil, fmt.Errorf("%w: state: a version-%d message that is not full", ErrMalformed, v)
@@ -164,7 +163,7 @@ func DecodeState(b []byte) (*Packet, error) {
 		return fmt.Errorf("%w: state: %s at byte %d: %s", ErrMalformed, field, r.Pos(), fmt.Sprintf(format, args...))
 	}
 	if n != 5 {
-		return nil, bad("message", "array of %d elements, want 5 for version %d", n, StateVersion)
+		return nil, bad("message", "array of %d elements, want 5 for version %d", n, MsgState)
 	}
 	if c, err := r.Peek(); err != nil || !mpwire.IsStr(c) {
 		return nil, bad("from", "want a string")
@@ -206,7 +205,7 @@ func DecodeState(b []byte) (*Packet, error) {
 	}
 	nh, err := r.ArrayLen()
 	// A held message takes at least 8 bytes: its bin header and a
-	// version-1 message with a one-byte name.
+	// MsgSync message with a one-byte name.
 	if err != nil || nh > MaxHeld || nh > r.Len()/8 {
 		return nil, bad("held", "want at most %d held origins within the bytes left", MaxHeld)
 	}
@@ -223,7 +222,7 @@ func DecodeState(b []byte) (*Packet, error) {
 			return nil, fmt.Errorf("state: held[%d]: %w", i, err)
 		}
 		if h.Full || h.Seq != 0 || h.Sum || h.Targeted || len(h.Gauges) > 0 {
-			return nil, bad(fmt.Sprintf("held[%d]", i), "want a version-1 message of counts and marks")
+			return nil, bad(fmt.Sprintf("held[%d]", i), "want a version-1 (sync) message of counts and marks, not full")
 		}
 		p.Names = append(p.Names, h.Names...)
 		p.Held = append(p.Held, Held{From: h.From, Incarnation: h.Incarnation, Counts: h.Counts, Marks: h.Marks})

@@ -13,8 +13,8 @@ func TestSumRoundTrip(t *testing.T) {
 		Names:  []Name{{Hash: 7, Resource: "ns/r", Domain: "d"}},
 		Counts: []Count{{Hash: 7, Slot: 1, Bucket: 1_700_000_000_000, Value: 41}, {Hash: 8, Slot: 1, Bucket: 1_700_000_000_100, Value: 2}}}
 	b := mustEncode(p)
-	if b[1] != SumVersion {
-		t.Fatalf("version byte %d, want %d", b[1], SumVersion)
+	if Type(b[1]) != MsgSum {
+		t.Fatalf("version byte %d, want %d", b[1], MsgSum)
 	}
 	q, err := Decode(b)
 	if err != nil {
@@ -29,11 +29,11 @@ func TestSumRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range msgs {
-		if m[1] != SumVersion {
-			t.Fatalf("split message version %d, want %d", m[1], SumVersion)
+		if Type(m[1]) != MsgSum {
+			t.Fatalf("split message version %d, want %d", m[1], MsgSum)
 		}
 	}
-	if k, from, err := Peek(b); err != nil || k != KindSync || string(from) != "owner" {
+	if k, from, err := Peek(b); err != nil || k.IsRequest() || string(from) != "owner" {
 		t.Fatalf("Peek = %v %q %v", k, from, err)
 	}
 
@@ -49,12 +49,12 @@ func TestSumRoundTrip(t *testing.T) {
 	}
 	// The decoder refuses the same shapes written by hand.
 	full := mustEncode(&Packet{From: "o", Full: true})
-	full[1] = SumVersion
+	full[1] = byte(MsgSum)
 	if _, err := Decode(full); !errors.Is(err, ErrMalformed) {
 		t.Errorf("full sum: %v, want ErrMalformed", err)
 	}
 	marks := mustEncode(&Packet{From: "o", Marks: []Mark{{Hash: 1, Slot: 1, At: 5}}})
-	marks[1] = SumVersion
+	marks[1] = byte(MsgSum)
 	if _, err := Decode(marks); !errors.Is(err, ErrMalformed) {
 		t.Errorf("sum with marks: %v, want ErrMalformed", err)
 	}

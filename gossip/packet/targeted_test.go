@@ -15,8 +15,8 @@ func TestTargetedRoundTrip(t *testing.T) {
 			Names:  []Name{{Hash: 7, Resource: "ns/r", Domain: "d"}},
 			Counts: []Count{{Hash: 7, Slot: 1, Bucket: 1_700_000_000_000, Value: 41}, {Hash: 8, Slot: 1, Bucket: 1_700_000_000_100, Value: 2}}}
 		b := mustEncode(p)
-		if b[1] != TargetedVersion {
-			t.Fatalf("version byte %d, want %d", b[1], TargetedVersion)
+		if Type(b[1]) != MsgTargeted {
+			t.Fatalf("version byte %d, want %d", b[1], MsgTargeted)
 		}
 		q, err := Decode(b)
 		if err != nil {
@@ -42,7 +42,7 @@ func TestTargetedRoundTrip(t *testing.T) {
 				t.Fatalf("message %d: targeted=%v sum=%v seq=%d, want true %v %d", i, q.Targeted, q.Sum, q.Seq, sum, 41+i)
 			}
 		}
-		if k, from, err := Peek(b); err != nil || k != KindSync || string(from) != "n1" {
+		if k, from, err := Peek(b); err != nil || k.IsRequest() || string(from) != "n1" {
 			t.Fatalf("Peek = %v %q %v", k, from, err)
 		}
 	}
@@ -58,13 +58,13 @@ func TestTargetedRoundTrip(t *testing.T) {
 	}
 	// The decoder refuses a seq of 0 and marks, written by hand.
 	zero := mustEncode(&Packet{From: "o", Seq: 1, Counts: []Count{{Hash: 1, Value: 1}}})
-	zero[1] = TargetedVersion
+	zero[1] = byte(MsgTargeted)
 	zero[5] = 0 // the seq, after [0x97, 5, 0xa1 'o', incarnation 0]
 	if _, err := Decode(zero); !errors.Is(err, ErrMalformed) {
 		t.Errorf("seq 0: %v, want ErrMalformed", err)
 	}
 	marks := mustEncode(&Packet{From: "o", Seq: 1, Marks: []Mark{{Hash: 1, Slot: 1, At: 5}}})
-	marks[1] = TargetedVersion
+	marks[1] = byte(MsgTargeted)
 	if _, err := Decode(marks); !errors.Is(err, ErrMalformed) {
 		t.Errorf("targeted with marks: %v, want ErrMalformed", err)
 	}
@@ -78,8 +78,8 @@ func TestReshipRequestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b[1] != ReshipVersion {
-		t.Fatalf("version byte %d, want %d", b[1], ReshipVersion)
+	if Type(b[1]) != MsgReship {
+		t.Fatalf("version byte %d, want %d", b[1], MsgReship)
 	}
 	q, err := DecodeRequest(b)
 	if err != nil {
@@ -88,7 +88,7 @@ func TestReshipRequestRoundTrip(t *testing.T) {
 	if !q.Reship || q.From != "asker" || q.Incarnation != 3 || q.Target != 8 || len(q.Seqs) != 2 {
 		t.Fatalf("decoded %+v", q)
 	}
-	if k, from, err := Peek(b); err != nil || k != KindRequest || string(from) != "asker" {
+	if k, from, err := Peek(b); err != nil || !k.IsRequest() || string(from) != "asker" {
 		t.Fatalf("Peek = %v %q %v", k, from, err)
 	}
 	if _, err := Decode(b); !errors.Is(err, ErrVersion) {
