@@ -30,5 +30,7 @@
 // local.Cluster, each resource's Res its local.Recorder (own.go), and it is
 // an Applier to the Cluster (cluster.go). How long a slot's records matter
 // comes from the engine's rules (local.TierSpans, local.GCRALife; params.go);
-// merge.go is the merge of peers' packets, pure.
+// merge.go is the merge of peers' packets, pure, and sum.go owner mode's.
+// The Cluster's steps have a file each: tick.go (Run, Step, Flush),
+// ship.go, receive.go (HandlePacket) and repair.go (Snapshot, reships).
 package reconcile

@@ -1,0 +1,151 @@
+package reconcile
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/obol-dev/obol/gossip/packet"
+)
+
+// receive.go is the receive step: a peer's packet (a sync message, a sum
+// or a push/pull state) merged into the table (merge.go, sum.go, held.go)
+// in one switch over what it is, and the growth applied to the engine;
+// a peer memberlist declared gone dropped.
+
+// HandlePacket merges a peer's packet (gossip.Handler). It never blocks on
+// the network: the engine applies the growth in memory.
+func (c *Cluster) HandlePacket(p *packet.Packet) {
+	now := c.clock.Now().UnixMilli()
+	if p.From == c.name && p.Incarnation != c.inc {
+		c.stats.nameConflicts.Add(1)
+		if last := c.selfConflictAt.Load(); (last == 0 || now-last > 60_000) && c.selfConflictAt.CompareAndSwap(last, now) {
+			c.log.Error("another live agent uses this node's name: counts and holds of the two cannot be told apart; give each agent a unique --node-name",
+				"node_name", c.name, "incarnation", c.inc, "other_incarnation", p.Incarnation)
+			if c.onConflict != nil {
+				c.onConflict(p.Incarnation)
+			}
+		}
+		return
+	}
+	buf := opBufs.Get().(*[]op)
+	defer func() {
+		if cap(*buf) > maxPooledOps {
+			return // a snapshot's: let it go
+		}
+		clear(*buf) // drop the names they point to
+		*buf = (*buf)[:0]
+		opBufs.Put(buf)
+	}()
+	c.mu.Lock()
+	var ops []op
+	ok := true
+	ops = (*buf)[:0]
+	var tats []packet.Mark
+	if p.Full && !p.Sum {
+		tats = takeTATs(p)
+		if !p.Join || now-c.started > joinFloors.Milliseconds() || !c.floored.CompareAndSwap(false, true) {
+			tats = nil // not this node's join: see joinFloors
+		}
+	}
+	held := p.Full && len(p.Held) > 0 && !p.Sum
+	if held { // every entry of the state before any count (mergeHeld)
+		ops, _ = c.tab.mergeHeld(p.Names, p.Held, true, now, ops)
+	}
+	if p.Sum {
+		ops = c.tab.mergeSum(p, now, ops)
+	} else {
+		ops, ok = c.tab.merge(p, now, ops)
+	}
+	if held {
+		var grew int
+		ops, grew = c.tab.mergeHeld(nil, p.Held, false, now, ops)
+		c.stats.heldStates.Add(1)
+		c.stats.heldGrew.Add(uint64(grew))
+	}
+	ops = c.tab.floors(tats, ops)
+	if len(c.tab.grew) > 0 {
+		next := c.tick.Load() + 1
+		for _, g := range c.tab.grew {
+			c.noteGrowth(g.h, g.o, g.slot, g.bucket, int64(g.d), next, now)
+		}
+		clear(c.tab.grew)
+		c.tab.grew = c.tab.grew[:0]
+	}
+	kick := c.relayKick
+	c.relayKick = false
+	asks := c.tab.takeAsks()
+	ops, asks = c.ownNames(ops, asks, now)
+	*buf = ops
+	c.mu.Unlock()
+	if kick {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+	c.askNames(asks)
+	if ok && len(p.Names) > 0 {
+		c.named.heard(p.Names, now)
+	}
+	if !ok {
+		c.stats.stale.Add(1)
+		return
+	}
+	c.stats.packetsMerged.Add(1)
+	if p.Sum {
+		c.stats.sumsMerged.Add(1)
+	}
+	if !p.Full && len(p.Counts) > 0 {
+		newest := p.Counts[0].Bucket
+		for _, cn := range p.Counts[1:] {
+			newest = max(newest, cn.Bucket)
+		}
+		c.stats.lag.observe(now - newest)
+	}
+	c.apply(ops, now)
+}
+
+// opBufs holds the op buffers HandlePacket merges into, so that a stream
+// of packets allocates none once the buffers have grown; one grown past
+// maxPooledOps (by a push/pull snapshot) is not kept.
+var opBufs = sync.Pool{New: func() any { return new([]op) }}
+
+const maxPooledOps = 4096
+
+func (c *Cluster) apply(ops []op, now int64) {
+	b := c.applier.Load()
+	if b == nil {
+		return
+	}
+	side := c.side.Load()
+	for i := range ops {
+		o := &ops[i]
+		a := b.a
+		if side != nil && strings.HasPrefix(o.resource, side.prefix) && !strings.Contains(o.resource, "/") {
+			a = side.a
+		}
+		switch o.kind {
+		case opEntry:
+			a.ApplyEntry(o.resource, o.domain, o.slot, o.at, now)
+		case opCount:
+			if l, ok := c.life(o.resource, uint32(o.slot), false); ok && o.at+l+c.grace() <= now {
+				c.stats.tooOld.Add(uint64(o.n))
+				continue
+			}
+			a.ApplyCount(o.resource, o.domain, o.slot, o.at, c.width(o.resource, o.slot), o.n, now)
+			c.stats.countsApplied.Add(o.n)
+		case opHolds:
+			a.AddRemoteHolds(o.resource, o.domain, o.n)
+		}
+	}
+}
+
+// NodeGone drops the holds of a node memberlist declared left or dead
+// (gossip.Handler).
+func (c *Cluster) NodeGone(name string) {
+	c.mu.Lock()
+	ops := c.tab.gone(name, nil)
+	c.mu.Unlock()
+	c.stats.nodesGone.Add(1)
+	c.apply(ops, c.clock.Now().UnixMilli())
+}
