@@ -12,8 +12,10 @@ import (
 // in one switch over what it is, and the growth applied to the engine;
 // a peer memberlist declared gone dropped.
 
-// HandlePacket merges a peer's packet (gossip.Handler). It never blocks on
-// the network: the engine applies the growth in memory.
+// HandlePacket merges a peer's packet (gossip.Handler): a sum, a full
+// state and any other sync message each merge their own way, chosen in one
+// switch. It never blocks on the network: the engine applies the growth in
+// memory.
 func (c *Cluster) HandlePacket(p *packet.Packet) {
 	now := c.clock.Now().UnixMilli()
 	if p.From == c.name && p.Incarnation != c.inc {
@@ -37,32 +39,15 @@ func (c *Cluster) HandlePacket(p *packet.Packet) {
 		opBufs.Put(buf)
 	}()
 	c.mu.Lock()
-	var ops []op
-	ok := true
-	ops = (*buf)[:0]
-	var tats []packet.Mark
-	if p.Full && !p.Sum {
-		tats = takeTATs(p)
-		if !p.Join || now-c.started > joinFloors.Milliseconds() || !c.floored.CompareAndSwap(false, true) {
-			tats = nil // not this node's join: see joinFloors
-		}
-	}
-	held := p.Full && len(p.Held) > 0 && !p.Sum
-	if held { // every entry of the state before any count (mergeHeld)
-		ops, _ = c.tab.mergeHeld(p.Names, p.Held, true, now, ops)
-	}
-	if p.Sum {
+	ops, ok := (*buf)[:0], true
+	switch { // the one switch over what p is; gossip dispatched on its wire type
+	case p.Sum: // a MsgSum, or a MsgTargeted sum: a key's owner's (sum.go)
 		ops = c.tab.mergeSum(p, now, ops)
-	} else {
+	case p.Full: // a push/pull state or a state file, maybe a mesh state
+		ops, ok = c.mergeState(p, now, ops)
+	default: // a MsgSync, a MsgSeqSync, or a MsgTargeted of counts (merge.go)
 		ops, ok = c.tab.merge(p, now, ops)
 	}
-	if held {
-		var grew int
-		ops, grew = c.tab.mergeHeld(nil, p.Held, false, now, ops)
-		c.stats.heldStates.Add(1)
-		c.stats.heldGrew.Add(uint64(grew))
-	}
-	ops = c.tab.floors(tats, ops)
 	if len(c.tab.grew) > 0 {
 		next := c.tick.Load() + 1
 		for _, g := range c.tab.grew {
@@ -103,6 +88,29 @@ func (c *Cluster) HandlePacket(p *packet.Packet) {
 		c.stats.lag.observe(now - newest)
 	}
 	c.apply(ops, now)
+}
+
+// mergeState merges, c.mu held, a full state p: every held origin's
+// entries before any count (mergeHeld), p's own origin's (merge), then the
+// held origins' counts, and the floors of the tier entries a joiner takes
+// from its first state (joinFloors). It reports merge's ok.
+func (c *Cluster) mergeState(p *packet.Packet, now int64, ops []op) ([]op, bool) {
+	tats := takeTATs(p)
+	if !p.Join || now-c.started > joinFloors.Milliseconds() || !c.floored.CompareAndSwap(false, true) {
+		tats = nil // not this node's join: see joinFloors
+	}
+	held := len(p.Held) > 0
+	if held { // every entry of the state before any count (mergeHeld)
+		ops, _ = c.tab.mergeHeld(p.Names, p.Held, true, now, ops)
+	}
+	ops, ok := c.tab.merge(p, now, ops)
+	if held {
+		var grew int
+		ops, grew = c.tab.mergeHeld(nil, p.Held, false, now, ops)
+		c.stats.heldStates.Add(1)
+		c.stats.heldGrew.Add(uint64(grew))
+	}
+	return c.tab.floors(tats, ops), ok
 }
 
 // opBufs holds the op buffers HandlePacket merges into, so that a stream
