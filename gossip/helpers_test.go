@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,12 +135,8 @@ func (r *recorder) count(match func(*packet.Packet) bool) int {
 // memberlist's real events, never on a fixed sleep.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !poll(within, cond) {
+		t.Fatalf("after %v: %s", within, what)
 	}
 }
 
@@ -147,13 +144,50 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 // check that memberlist's real events do not bring something about.
 func never(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if poll(d, cond) {
+		t.Fatal(what)
+	}
+}
+
+// poll calls cond every 5 ms until it holds (true) or d has passed
+// (false). It is a poll because what the tests wait for has no event to
+// wait on: memberlist reports membership and its datagrams to the node, not
+// to the test, and the conditions read the node's state and counters
+// (Live, Stats, what the recorder was handed) across its goroutines.
+func poll(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			t.Fatal(what)
+	for !cond() {
+		if !time.Now().Before(deadline) {
+			return false
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	return true
+}
+
+// markers numbers the markers handledAfter sends.
+var markers atomic.Uint64
+
+// handledAfter sends a marker (a count of a hash no test uses) from node
+// from to the member named to, whose handler is rec, and waits until rec
+// has it. One origin's datagrams are handled in the order they were sent
+// (the fault network sends at once when it neither drops nor delays,
+// loopback UDP keeps their order, memberlist hands them to the node on one
+// goroutine, and the node to one receive worker per sender), so once the
+// marker is handled every request from sent to before it has been
+// answered: the event a test waits on, in place of a fixed sleep, to see
+// that a request was not answered.
+func handledAfter(t *testing.T, from *Node, to string, rec *recorder) {
+	t.Helper()
+	h := 1<<62 + markers.Add(1)
+	if err := from.SendTo(to, &packet.Packet{Counts: []packet.Count{{Hash: h, Bucket: 1_700_000_000_000, Value: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the marker from "+from.Name()+" is handled", func() bool {
+		return rec.count(func(p *packet.Packet) bool {
+			return p.From == from.Name() && len(p.Counts) == 1 && p.Counts[0].Hash == h
+		}) == 1
+	})
 }
 
 // settled polls until no datagram has crossed fn's partition for 200 ms

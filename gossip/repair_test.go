@@ -171,7 +171,7 @@ func TestAskNames(t *testing.T) {
 		}) == 1
 	})
 	b.AskNames("a", a.Incarnation()+1, []uint64{7}) // another incarnation's: not answered
-	time.Sleep(200 * time.Millisecond)
+	handledAfter(t, b.Node, "a", src.recorder)
 	src.mu.Lock()
 	asks := len(src.asked)
 	src.mu.Unlock()

@@ -536,7 +536,15 @@ func TestReshipAsked(t *testing.T) {
 		return b.rec.count(func(p *packet.Packet) bool { return p.From == "n0" && p.Targeted && p.Seq == 4 && len(p.Counts) == 0 }) >= 1
 	})
 	made := len(a.rec.reshipped())
-	time.Sleep(500 * time.Millisecond) // past the asks' retries
+	// Past the asks' retries: once n1's receivers have no gap open it asks
+	// nothing more, and once n0 handled what n1 sent it after that, n0 has
+	// answered every ask n1 made.
+	eventually(t, 5*time.Second, "n1 has no gap open", func() bool {
+		b.inMu.Lock()
+		defer b.inMu.Unlock()
+		return !b.in.Pending() && !b.tin.Pending()
+	})
+	handledAfter(t, b.Node, "n0", a.rec)
 	if got := a.rec.reshipped(); len(got) != made || got[0] != "n1" {
 		t.Fatalf("reships made for %v after the gap closed, %d before", got, made)
 	}

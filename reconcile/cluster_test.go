@@ -307,6 +307,8 @@ func TestRunCoalescesFlushesWithinTheGap(t *testing.T) {
 	fc := clock.NewFake(t0)
 	net, nodes := cluster(t, fc, "a", "b", "c")
 	a := nodes[0]
+	shipped := make(chan *packet.Packet, 8)
+	a.c.SetSender(notifySender{memSender{net, "a"}, shipped})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { a.c.Run(ctx); close(done) }()
@@ -314,20 +316,54 @@ func TestRunCoalescesFlushesWithinTheGap(t *testing.T) {
 
 	flushes := func() uint64 { return a.c.Stats().Flushes }
 	req(t, a, fc.Now(), "t/one", "u", 1) // threshold 1 hit: a flush at once
-	waitFor(t, "the first flush", func() bool { return flushes() == 1 })
+	awaitSend(t, shipped, "the first flush")
 	req(t, a, fc.Now(), "t/one", "v", 1) // within the gap: deferred
 	req(t, a, fc.Now(), "t/one", "w", 1)
-	waitFor(t, "the flusher to wait for the gap", func() bool { return fc.Waiters() > 1 })
+	// The flusher waits for the gap's end on the clock, beside Run's tick:
+	// it is done with the first flush.
+	wait, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	if err := fc.BlockUntil(wait, 2); err != nil {
+		t.Fatalf("waiting for the flusher to wait for the gap: %v", err)
+	}
 	if got := flushes(); got != 1 {
 		t.Fatalf("flushes = %d within the gap, want 1", got)
 	}
 	fc.Advance(reconcile.DefaultFlushGap) // the test's windows are 1 s or more
-	waitFor(t, "the flush at the gap's end", func() bool { return flushes() == 2 })
-	net.mu.Lock()
-	last := net.sent[len(net.sent)-1]
-	net.mu.Unlock()
+	last := awaitSend(t, shipped, "the flush at the gap's end")
 	if len(last.Names) != 2 {
 		t.Errorf("the deferred flush carries %d keys' names, want both keys hit in the gap (v, w)", len(last.Names))
+	}
+	cancel()
+	<-done // Run returns once its flusher is done
+	if got := flushes(); got != 2 {
+		t.Errorf("flushes = %d, want 2 (the first, and the one at the gap's end)", got)
+	}
+}
+
+// notifySender is a memSender that also hands every packet it sends to
+// shipped: the event a test of Run waits on.
+type notifySender struct {
+	memSender
+	shipped chan<- *packet.Packet
+}
+
+func (s notifySender) Send(p *packet.Packet) error {
+	err := s.memSender.Send(p)
+	s.shipped <- p
+	return err
+}
+
+// awaitSend returns the next packet sent through shipped, failing the test
+// after 10 s without one.
+func awaitSend(t *testing.T, shipped <-chan *packet.Packet, what string) *packet.Packet {
+	t.Helper()
+	select {
+	case p := <-shipped:
+		return p
+	case <-time.After(10 * time.Second):
+		t.Fatalf("waiting for %s: nothing sent after 10 s", what)
+		return nil
 	}
 }
 
@@ -509,18 +545,6 @@ func TestGCRABucketAgedOutBeforeShippingStillShips(t *testing.T) {
 	// Exact: TAT t0+1.5s; at t0+1.1s, floor((1.1+1−1.5)/0.1) = 6 fit.
 	if d := req(t, b, fc.Now(), "g/bucket", "k", 0); d.Remaining != 6 {
 		t.Fatalf("b: remaining %d, want 6 (a's spend at t0 was never shipped?)", d.Remaining)
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: still not after 10 s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

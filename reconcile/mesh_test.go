@@ -142,7 +142,10 @@ func waitMesh(t *testing.T, m *mesh, d time.Duration, what string, ticking bool,
 		if ticking {
 			m.tick(t)
 		}
-		time.Sleep(5 * time.Millisecond) // a poll of the real network
+		// A poll of the real network: memberlist and the gossip nodes
+		// report membership and datagrams to the clusters, not to the
+		// test, so no event marks the conditions waited for here.
+		time.Sleep(5 * time.Millisecond)
 	}
 	return time.Since(start)
 }
