@@ -16,6 +16,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
+// group is one key's entries: a hash, at most one name and ranges of the
 // packet's entries (in the backing arrays of a grouped packet).
 type group struct {
 	hash    uint64

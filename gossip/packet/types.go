@@ -226,8 +226,6 @@ type Gauge struct {
 	Version uint64
 }
 
-// group is one key's entries: a hash, at most one name and ranges of the
-
 // Request asks the origin of a stream for what its sender lacks: the
 // messages numbered Seqs of the origin's incarnation Target (to be sent
 // again), and the names of the key hashes Hashes. From and Incarnation are
