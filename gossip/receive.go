@@ -157,7 +157,7 @@ func (n *Node) receive(b []byte) {
 		n.accept(nil, err, len(b), "message")
 		return
 	}
-	switch t {
+	switch t { // Peek refuses every other type: a MsgState is never a datagram
 	case packet.MsgSync, packet.MsgSeqSync, packet.MsgSum, packet.MsgTargeted:
 		n.receiveSync(b)
 	case packet.MsgRequest:
