@@ -11,12 +11,12 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/obol-dev/obol/config"
-	"github.com/obol-dev/obol/internal/clustersim"
 	"github.com/obol-dev/obol/internal/wire/mpwire"
+	"github.com/obol-dev/obol/sim/cluster"
 )
 
 // simcluster.go is POST /v1/simulate/cluster: a virtual-time simulation of
-// N agents sharing one resource (internal/clustersim), run twice, with
+// N agents sharing one resource (sim/cluster), run twice, with
 // drift shipping and tick-only, under /v1/simulate's bounds.
 
 const (
@@ -52,8 +52,8 @@ const clusterFields = "resource, nodes, sync_interval_ms, drift, delay_ms, loss,
 
 // decodeCluster reads a cluster simulation body into a scenario (its
 // Resource parsed and normalized). Every error names the field.
-func decodeCluster(data []byte) (clustersim.Scenario, error) {
-	var sc clustersim.Scenario
+func decodeCluster(data []byte) (cluster.Scenario, error) {
+	var sc cluster.Scenario
 	var b clusterBody
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.DisallowUnknownFields()
@@ -88,14 +88,14 @@ func decodeCluster(data []byte) (clustersim.Scenario, error) {
 		}
 		sc.Drift = v
 	}
-	sc.Delay = clustersim.DefaultDelay
+	sc.Delay = cluster.DefaultDelay
 	if v := b.DelayMs; v != nil {
 		if !(*v >= 0 && *v <= 10_000) {
 			return sc, &fieldError{Field: "delay_ms", Msg: fmt.Sprintf("must be 0 to 10000, got %g", *v)}
 		}
 		sc.Delay = time.Duration(*v * float64(time.Millisecond))
 		if sc.Delay == 0 {
-			sc.Delay = clustersim.NoDelay
+			sc.Delay = cluster.NoDelay
 		}
 	}
 	if v := b.Loss; v != nil {
@@ -112,10 +112,10 @@ func decodeCluster(data []byte) (clustersim.Scenario, error) {
 	}
 	if v := b.Skew; v != nil {
 		switch *v {
-		case clustersim.SkewEven, clustersim.SkewHot, clustersim.SkewZipf:
+		case cluster.SkewEven, cluster.SkewHot, cluster.SkewZipf:
 			sc.Skew = *v
 		default:
-			return sc, &fieldError{Field: "skew", Msg: fmt.Sprintf("must be %q, %q or %q, got %q", clustersim.SkewEven, clustersim.SkewHot, clustersim.SkewZipf, *v)}
+			return sc, &fieldError{Field: "skew", Msg: fmt.Sprintf("must be %q, %q or %q, got %q", cluster.SkewEven, cluster.SkewHot, cluster.SkewZipf, *v)}
 		}
 	}
 	if v := b.Keys; v != nil {
@@ -139,7 +139,7 @@ func decodeCluster(data []byte) (clustersim.Scenario, error) {
 	}
 	sc.Resource = res
 	if err := sc.Validate(); err != nil {
-		return sc, &fieldError{Field: "", Msg: strings.TrimPrefix(err.Error(), clustersim.ErrScenario.Error()+": ")}
+		return sc, &fieldError{Field: "", Msg: strings.TrimPrefix(err.Error(), cluster.ErrScenario.Error()+": ")}
 	}
 	return sc, nil
 }
@@ -176,7 +176,7 @@ type clusterFigures struct {
 	Grants             int     `json:"grants"`
 }
 
-func figures(r clustersim.Result) clusterFigures {
+func figures(r cluster.Result) clusterFigures {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	return clusterFigures{
 		WorstWindowRatio: r.WorstWindowRatio, MeanWindowRatio: r.MeanWindowRatio, FalseDenials: r.FalseDenials,
@@ -230,10 +230,10 @@ func (s *Server) runClusterSimulation(ctx *fasthttp.RequestCtx) {
 	}
 	for i, tick := range []bool{false, true} {
 		sc.TickOnly = tick
-		r, err := clustersim.Run(ctx, sc)
+		r, err := cluster.Run(ctx, sc)
 		switch {
-		case errors.Is(err, clustersim.ErrTooMuchWork):
-			s.fail(ctx, tooLarge("%s; the endpoint's budget is %d events per run", strings.TrimPrefix(err.Error(), clustersim.ErrTooMuchWork.Error()+": "), maxClusterEvents))
+		case errors.Is(err, cluster.ErrTooMuchWork):
+			s.fail(ctx, tooLarge("%s; the endpoint's budget is %d events per run", strings.TrimPrefix(err.Error(), cluster.ErrTooMuchWork.Error()+": "), maxClusterEvents))
 			return
 		case errors.Is(err, errSimTime), errors.Is(err, errSimWall):
 			s.fail(ctx, pace.stopped(err, "cluster simulation", "", "simulate fewer nodes, a lower rate or a shorter duration"))

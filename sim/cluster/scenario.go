@@ -1,4 +1,4 @@
-package clustersim
+package cluster
 
 import (
 	"errors"
@@ -229,11 +229,11 @@ const YieldEvery = 4096
 const NoDelay = time.Duration(-1)
 
 // ErrScenario is wrapped by every Validate error.
-var ErrScenario = errors.New("clustersim: bad scenario")
+var ErrScenario = errors.New("sim/cluster: bad scenario")
 
 // ErrTooMuchWork is wrapped by Run's error when a scenario's work is over
 // its MaxEvents, estimated before the run or counted during it.
-var ErrTooMuchWork = errors.New("clustersim: over the work budget")
+var ErrTooMuchWork = errors.New("sim/cluster: over the work budget")
 
 func bad(field, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrScenario, field, fmt.Sprintf(format, args...))
