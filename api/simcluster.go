@@ -12,6 +12,7 @@ import (
 
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/internal/wire/mpwire"
+	"github.com/obol-dev/obol/sim"
 	"github.com/obol-dev/obol/sim/cluster"
 )
 
@@ -223,7 +224,7 @@ func (s *Server) runClusterSimulation(ctx *fasthttp.RequestCtx) {
 	}
 	sc.MaxEvents = maxClusterEvents
 	sc.Label = "obol" // the agent's default label: its bytes count in every datagram
-	sc.Yield = func(int64) error { return pace.step() }
+	sc.Yield = func(int64) error { return pace.Step() }
 	var out struct {
 		clusterFigures
 		TickOnly clusterFigures `json:"tick_only"`
@@ -235,8 +236,8 @@ func (s *Server) runClusterSimulation(ctx *fasthttp.RequestCtx) {
 		case errors.Is(err, cluster.ErrTooMuchWork):
 			s.fail(ctx, tooLarge("%s; the endpoint's budget is %d events per run", strings.TrimPrefix(err.Error(), cluster.ErrTooMuchWork.Error()+": "), maxClusterEvents))
 			return
-		case errors.Is(err, errSimTime), errors.Is(err, errSimWall):
-			s.fail(ctx, pace.stopped(err, "cluster simulation", "", "simulate fewer nodes, a lower rate or a shorter duration"))
+		case errors.Is(err, sim.ErrTimeLimit), errors.Is(err, sim.ErrWallLimit):
+			s.fail(ctx, simStopped(pace, err, "cluster simulation", "", "simulate fewer nodes, a lower rate or a shorter duration"))
 			return
 		case err != nil:
 			s.fail(ctx, fmt.Errorf("cluster simulation: %w", err))
