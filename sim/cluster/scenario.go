@@ -1,12 +1,12 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/obol-dev/obol/config"
+	simpkg "github.com/obol-dev/obol/sim"
 )
 
 // scenario.go is what a run is asked to do: the Scenario, its defaults and
@@ -228,12 +228,14 @@ const YieldEvery = 4096
 // NoDelay as Scenario.Delay is a network without delay.
 const NoDelay = time.Duration(-1)
 
-// ErrScenario is wrapped by every Validate error.
-var ErrScenario = errors.New("sim/cluster: bad scenario")
+// ErrScenario is wrapped by every Validate error: sim.ErrScenario, which
+// package api reads without linking this package.
+var ErrScenario = simpkg.ErrScenario
 
 // ErrTooMuchWork is wrapped by Run's error when a scenario's work is over
-// its MaxEvents, estimated before the run or counted during it.
-var ErrTooMuchWork = errors.New("sim/cluster: over the work budget")
+// its MaxEvents, estimated before the run or counted during it:
+// sim.ErrTooMuchWork.
+var ErrTooMuchWork = simpkg.ErrTooMuchWork
 
 func bad(field, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrScenario, field, fmt.Sprintf(format, args...))
