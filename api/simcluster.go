@@ -29,7 +29,8 @@ import (
 // figures, or an error: one wrapping sim.ErrScenario for a scenario it
 // refuses (the text after it names the field), one wrapping
 // sim.ErrTooMuchWork over sc.MaxEvents, sc.Yield's error as it is. It must
-// be safe for concurrent use (the server runs one simulation at a time).
+// be safe for concurrent use (one server runs one simulation at a time, but
+// servers may share a simulator).
 type ClusterSimulator interface {
 	SimulateCluster(ctx context.Context, sc sim.ClusterScenario) (sim.ClusterFigures, error)
 }
@@ -203,8 +204,8 @@ func figures(r sim.ClusterFigures) clusterFigures {
 // tick-only shipping. Bounds as /v1/simulate: one simulation at a time per
 // agent (429 too_many, shared with /v1/simulate), each run's work estimated
 // before it starts (413 too_large over maxClusterEvents), the time limit
-// over both runs (413 too_large), a low-priority thread and the same duty
-// cycle.
+// over both runs (413 too_large), a low-priority thread and the same
+// yields between slices of work.
 //
 // Without Options.ClusterSimulator the endpoint is 404 not_found, saying
 // so.
