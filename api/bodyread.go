@@ -1,10 +1,12 @@
 package api
 
 import (
+	"runtime"
+
 	"github.com/obol-dev/obol/internal/wire"
 	"github.com/obol-dev/obol/internal/wire/jsonwire"
 	"github.com/obol-dev/obol/internal/wire/mpwire"
-	"runtime"
+	"github.com/obol-dev/obol/sim"
 )
 
 // Every request body is read by one function over a wire.Reader, whatever
@@ -115,7 +117,7 @@ func readRequests(r wire.Reader, max int, tooMany func(n int) error, item func(i
 		if i >= max {
 			return tooMany(-1)
 		}
-		if i%simYieldEvery == simYieldEvery-1 {
+		if i%sim.YieldEvery == sim.YieldEvery-1 {
 			runtime.Gosched() // reading a long body is long work too: let decisions in
 		}
 		if err := item(i); err != nil {

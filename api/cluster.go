@@ -5,21 +5,22 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
-
-	"github.com/obol-dev/obol/reconcile"
 )
 
 // cluster.go shows the cluster: GET /v1/peers, the per-origin part of
 // GET /v1/state, and the gossip series of /metrics.
 
 // ClusterView is the cluster as the operations endpoints show it. The agent
-// implements it over its gossip node and reconcile cluster. Implementations
-// must be safe for concurrent use and must not block.
+// implements it over its gossip node and reconcile cluster, whose figures it
+// copies into the types below: api shows the cluster without linking it
+// (nor memberlist). Implementations must be safe for concurrent use and must
+// not block.
 type ClusterView interface {
 	// Peers returns this node and every member it knows.
 	Peers() []Peer
-	// Contributions returns each node's share of resource/domain at now.
-	Contributions(resource, domain string, now time.Time) []reconcile.Contribution
+	// Contributions returns each node's share of resource/domain at now,
+	// this node first.
+	Contributions(resource, domain string, now time.Time) []Contribution
 	// Counters returns the gossip and merge counters.
 	Counters() ClusterCounters
 }
@@ -56,7 +57,47 @@ type ClusterCounters struct {
 	// HeartbeatStretch spreads this node's idle heartbeats in a large mesh
 	// (gossip.Node.HeartbeatStretch): 1, every fourth tick; S, every 4·S.
 	HeartbeatStretch int
-	Merge            reconcile.Stats
+	Merge            MergeCounters
+}
+
+// MergeCounters are the reconcile cluster's counters /metrics shows (the
+// agent copies them from reconcile.Stats, which documents each).
+type MergeCounters struct {
+	PacketsMerged, Flushes, Stale, CountsApplied, TooOld, NodesGone uint64
+	// Owner mode: in it (as of the last tick); packets sent to one member,
+	// sums sent and merged, relays of a key near its limit to every member.
+	Owners                                     bool
+	Targeted, SumsSent, SumsMerged, WideRelays uint64
+	// Counts kept and passed on for gone origins and earlier incarnations.
+	HeldStates, HeldGrew, HeldOrigins, HeldKeys, Welcomes, HeldPassed uint64
+	// MergeLag is how old a merged delta's newest bucket was on arrival.
+	MergeLag LagHistogram
+}
+
+// LagHistogram is a cumulative histogram: Counts[i] observations were at
+// most BoundsMs[i] milliseconds; Count and SumMs cover all of them.
+type LagHistogram struct {
+	BoundsMs []int64
+	Counts   []uint64
+	Count    uint64
+	SumMs    int64
+}
+
+// Contribution is one node's share of a key, as GET /v1/state shows it
+// under "origins". Its fields are reconcile.Contribution's, in the same
+// order, so that the agent converts one into the other.
+type Contribution struct {
+	Origin string `json:"origin"`
+	Self   bool   `json:"self,omitempty"`
+	Gone   bool   `json:"gone,omitempty"`
+	// Counts are its hits per slot still inside the slot's window (tiers:
+	// [0] every tier, [i] tier i; gcra: [0] spends, [1] refunds).
+	Counts []int64 `json:"counts,omitempty"`
+	// Entries are its tier entries, Unix ms by tier.
+	Entries map[int]int64 `json:"entries,omitempty"`
+	Holds   int64         `json:"holds,omitempty"`
+	// LastSyncAgeMs is how long ago its last packet arrived.
+	LastSyncAgeMs int64 `json:"last_sync_age_ms,omitempty"`
 }
 
 // peerReply is one node of GET /v1/peers.
@@ -198,8 +239,8 @@ func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descHeldKeys, prometheus.GaugeValue, float64(m.HeldKeys))
 	counter(descWelcomes, m.Welcomes)
 	counter(descHeldPassed, m.HeldPassed)
-	buckets := make(map[float64]uint64, len(reconcile.LagBoundsMs))
-	for i, b := range reconcile.LagBoundsMs {
+	buckets := make(map[float64]uint64, len(m.MergeLag.BoundsMs))
+	for i, b := range m.MergeLag.BoundsMs {
 		if i < len(m.MergeLag.Counts) {
 			buckets[float64(b)/1000] = m.MergeLag.Counts[i]
 		}

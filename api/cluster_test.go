@@ -5,15 +5,13 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/obol-dev/obol/reconcile"
 )
 
 // fakeCluster is a ClusterView with fixed counters.
 type fakeCluster struct{ k ClusterCounters }
 
 func (f fakeCluster) Peers() []Peer { return nil }
-func (f fakeCluster) Contributions(string, string, time.Time) []reconcile.Contribution {
+func (f fakeCluster) Contributions(string, string, time.Time) []Contribution {
 	return nil
 }
 func (f fakeCluster) Counters() ClusterCounters { return f.k }
@@ -25,7 +23,7 @@ func TestClusterMetrics(t *testing.T) {
 		Now: h.clock.now, Logger: slog.New(slog.NewJSONHandler(h.logs, nil)), NodeName: "node-a",
 		Cluster: fakeCluster{ClusterCounters{BytesIn: 11, BytesOut: 12, PacketsIn: 13, PacketsOut: 14, Dropped: 3, QueueDrops: 7, SendErrors: 2, Live: 4,
 			Asked: 21, Resent: 22, RepairResyncs: 23, Duplicates: 24, NamesAsked: 25, NamesSent: 26, Sequenced: true, ReshipsAsked: 27, ReshipsMade: 28, Targeted: true, HeartbeatStretch: 3,
-			Merge: reconcile.Stats{Owners: true, Targeted: 31, SumsSent: 32, SumsMerged: 33, WideRelays: 34, TooOld: 35}}},
+			Merge: MergeCounters{Owners: true, Targeted: 31, SumsSent: 32, SumsMerged: 33, WideRelays: 34, TooOld: 35}}},
 	})
 	page := string(h.serve().do("GET", "/metrics", "").body)
 	for _, want := range []string{

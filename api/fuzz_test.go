@@ -112,16 +112,16 @@ func FuzzDecodeSimulate(f *testing.F) {
 			t.Fatalf("%d requests accepted", len(sb.requests))
 		}
 		for i, it := range sb.requests {
-			if i > 0 && it.atMs < sb.requests[i-1].atMs {
+			if i > 0 && it.AtMs < sb.requests[i-1].AtMs {
 				t.Fatalf("at_ms goes back at %d", i)
 			}
-			if it.domain == "" || len(it.domain) > maxName || !utf8.ValidString(it.domain) {
-				t.Fatalf("domain %q accepted", it.domain)
+			if it.Domain == "" || len(it.Domain) > maxName || !utf8.ValidString(it.Domain) {
+				t.Fatalf("domain %q accepted", it.Domain)
 			}
-			if it.minCopies > it.copies || it.copies < 0 || it.copies > maxCopies {
-				t.Fatalf("copies %d, min_copies %d accepted", it.copies, it.minCopies)
+			if it.MinCopies > it.Copies || it.Copies < 0 || it.Copies > maxCopies {
+				t.Fatalf("copies %d, min_copies %d accepted", it.Copies, it.MinCopies)
 			}
-			if it.refund && (sb.firstRefund < 0 || sb.firstRefund > i) {
+			if it.Refund && (sb.firstRefund < 0 || sb.firstRefund > i) {
 				t.Fatalf("refund at %d, firstRefund %d", i, sb.firstRefund)
 			}
 		}
@@ -341,7 +341,7 @@ func FuzzDecodeSimulateMsgpack(f *testing.F) {
 			t.Fatalf("resource is not a JSON object: %q", sb.resource)
 		}
 		for i, it := range sb.requests {
-			if (i > 0 && it.atMs < sb.requests[i-1].atMs) || it.domain == "" || it.minCopies > it.copies {
+			if (i > 0 && it.AtMs < sb.requests[i-1].AtMs) || it.Domain == "" || it.MinCopies > it.Copies {
 				t.Fatalf("request %d accepted: %+v", i, it)
 			}
 		}

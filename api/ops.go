@@ -9,7 +9,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/obol-dev/obol/config"
-	"github.com/obol-dev/obol/reconcile"
 )
 
 // stateReply is the reply of GET /v1/state. Instants are Unix milliseconds.
@@ -43,7 +42,7 @@ type stateReply struct {
 	Expired     *uint64 `json:"expired,omitempty"`
 	// Origins (in a cluster): each node's share of the key, this node's
 	// own first; the tiers, holds and peek above are the merged view.
-	Origins []reconcile.Contribution `json:"origins,omitempty"`
+	Origins []Contribution `json:"origins,omitempty"`
 }
 
 type tierStateReply struct {

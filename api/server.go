@@ -56,6 +56,10 @@ type Options struct {
 	// the time it may take on the clock; 0 means DefaultSimulateTimeLimit.
 	// A simulation past either is stopped and answered 413 too_large.
 	SimulateTimeLimit time.Duration
+	// ClusterSimulator runs POST /v1/simulate/cluster's simulations (the
+	// agent passes sim/cluster's Endpoint); nil means the endpoint answers
+	// 404 not_found.
+	ClusterSimulator ClusterSimulator
 	// CheckDomainHeader names a request header that GET /v1/check takes
 	// the domain from when the request gives neither the query parameter
 	// domain nor the header Obol-Domain (which win, in that order): the
@@ -105,8 +109,9 @@ type Server struct {
 	load           func() (*config.Config, string, error)
 	reload         sync.Mutex // one reload at a time
 	cluster        ClusterView
-	sim            simGuard // bounds POST /v1/simulate (simulate.go)
-	authToken      []byte   // auth.go
+	sim            simGuard         // bounds POST /v1/simulate (simulate.go)
+	clusterSim     ClusterSimulator // runs POST /v1/simulate/cluster (simcluster.go); nil: none
+	authToken      []byte           // auth.go
 	authEverywhere bool
 	connLog        *connLogger // fasthttp's messages, cut and rate-limited (connlog.go)
 	// domainHeader is Options.CheckDomainHeader.
@@ -162,6 +167,7 @@ func New(e *local.Engine, opts Options) *Server {
 	s.metrics = newMetrics(s)
 	s.metrics.reg.MustRegister(opts.Collectors...)
 	s.authToken, s.authEverywhere = append([]byte(nil), opts.AuthToken...), opts.AuthEverywhere
+	s.clusterSim = opts.ClusterSimulator
 	s.sim.limit = opts.SimulateTimeLimit
 	if s.sim.limit <= 0 {
 		s.sim.limit = DefaultSimulateTimeLimit

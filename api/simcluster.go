@@ -2,22 +2,41 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/obol-dev/obol/config"
-	"github.com/obol-dev/obol/internal/clustersim"
 	"github.com/obol-dev/obol/internal/wire/mpwire"
+	"github.com/obol-dev/obol/sim"
 )
 
 // simcluster.go is POST /v1/simulate/cluster: a virtual-time simulation of
-// N agents sharing one resource (internal/clustersim), run twice, with
-// drift shipping and tick-only, under /v1/simulate's bounds.
+// N agents sharing one resource, run twice, with drift shipping and
+// tick-only, under /v1/simulate's bounds. The simulator itself (package
+// sim/cluster, which runs the real gossip and reconcile code) is reached
+// through ClusterSimulator, so that api links neither it nor memberlist.
+
+// ClusterSimulator runs the cluster simulations of POST
+// /v1/simulate/cluster (Options.ClusterSimulator); the agent passes
+// sim/cluster's Endpoint. SimulateCluster runs sc once and returns its
+// figures, or an error: one wrapping sim.ErrScenario for a scenario it
+// refuses (the text after it names the field), one wrapping
+// sim.ErrTooMuchWork over sc.MaxEvents, sc.Yield's error as it is. It must
+// be safe for concurrent use (one server runs one simulation at a time, but
+// servers may share a simulator).
+type ClusterSimulator interface {
+	SimulateCluster(ctx context.Context, sc sim.ClusterScenario) (sim.ClusterFigures, error)
+}
+
+// clusterSkews are the values of the body's skew field.
+var clusterSkews = [...]string{"even", "hot", "zipf"}
 
 const (
 	// maxClusterNodes bounds a cluster simulation's size.
@@ -51,9 +70,10 @@ type clusterBody struct {
 const clusterFields = "resource, nodes, sync_interval_ms, drift, delay_ms, loss, offered_per_s, skew, keys, duration_ms, seed"
 
 // decodeCluster reads a cluster simulation body into a scenario (its
-// Resource parsed and normalized). Every error names the field.
-func decodeCluster(data []byte) (clustersim.Scenario, error) {
-	var sc clustersim.Scenario
+// Resource parsed and normalized). Every error names the field; the
+// simulator checks the rest when it runs.
+func decodeCluster(data []byte) (sim.ClusterScenario, error) {
+	var sc sim.ClusterScenario
 	var b clusterBody
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.DisallowUnknownFields()
@@ -88,15 +108,12 @@ func decodeCluster(data []byte) (clustersim.Scenario, error) {
 		}
 		sc.Drift = v
 	}
-	sc.Delay = clustersim.DefaultDelay
 	if v := b.DelayMs; v != nil {
 		if !(*v >= 0 && *v <= 10_000) {
 			return sc, &fieldError{Field: "delay_ms", Msg: fmt.Sprintf("must be 0 to 10000, got %g", *v)}
 		}
-		sc.Delay = time.Duration(*v * float64(time.Millisecond))
-		if sc.Delay == 0 {
-			sc.Delay = clustersim.NoDelay
-		}
+		d := time.Duration(*v * float64(time.Millisecond))
+		sc.Delay = &d
 	}
 	if v := b.Loss; v != nil {
 		if !(*v >= 0 && *v < 1) {
@@ -111,12 +128,10 @@ func decodeCluster(data []byte) (clustersim.Scenario, error) {
 		sc.Rate = *v
 	}
 	if v := b.Skew; v != nil {
-		switch *v {
-		case clustersim.SkewEven, clustersim.SkewHot, clustersim.SkewZipf:
-			sc.Skew = *v
-		default:
-			return sc, &fieldError{Field: "skew", Msg: fmt.Sprintf("must be %q, %q or %q, got %q", clustersim.SkewEven, clustersim.SkewHot, clustersim.SkewZipf, *v)}
+		if !slices.Contains(clusterSkews[:], *v) {
+			return sc, &fieldError{Field: "skew", Msg: fmt.Sprintf("must be %q, %q or %q, got %q", clusterSkews[0], clusterSkews[1], clusterSkews[2], *v)}
 		}
+		sc.Skew = *v
 	}
 	if v := b.Keys; v != nil {
 		if *v < 1 || *v > maxClusterKeys {
@@ -138,9 +153,6 @@ func decodeCluster(data []byte) (clustersim.Scenario, error) {
 		return sc, resourceProblems(err)
 	}
 	sc.Resource = res
-	if err := sc.Validate(); err != nil {
-		return sc, &fieldError{Field: "", Msg: strings.TrimPrefix(err.Error(), clustersim.ErrScenario.Error()+": ")}
-	}
 	return sc, nil
 }
 
@@ -176,7 +188,7 @@ type clusterFigures struct {
 	Grants             int     `json:"grants"`
 }
 
-func figures(r clustersim.Result) clusterFigures {
+func figures(r sim.ClusterFigures) clusterFigures {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	return clusterFigures{
 		WorstWindowRatio: r.WorstWindowRatio, MeanWindowRatio: r.MeanWindowRatio, FalseDenials: r.FalseDenials,
@@ -192,9 +204,17 @@ func figures(r clustersim.Result) clusterFigures {
 // tick-only shipping. Bounds as /v1/simulate: one simulation at a time per
 // agent (429 too_many, shared with /v1/simulate), each run's work estimated
 // before it starts (413 too_large over maxClusterEvents), the time limit
-// over both runs (413 too_large), a low-priority thread and the same duty
-// cycle.
+// over both runs (413 too_large), a low-priority thread and the same
+// yields between slices of work.
+//
+// Without Options.ClusterSimulator the endpoint is 404 not_found, saying
+// so.
 func (s *Server) simulateCluster(ctx *fasthttp.RequestCtx, _ params) {
+	if s.clusterSim == nil {
+		s.fail(ctx, &apiError{status: fasthttp.StatusNotFound, code: codeNotFound,
+			msg: "this server runs no cluster simulator (Options.ClusterSimulator)"})
+		return
+	}
 	s.oneSimulation(ctx, s.runClusterSimulation)
 }
 
@@ -223,20 +243,23 @@ func (s *Server) runClusterSimulation(ctx *fasthttp.RequestCtx) {
 	}
 	sc.MaxEvents = maxClusterEvents
 	sc.Label = "obol" // the agent's default label: its bytes count in every datagram
-	sc.Yield = func(int64) error { return pace.step() }
+	sc.Yield = pace.Step
 	var out struct {
 		clusterFigures
 		TickOnly clusterFigures `json:"tick_only"`
 	}
 	for i, tick := range []bool{false, true} {
 		sc.TickOnly = tick
-		r, err := clustersim.Run(ctx, sc)
+		r, err := s.clusterSim.SimulateCluster(ctx, sc)
 		switch {
-		case errors.Is(err, clustersim.ErrTooMuchWork):
-			s.fail(ctx, tooLarge("%s; the endpoint's budget is %d events per run", strings.TrimPrefix(err.Error(), clustersim.ErrTooMuchWork.Error()+": "), maxClusterEvents))
+		case errors.Is(err, sim.ErrScenario):
+			s.fail(ctx, &fieldError{Field: "", Msg: strings.TrimPrefix(err.Error(), sim.ErrScenario.Error()+": ")})
 			return
-		case errors.Is(err, errSimTime), errors.Is(err, errSimWall):
-			s.fail(ctx, pace.stopped(err, "cluster simulation", "", "simulate fewer nodes, a lower rate or a shorter duration"))
+		case errors.Is(err, sim.ErrTooMuchWork):
+			s.fail(ctx, tooLarge("%s; the endpoint's budget is %d events per run", strings.TrimPrefix(err.Error(), sim.ErrTooMuchWork.Error()+": "), maxClusterEvents))
+			return
+		case errors.Is(err, sim.ErrTimeLimit), errors.Is(err, sim.ErrWallLimit):
+			s.fail(ctx, simStopped(pace, err, "cluster simulation", "", "simulate fewer nodes, a lower rate or a shorter duration"))
 			return
 		case err != nil:
 			s.fail(ctx, fmt.Errorf("cluster simulation: %w", err))

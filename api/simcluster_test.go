@@ -7,9 +7,31 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/internal/wire/mpwire"
+	"github.com/obol-dev/obol/sim/cluster"
 )
 
 const clusterGCRA = `"resource":{"kind":"gcra","burst":100,"count":100,"period":"1s","drift":0.05}`
+
+// clusterHarness is a harness whose server runs the agent's cluster
+// simulator.
+func clusterHarness(t *testing.T) *harness {
+	h := newHarness(t)
+	h.srv.clusterSim = cluster.Endpoint{}
+	return h
+}
+
+// Without a cluster simulator the endpoint is 404 not_found, saying so;
+// /v1/simulate still runs.
+func TestSimulateClusterWithoutSimulator(t *testing.T) {
+	h := newHarness(t)
+	r := h.post("/v1/simulate/cluster", `{`+clusterGCRA+`,"nodes":3}`)
+	if code, msg := errorReply(t, r.body); r.status != 404 || code != "not_found" || !strings.Contains(msg, "no cluster simulator") {
+		t.Errorf("no simulator: %d %s %q", r.status, code, msg)
+	}
+	if r = h.post("/v1/simulate", simBodyOf("5,1,1,0", 1, 3)); r.status != 200 {
+		t.Errorf("/v1/simulate: %d %s", r.status, r.body)
+	}
+}
 
 // clusterReply decodes a 200 reply of /v1/simulate/cluster.
 func clusterReply(t *testing.T, r reply) map[string]any {
@@ -27,7 +49,7 @@ func clusterReply(t *testing.T, r reply) map[string]any {
 // The same body gives the same reply (a fixed seed); tick-only shipping is
 // beside drift shipping, and over-admits more on a hot key.
 func TestSimulateClusterDeterministic(t *testing.T) {
-	h := newHarness(t)
+	h := clusterHarness(t)
 	h.srv.sim.limit = time.Minute // a loaded machine and the race detector: the runs must finish
 	body := `{"resource":{"kind":"tiers","tiers":"100,1,1,0"},"nodes":5,"sync_interval_ms":250,"delay_ms":1,"loss":0.01,"offered_per_s":200,"skew":"even","duration_ms":3000,"seed":42}`
 	a := h.post("/v1/simulate/cluster", body)
@@ -59,7 +81,7 @@ func TestSimulateClusterDeterministic(t *testing.T) {
 
 // Only resource and nodes are required; MessagePack bodies are read too.
 func TestSimulateClusterDefaultsAndMsgpack(t *testing.T) {
-	h := newHarness(t)
+	h := clusterHarness(t)
 	h.srv.sim.limit = time.Minute
 	body := `{` + clusterGCRA + `,"nodes":3}`
 	js := h.post("/v1/simulate/cluster", body)
@@ -75,7 +97,7 @@ func TestSimulateClusterDefaultsAndMsgpack(t *testing.T) {
 }
 
 func TestSimulateClusterBadInput(t *testing.T) {
-	h := newHarness(t)
+	h := clusterHarness(t)
 	cases := []struct {
 		body, code, msg string
 		status          int
@@ -105,7 +127,7 @@ func TestSimulateClusterBadInput(t *testing.T) {
 
 // One simulation at a time, shared with /v1/simulate.
 func TestSimulateClusterOneAtATime(t *testing.T) {
-	h := newHarness(t)
+	h := clusterHarness(t)
 	h.srv.sim.busy.Store(true)
 	r := h.post("/v1/simulate/cluster", `{`+clusterGCRA+`,"nodes":3}`)
 	if code, msg := errorReply(t, r.body); r.status != 429 || code != "too_many" || r.header.Get("Retry-After") != "1" || !strings.Contains(msg, "one at a time") {

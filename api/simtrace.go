@@ -1,14 +1,12 @@
 package api
 
 import (
-	"time"
-
 	"github.com/valyala/fasthttp"
 
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/internal/wire"
 	"github.com/obol-dev/obol/internal/wire/replies"
-	"github.com/obol-dev/obol/local"
+	"github.com/obol-dev/obol/sim"
 )
 
 // simtrace.go is the trace of POST /v1/simulate?trace=true: after each
@@ -58,13 +56,13 @@ func traceCost(trace bool) int {
 	return 1
 }
 
-// writeTrace appends trace item i: the state of domain's key at t, after
-// request i. For tiers, {"tiers": [{"state", "hits"}, ...]} with each
+// writeTrace appends trace item i: the state of the request's key at its
+// instant, after request i (o, its outcome). For tiers, {"tiers": [{"state", "hits"}, ...]} with each
 // tier's state and its hits within its window; for gcra, {"tat_ms": N},
 // the bucket's theoretical arrival time on the at_ms scale, never before
 // the request's own at_ms (a TAT at or before now is a full bucket).
-func writeTrace(w replies.Writer, b []byte, i int, eng *local.Engine, t time.Time, domain string) ([]byte, error) {
-	ks, err := eng.State(t, simResource, domain)
+func writeTrace(w replies.Writer, b []byte, i int, o *sim.Outcome) ([]byte, error) {
+	ks, err := o.State()
 	if err != nil {
 		return b, err
 	}
@@ -72,10 +70,10 @@ func writeTrace(w replies.Writer, b []byte, i int, eng *local.Engine, t time.Tim
 	b = w.Object(b, 1)
 	if ks.Kind == config.KindGCRA {
 		tat := ks.TAT
-		if tat.Before(t) {
-			tat = t
+		if tat.Before(o.At) {
+			tat = o.At
 		}
-		b = w.Int(w.First(b, `,"tat_ms":`), tat.Sub(simBase).Milliseconds())
+		b = w.Int(w.First(b, `,"tat_ms":`), tat.Sub(sim.Base).Milliseconds())
 		return w.End(b), nil
 	}
 	b = w.Array(w.First(b, `,"tiers":`), len(ks.Tiers))

@@ -13,7 +13,7 @@ import (
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/internal/wire"
 	"github.com/obol-dev/obol/internal/wire/replies"
-	"github.com/obol-dev/obol/local"
+	"github.com/obol-dev/obol/sim"
 )
 
 const (
@@ -31,92 +31,44 @@ const (
 	// costlier than its bytes, and one resource, overrides included, fits in
 	// the 64 KiB every other body is held to.
 	maxSimResource = 64 << 10
-	// simYieldEvery is how many simulated decisions run between two looks
-	// at the clock (the duty cycle and the time limit).
-	simYieldEvery = 64
-	// simSlice is how long a simulation works before it pauses for simRest
-	// times as long: a simulation takes at most a quarter of one processor,
-	// so that live decisions keep theirs.
-	simSlice = 2 * time.Millisecond
-	// simRest is how many times as long as it worked a simulation rests
-	// after each slice.
-	simRest = 3
 	// DefaultSimulateTimeLimit is the processor time one simulation may use
 	// when Options.SimulateTimeLimit is 0.
 	DefaultSimulateTimeLimit = 2 * time.Second
-	// simWallFactor is how many times its time limit a simulation may take
-	// on the clock: the duty cycle alone makes it at least 1+simRest times,
-	// and a machine busy with decisions gives the low-priority thread less.
-	simWallFactor = 15
-	// simResource is the name the simulated resource has in its engine.
-	simResource = "sim/resource"
 )
 
-// simBase is the virtual instant at_ms counts from: a fixed instant, so that
-// a simulation's replies depend on its body alone.
-var simBase = time.Unix(1_700_000_000, 0)
-
 // simGuard bounds simulations: one at a time per agent, each within a
-// limit of processor time. Simulations are a tool for people, not part of the
-// decision path: they must never take the processor from live decisions.
+// limit of processor time (sim.Pace). Simulations are a tool for people, not
+// part of the decision path: they must never take the processor from live
+// decisions.
 type simGuard struct {
 	busy  atomic.Bool
 	limit time.Duration
+	// thread and now are the clocks of pace: the simulation thread's
+	// processor time and the clock; nil means sim.ThreadTime and time.Now.
+	thread func() time.Duration
+	now    func() time.Time
 }
-
-// simPace paces and bounds one simulation's work, on the simulation's own
-// thread: the time limit counts the processor time the work used (so a
-// machine busy with decisions, which takes the processor from the
-// low-priority thread, does not make a small simulation fail), and the
-// clock bounds how long the caller waits (simWallFactor times the limit).
-// Between slices of simSlice of work it rests simRest times as long.
-type simPace struct {
-	limit, wall time.Duration
-	cpu0, slice time.Duration
-	wall0       time.Time
-}
-
-// processStart is the origin of threadTime's fallback to the monotonic clock.
-var processStart = time.Now()
-
-// errSimTime and errSimWall are simPace.step's reasons to stop.
-var (
-	errSimTime = errors.New("time limit")
-	errSimWall = errors.New("wall-clock limit")
-)
 
 // pace starts pacing a simulation; call it on the simulation's thread.
-func (g *simGuard) pace() *simPace {
-	now := threadTime()
-	return &simPace{limit: g.limit, wall: simWallFactor * g.limit, cpu0: now, slice: now, wall0: time.Now()}
+func (g *simGuard) pace() *sim.Pace {
+	thread, now := g.thread, g.now
+	if thread == nil {
+		thread = sim.ThreadTime
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return sim.NewPace(g.limit, thread, now)
 }
 
-// step is called between units of work: errSimTime once the work has used
-// more than its limit of processor time, errSimWall once it has taken more
-// than its wall-clock bound; otherwise it rests when a slice is done.
-func (p *simPace) step() error {
-	now := threadTime()
-	switch {
-	case now-p.cpu0 > p.limit:
-		return errSimTime
-	case time.Since(p.wall0) > p.wall: // wall clock: a bound on waiting, not a decision instant
-		return errSimWall
+// simStopped is the 413 of a simulation step stopped by p (err from
+// p.Step), what naming the simulation and done its progress (", after 64
+// of 1000 requests"; may be empty), hint what to simulate instead.
+func simStopped(p *sim.Pace, err error, what, done, hint string) error {
+	if errors.Is(err, sim.ErrWallLimit) {
+		return tooLarge("the %s could not finish within %s on this busy agent and was stopped%s; retry later, or %s", what, p.Wall(), done, hint)
 	}
-	if worked := now - p.slice; worked >= simSlice {
-		time.Sleep(simRest * worked) // the duty cycle: rest simRest times as long as it worked
-		p.slice = threadTime()
-	}
-	return nil
-}
-
-// stopped is the 413 of a simulation step stopped (err from step), what
-// naming the simulation and done its progress (", after 64 of 1000
-// requests"; may be empty), hint what to simulate instead.
-func (p *simPace) stopped(err error, what, done, hint string) error {
-	if errors.Is(err, errSimWall) {
-		return tooLarge("the %s could not finish within %s on this busy agent and was stopped%s; retry later, or %s", what, p.wall, done, hint)
-	}
-	return tooLarge("the %s used more than its time limit of %s of processor time and was stopped%s; %s", what, p.limit, done, hint)
+	return tooLarge("the %s used more than its time limit of %s of processor time and was stopped%s; %s", what, p.Limit(), done, hint)
 }
 
 // simWork is the work estimate maxSimWork bounds.
@@ -130,19 +82,10 @@ func simWork(res *config.Resource, requests int) int {
 	return requests * (tiers + 1)
 }
 
-// simItem is one decoded simulated request.
-type simItem struct {
-	atMs      int64
-	domain    string
-	copies    int
-	minCopies int
-	refund    bool
-}
-
 // simBody is a decoded /v1/simulate body.
 type simBody struct {
 	resource    []byte // the resource's config, raw JSON (an object)
-	requests    []simItem
+	requests    []sim.Request
 	firstRefund int // index of the first refund, -1 when none
 }
 
@@ -259,8 +202,8 @@ func (sb *simBody) add(b *wireBody, i int, st *simState) error {
 	if refund && sb.firstRefund < 0 {
 		sb.firstRefund = i
 	}
-	sb.requests = append(sb.requests, simItem{
-		atMs: b.atMs, domain: domain, copies: copies, minCopies: minCopies, refund: refund,
+	sb.requests = append(sb.requests, sim.Request{
+		AtMs: b.atMs, Domain: domain, Copies: copies, MinCopies: minCopies, Refund: refund,
 	})
 	return nil
 }
@@ -281,7 +224,7 @@ func itemError(err error, i int) error {
 // POST /v1/simulate {"resource": <config>, "requests": [...]} (JSON or
 // MessagePack; in MessagePack the config is a map) → {"config":
 // <normalized resource>, "decisions": [...]}: the requests are decided by a
-// fresh engine holding only that resource, at simBase + at_ms (virtual time;
+// fresh engine holding only that resource, at sim.Base + at_ms (virtual time;
 // the live state is not touched). A decision is the reply of /v1/request, or
 // {"remaining": N} for a refund, or {"error": {...}} for a request the engine
 // refuses (e.g. cost_over_burst). The body limit is 16 MiB here (64 KiB
@@ -290,7 +233,7 @@ func itemError(err error, i int) error {
 // Bounds: one simulation runs at a time (another gets 429 too_many with
 // Retry-After: 1); a body whose work estimate (simWork) is over maxSimWork is
 // 413 too_large before it runs; a run past the time limit is stopped and
-// answered 413 too_large; the run yields the processor every simYieldEvery
+// answered 413 too_large; the run yields the processor every sim.YieldEvery
 // decisions.
 func (s *Server) simulate(ctx *fasthttp.RequestCtx, _ params) {
 	s.oneSimulation(ctx, s.runSimulation)
@@ -312,7 +255,7 @@ func (s *Server) oneSimulation(ctx *fasthttp.RequestCtx, work func(*fasthttp.Req
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		lowPriorityThread()
+		sim.LowPriorityThread()
 		work(ctx)
 	}()
 	<-done
@@ -367,8 +310,6 @@ func (s *Server) runSimulation(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, fmt.Errorf("rendering the simulated resource: %w", err))
 		return
 	}
-	eng := local.New(&config.Config{Resources: map[string]*config.Resource{simResource: res}})
-
 	f := replyFormat(ctx)
 	w := replies.NewWriter(f)
 	fields := 2
@@ -383,42 +324,36 @@ func (s *Server) runSimulation(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	out = w.Array(w.Key(out, `,"decisions":`), len(sb.requests))
-	var d local.Decision
-	for i, it := range sb.requests {
-		if i > 0 && i%simYieldEvery == 0 {
-			if err := pace.step(); err != nil {
-				s.fail(ctx, pace.stopped(err, "simulation", fmt.Sprintf(" after %d of %d requests", i, len(sb.requests)), "send fewer requests"))
-				return
-			}
+	err = sim.Run(res, sb.requests, func(i int) error {
+		if err := pace.Step(); err != nil {
+			return simStopped(pace, err, "simulation", fmt.Sprintf(" after %d of %d requests", i, len(sb.requests)), "send fewer requests")
 		}
+		return nil
+	}, func(i int, o *sim.Outcome) error {
 		out = w.Next(out, i)
-		t := simBase.Add(time.Duration(it.atMs) * time.Millisecond)
-		var err error
-		remaining := 0
-		if it.refund {
-			remaining, err = eng.Refund(t, simResource, it.domain, it.copies)
-		} else {
-			err = eng.Decide(&d, t, simResource, it.domain, it.copies, it.minCopies)
-		}
 		switch {
-		case err != nil:
-			_, code, msg, ok := classify(err)
+		case o.Err != nil:
+			_, code, msg, ok := classify(o.Err)
 			if !ok {
-				s.fail(ctx, itemFailure(err, i))
-				return
+				return itemFailure(o.Err, i)
 			}
 			out = writeErrorObject(w, out, code, msg)
-		case it.refund:
-			out = writeInt(w, out, `,"remaining":`, int64(remaining))
+		case sb.requests[i].Refund:
+			out = writeInt(w, out, `,"remaining":`, int64(o.Remaining))
 		default:
-			out = writeDecision(w, out, &d)
+			out = writeDecision(w, out, &o.Decision)
 		}
 		if trace {
-			if tr, err = writeTrace(w, tr, i, eng, t, it.domain); err != nil {
-				s.fail(ctx, itemFailure(err, i))
-				return
+			var err error
+			if tr, err = writeTrace(w, tr, i, o); err != nil {
+				return itemFailure(err, i)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		s.fail(ctx, err)
+		return
 	}
 	out = w.EndArray(out)
 	if trace {

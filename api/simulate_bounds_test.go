@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/local"
+	"github.com/obol-dev/obol/sim"
 )
 
 // simBody builds a /v1/simulate body: tiers repeated n times, k requests.
@@ -99,33 +100,57 @@ func TestCapsAnswerTooMany(t *testing.T) {
 // A simulation's time limit counts the processor time its thread used, not
 // the time on the clock: a simulation starved of the processor (a machine
 // busy with decisions, which the low-priority thread yields to) is not
-// stopped for it until the wall-clock bound, simWallFactor times the limit.
+// stopped for it until the wall-clock bound, sim.WallFactor times the limit.
+// Both clocks are fakes the test moves: no sleep, no busy loop.
 func TestSimulatePaceCountsProcessorTime(t *testing.T) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-
-	g := simGuard{limit: 40 * time.Millisecond}
+	var cpu time.Duration
+	wall := t0
+	g := simGuard{limit: 40 * time.Millisecond,
+		thread: func() time.Duration { return cpu },
+		now:    func() time.Time { return wall }}
 	p := g.pace()
-	time.Sleep(60 * time.Millisecond) // past the limit on the clock, no processor time used
-	if err := p.step(); err != nil {
+	wall = wall.Add(60 * time.Millisecond) // past the limit on the clock, no processor time used
+	if err := p.Step(); err != nil {
 		t.Fatalf("after 60 ms asleep under a 40 ms limit: %v, want nil (sleeping uses no processor time)", err)
 	}
-	for start := threadTime(); threadTime()-start < 50*time.Millisecond; {
+	cpu += 40 * time.Millisecond // at the limit: still within it
+	if err := p.Step(); err != nil {
+		t.Fatalf("after 40 ms of work under a 40 ms limit: %v, want nil", err)
 	}
-	if err := p.step(); !errors.Is(err, errSimTime) {
-		t.Fatalf("after 50 ms of work under a 40 ms limit: %v, want errSimTime", err)
+	cpu += 10 * time.Millisecond
+	if err := p.Step(); !errors.Is(err, sim.ErrTimeLimit) {
+		t.Fatalf("after 50 ms of work under a 40 ms limit: %v, want sim.ErrTimeLimit", err)
 	}
-	if msg := p.stopped(errSimTime, "simulation", " after 64 of 1000 requests", "send fewer requests").Error(); !strings.Contains(msg, "used more than its time limit of 40ms of processor time and was stopped after 64 of 1000 requests; send fewer requests") {
+	if msg := simStopped(p, sim.ErrTimeLimit, "simulation", " after 64 of 1000 requests", "send fewer requests").Error(); !strings.Contains(msg, "used more than its time limit of 40ms of processor time and was stopped after 64 of 1000 requests; send fewer requests") {
 		t.Errorf("the time limit's message: %q", msg)
 	}
 
 	g.limit = time.Millisecond
 	p = g.pace()
-	time.Sleep(g.limit*simWallFactor + 10*time.Millisecond)
-	if err := p.step(); !errors.Is(err, errSimWall) {
-		t.Fatalf("past %v on the clock: %v, want errSimWall", g.limit*simWallFactor, err)
+	wall = wall.Add(g.limit * sim.WallFactor) // at the bound: still within it
+	if err := p.Step(); err != nil {
+		t.Fatalf("at %v on the clock: %v, want nil", g.limit*sim.WallFactor, err)
 	}
-	if msg := p.stopped(errSimWall, "cluster simulation", "", "simulate fewer nodes").Error(); !strings.Contains(msg, "could not finish within 15ms on this busy agent and was stopped; retry later, or simulate fewer nodes") {
+	wall = wall.Add(time.Nanosecond)
+	if err := p.Step(); !errors.Is(err, sim.ErrWallLimit) {
+		t.Fatalf("past %v on the clock: %v, want sim.ErrWallLimit", g.limit*sim.WallFactor, err)
+	}
+	if msg := simStopped(p, sim.ErrWallLimit, "cluster simulation", "", "simulate fewer nodes").Error(); !strings.Contains(msg, "could not finish within 15ms on this busy agent and was stopped; retry later, or simulate fewer nodes") {
 		t.Errorf("the wall-clock bound's message: %q", msg)
+	}
+}
+
+// The pace's real clocks: the thread's processor time grows with work on
+// it (and not with the clock alone), so the default guard reads them.
+func TestSimulatePaceRealClocks(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	g := simGuard{limit: time.Hour}
+	p := g.pace()
+	start := sim.ThreadTime()
+	for sim.ThreadTime() == start { // work until the thread's clock moves
+	}
+	if err := p.Step(); err != nil {
+		t.Fatalf("under an hour's limit: %v", err)
 	}
 }

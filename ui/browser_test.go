@@ -33,6 +33,7 @@ import (
 	"github.com/obol-dev/obol/api"
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/local"
+	"github.com/obol-dev/obol/sim/cluster"
 )
 
 // agent is an agent serving the API on a socket and a loopback port.
@@ -44,7 +45,7 @@ type agent struct {
 func startAgent(t *testing.T) *agent {
 	t.Helper()
 	srv := api.New(local.New(config.Default()), api.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeName: "node-a",
-		SimulateTimeLimit: raceSlowdown * api.DefaultSimulateTimeLimit})
+		SimulateTimeLimit: raceSlowdown * api.DefaultSimulateTimeLimit, ClusterSimulator: cluster.Endpoint{}})
 	sock := filepath.Join(t.TempDir(), "obol.sock")
 	ls, err := api.Listen(api.ListenConfig{Socket: sock, HTTP: "127.0.0.1:0"})
 	if err != nil {

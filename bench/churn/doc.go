@@ -1,5 +1,5 @@
 // Command churn measures what agents coming and going cost obol's counts,
-// on the virtual-time cluster simulator (internal/clustersim): rolling
+// on the virtual-time cluster simulator (sim/cluster): rolling
 // restarts of 10 and 100 nodes (new names), a 1,000-node mesh in owner
 // mode rolled 10% at a time, scale-out 3 → 30 and scale-in 30 → 3 under
 // load, and a mesh that restarts one node every simulated minute. Each

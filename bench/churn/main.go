@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/config"
-	"github.com/obol-dev/obol/internal/clustersim"
+	"github.com/obol-dev/obol/sim/cluster"
 )
 
 func main() {
@@ -24,7 +24,7 @@ func main() {
 // scenario is one row's shape before its resource is set.
 type scenario struct {
 	name      string
-	sc        clustersim.Scenario
+	sc        cluster.Scenario
 	tiersOnly bool // too large to run twice in the time budget
 }
 
@@ -97,7 +97,7 @@ func run(args []string, out, log io.Writer) error {
 			sc.Resource = rc
 			fmt.Fprintf(log, "%s %s ...\n", s.name, kind)
 			start := time.Now()
-			r, err := clustersim.Run(context.Background(), sc)
+			r, err := cluster.Run(context.Background(), sc)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", s.name, kind, err)
 			}
@@ -112,7 +112,7 @@ func run(args []string, out, log io.Writer) error {
 				// restarting: what of worst/L the churn adds.
 				b := sc
 				b.Restarts, b.Starts, b.Leaves = nil, nil, nil
-				br, err := clustersim.Run(context.Background(), b)
+				br, err := cluster.Run(context.Background(), b)
 				if err != nil {
 					return fmt.Errorf("%s %s without churn: %w", s.name, kind, err)
 				}
@@ -168,36 +168,36 @@ func scenarios(quick bool) []scenario {
 	}
 	var out []scenario
 	roll := func(name string, n int, every, down time.Duration, rate float64, keys int) {
-		s := clustersim.Scenario{Nodes: n, Keys: keys, Rate: rate, Duration: time.Duration(n)*every + 10*time.Second}
+		s := cluster.Scenario{Nodes: n, Keys: keys, Rate: rate, Duration: time.Duration(n)*every + 10*time.Second}
 		for i := range n {
-			s.Restarts = append(s.Restarts, clustersim.Restart{Node: i, At: 5*time.Second + time.Duration(i)*every, Down: down})
+			s.Restarts = append(s.Restarts, cluster.Restart{Node: i, At: 5*time.Second + time.Duration(i)*every, Down: down})
 		}
 		out = append(out, scenario{name, s, false})
 	}
 	roll("roll-10", 10, 5*time.Second, time.Second, 20, 20)
 	roll(fmt.Sprintf("roll-%d", roll100), roll100, time.Second, 500*time.Millisecond, 2, 50)
 	// Owner mode (reconcile's default, from 100 nodes): 10% at a time.
-	s := clustersim.Scenario{Nodes: big, Keys: 100, Rate: 0.25, Duration: 10*bigEvery + 8*time.Second}
+	s := cluster.Scenario{Nodes: big, Keys: 100, Rate: 0.25, Duration: 10*bigEvery + 8*time.Second}
 	for w := range 10 {
 		for i := w * big / 10; i < (w+1)*big/10; i++ {
-			s.Restarts = append(s.Restarts, clustersim.Restart{Node: i, At: 4*time.Second + time.Duration(w)*bigEvery, Down: 500 * time.Millisecond})
+			s.Restarts = append(s.Restarts, cluster.Restart{Node: i, At: 4*time.Second + time.Duration(w)*bigEvery, Down: 500 * time.Millisecond})
 		}
 	}
 	out = append(out, scenario{fmt.Sprintf("owner-%d-roll-10%%", big), s, true})
-	s = clustersim.Scenario{Nodes: 30, Keys: 20, Rate: 5, Duration: 45 * time.Second}
+	s = cluster.Scenario{Nodes: 30, Keys: 20, Rate: 5, Duration: 45 * time.Second}
 	for i := 3; i < 30; i++ {
-		s.Starts = append(s.Starts, clustersim.Start{Node: i, At: 5*time.Second + time.Duration(i-3)*time.Second})
+		s.Starts = append(s.Starts, cluster.Start{Node: i, At: 5*time.Second + time.Duration(i-3)*time.Second})
 	}
 	out = append(out, scenario{"scale-out-3-30", s, false})
-	s = clustersim.Scenario{Nodes: 30, Keys: 20, Rate: 5, Duration: 45 * time.Second}
+	s = cluster.Scenario{Nodes: 30, Keys: 20, Rate: 5, Duration: 45 * time.Second}
 	for i := 3; i < 30; i++ {
-		s.Leaves = append(s.Leaves, clustersim.Leave{Node: i, At: 5*time.Second + time.Duration(i-3)*time.Second})
+		s.Leaves = append(s.Leaves, cluster.Leave{Node: i, At: 5*time.Second + time.Duration(i-3)*time.Second})
 	}
 	out = append(out, scenario{"scale-in-30-3", s, false})
 	// One restart every simulated minute, round-robin, new names.
-	s = clustersim.Scenario{Nodes: 10, Keys: 20, Rate: 2, Duration: longFor}
+	s = cluster.Scenario{Nodes: 10, Keys: 20, Rate: 2, Duration: longFor}
 	for m := 1; time.Duration(m)*time.Minute < longFor; m++ {
-		s.Restarts = append(s.Restarts, clustersim.Restart{Node: (m - 1) % 10, At: time.Duration(m) * time.Minute, Down: time.Second})
+		s.Restarts = append(s.Restarts, cluster.Restart{Node: (m - 1) % 10, At: time.Duration(m) * time.Minute, Down: time.Second})
 	}
 	out = append(out, scenario{"churn-1-per-min", s, false})
 	return out

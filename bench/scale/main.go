@@ -1,5 +1,5 @@
 // Command scale measures what obol's gossip costs as the cluster grows, on
-// the virtual-time simulator (internal/clustersim): the real engine,
+// the virtual-time simulator (sim/cluster): the real engine,
 // reconcile and packet codec of N nodes on one virtual clock, for N in
 // 10, 50, 100, 200 and 1000 and K = 1 (one hot key), 1,000 and 100,000
 // keys. See README.md.
@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/config"
-	"github.com/obol-dev/obol/internal/clustersim"
+	"github.com/obol-dev/obol/sim/cluster"
 )
 
 type options struct {
@@ -93,7 +93,7 @@ func run(args []string, out, log io.Writer) error {
 	fs.DurationVar(&o.flushGap, "flush-gap", 0, "least time between two drift flushes of a node (0: reconcile's default, negative: none)")
 	fs.IntVar(&o.ownerFrom, "owner-from", 0, "least cluster size in owner mode (0: reconcile's default, negative: never)")
 	fs.IntVar(&o.limit, "limit", 0, "every key's limit per second (0: a quarter of what a key is offered, at least 10)")
-	fs.StringVar(&o.skew, "skew", clustersim.SkewEven, "the load's spread over the nodes: even, hot (node 0 takes 80%) or zipf")
+	fs.StringVar(&o.skew, "skew", cluster.SkewEven, "the load's spread over the nodes: even, hot (node 0 takes 80%) or zipf")
 	fs.DurationVar(&o.killOwner, "kill-owner", 0, "kill the owner of the first key this long into each run (0: none); survivors learn of it after 5.5 s")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed")
 	quick := fs.Bool("quick", false, "N 10,50,100, K 1,1000, 1.25 s runs")
@@ -170,7 +170,7 @@ type row struct {
 	n, k  int
 	rate  float64 // per node
 	limit int
-	r     clustersim.Result
+	r     cluster.Result
 	wall  time.Duration
 }
 
@@ -200,20 +200,20 @@ func table(o options, out, log io.Writer) error {
 			}
 			delay := o.delay
 			if delay == 0 {
-				delay = clustersim.NoDelay
+				delay = cluster.NoDelay
 			}
-			sc := clustersim.Scenario{
+			sc := cluster.Scenario{
 				Resource: rc, Nodes: n, Keys: k, Rate: rate, SyncInterval: o.sync, Delay: delay, Loss: o.loss,
 				Encrypt: o.encrypt, Label: "obol", TickOnly: o.tickOnly, Unsequenced: o.unsequenced, TargetedResends: o.tresends, FlatHeartbeat: o.flatHB, FlushGap: o.flushGap, OwnerFrom: o.ownerFrom, Duration: o.d, Warmup: o.warm, Seed: o.seed,
 				MaxEvents: 2_000_000_000, Skew: o.skew,
 			}
 			if o.killOwner > 0 {
 				owner, _ := sc.Owners(0)
-				sc.Deaths = []clustersim.Death{{Node: owner, At: o.killOwner}}
+				sc.Deaths = []cluster.Death{{Node: owner, At: o.killOwner}}
 			}
 			fmt.Fprintf(log, "n=%d keys=%d rate=%.0f/s per node ...\n", n, k, rate)
 			start := time.Now()
-			r, err := clustersim.Run(context.Background(), sc)
+			r, err := cluster.Run(context.Background(), sc)
 			if err != nil {
 				return fmt.Errorf("n=%d keys=%d: %w", n, k, err)
 			}
@@ -237,7 +237,7 @@ func table(o options, out, log io.Writer) error {
 // (owner mode: counts to an owner or successor, empty follow-ups, and
 // sums), the rest (to every peer: ticks, flushes, heartbeats, repair);
 // and drift flushes per node per second over the whole run (d).
-func detail(r clustersim.Result, n int, d time.Duration) string {
+func detail(r cluster.Result, n int, d time.Duration) string {
 	per := func(v int64, span time.Duration) float64 { return float64(v) / span.Seconds() / float64(n) }
 	targeted, sums, fu := per(r.Targeted, r.Measured), per(r.Sums, r.Measured), per(r.FollowUps, r.Measured)
 	return fmt.Sprintf("      datagrams/s per node: %.0f to one node (%.0f counts, %.0f follow-ups, %.0f sums), %.0f others; drift flushes/s per node %.1f",

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/config"
-	"github.com/obol-dev/obol/internal/clustersim"
+	"github.com/obol-dev/obol/sim/cluster"
 )
 
 // validate.go runs bench/cluster's scenarios on the simulator, to compare
@@ -38,7 +38,7 @@ func validate(ns []int, d time.Duration, seed uint64, flushGap time.Duration, ou
 				if tick {
 					ship = "tick"
 				}
-				r, err := clustersim.Run(context.Background(), clustersim.Scenario{
+				r, err := cluster.Run(context.Background(), cluster.Scenario{
 					Resource: rc, Nodes: n, TickOnly: tick, FlushGap: flushGap, Delay: 200 * time.Microsecond,
 					Rate: 5 * limit / float64(n), Duration: 2*time.Second + d, Warmup: 2 * time.Second,
 					ProbeEvery: 100 * time.Millisecond, Seed: seed, MaxEvents: 1 << 40,

@@ -138,8 +138,13 @@ func (c *clusterRun) Peers() []api.Peer {
 }
 
 // Contributions returns each node's share of resource/domain.
-func (c *clusterRun) Contributions(resource, domain string, now time.Time) []reconcile.Contribution {
-	return c.rec.Contributions(resource, domain, now)
+func (c *clusterRun) Contributions(resource, domain string, now time.Time) []api.Contribution {
+	cs := c.rec.Contributions(resource, domain, now)
+	out := make([]api.Contribution, len(cs))
+	for i, ct := range cs {
+		out[i] = api.Contribution(ct)
+	}
+	return out
 }
 
 // Counters returns gossip and merge counters.
@@ -147,11 +152,21 @@ func (c *clusterRun) Counters() api.ClusterCounters {
 	s := c.node.Stats()
 	return api.ClusterCounters{
 		BytesIn: s.BytesIn, BytesOut: s.BytesOut, PacketsIn: s.PacketsIn, PacketsOut: s.PacketsOut,
-		Dropped: s.Dropped, QueueDrops: s.QueueDrops, SendErrors: s.SendErrors, Live: c.node.Live(), Merge: c.rec.Stats(),
+		Dropped: s.Dropped, QueueDrops: s.QueueDrops, SendErrors: s.SendErrors, Live: c.node.Live(), Merge: mergeCounters(c.rec.Stats()),
 		Asked: s.Asked, Resent: s.Resent, RepairResyncs: s.RepairResyncs, Duplicates: s.Duplicates,
 		NamesAsked: s.NamesAsked, NamesSent: s.NamesSent, Sequenced: c.node.Repairs(),
 		ReshipsAsked: s.ReshipsAsked, ReshipsMade: s.ReshipsMade, Targeted: c.node.Reships(),
 		HeartbeatStretch: c.node.HeartbeatStretch(),
+	}
+}
+
+// mergeCounters are m as /metrics shows them.
+func mergeCounters(m reconcile.Stats) api.MergeCounters {
+	return api.MergeCounters{
+		PacketsMerged: m.PacketsMerged, Flushes: m.Flushes, Stale: m.Stale, CountsApplied: m.CountsApplied, TooOld: m.TooOld, NodesGone: m.NodesGone,
+		Owners: m.Owners, Targeted: m.Targeted, SumsSent: m.SumsSent, SumsMerged: m.SumsMerged, WideRelays: m.WideRelays,
+		HeldStates: m.HeldStates, HeldGrew: m.HeldGrew, HeldOrigins: m.HeldOrigins, HeldKeys: m.HeldKeys, Welcomes: m.Welcomes, HeldPassed: m.HeldPassed,
+		MergeLag: api.LagHistogram{BoundsMs: reconcile.LagBoundsMs, Counts: m.MergeLag.Counts, Count: m.MergeLag.Count, SumMs: m.MergeLag.SumMs},
 	}
 }
 

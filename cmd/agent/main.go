@@ -25,6 +25,7 @@ import (
 	"github.com/obol-dev/obol/local"
 	"github.com/obol-dev/obol/reconcile"
 	"github.com/obol-dev/obol/rls"
+	simcluster "github.com/obol-dev/obol/sim/cluster"
 )
 
 func main() {
@@ -186,7 +187,7 @@ func serve(ctx context.Context, p plan, stderr io.Writer) error {
 	// system clock moves none of them.
 	base := clock.NewMonotonic()
 	opts := api.Options{Logger: log, Base: base, AuthToken: st.authToken, AuthEverywhere: st.authEverywhere,
-		CheckDomainHeader: st.domainHeader, LogRejections: st.logRejections}
+		CheckDomainHeader: st.domainHeader, LogRejections: st.logRejections, ClusterSimulator: simcluster.Endpoint{}}
 	if p.file != nil {
 		opts.LoadConfig = func() (*config.Config, string, error) {
 			c, err := p.file.load()

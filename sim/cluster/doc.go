@@ -1,4 +1,4 @@
-// Package clustersim is a virtual-time cluster simulator: N nodes, each the
+// Package cluster is a virtual-time cluster simulator: N nodes, each the
 // real local.Engine and reconcile.Cluster the agent runs, on one virtual
 // clock over a simulated network, without memberlist, goroutines or sleep.
 // A run is deterministic for its Scenario (the seed included).
@@ -123,4 +123,4 @@
 // Scenario.MaxEvents bounds the events a run may process; Run refuses a
 // scenario whose estimate is over it before running (ErrTooMuchWork) and
 // stops one that reaches it.
-package clustersim
+package cluster

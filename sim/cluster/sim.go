@@ -1,4 +1,4 @@
-package clustersim
+package cluster
 
 import (
 	"context"
@@ -508,7 +508,7 @@ func (sm *sim) request(nd *node) {
 	k := sm.key()
 	t := sm.at(sm.now)
 	if err := nd.eng.Decide(&sm.dec, t, sm.resName, sm.domains[k], 1, 1); err != nil {
-		sm.err = fmt.Errorf("clustersim: node %d deciding %s: %w", nd.idx, sm.domains[k], err)
+		sm.err = fmt.Errorf("sim/cluster: node %d deciding %s: %w", nd.idx, sm.domains[k], err)
 		return
 	}
 	granted := sm.dec.Granted > 0
@@ -557,7 +557,7 @@ func (sm *sim) probe(k int) {
 	}
 	t := sm.at(sm.now)
 	if err := nd.eng.Decide(&sm.dec, t, sm.resName, "probe-0-"+strconv.Itoa(k), 1, 1); err != nil {
-		sm.err = fmt.Errorf("clustersim: node %d probe %d: %w", nd.idx, k, err)
+		sm.err = fmt.Errorf("sim/cluster: node %d probe %d: %w", nd.idx, k, err)
 		return
 	}
 	sm.kicked(nd, t)

@@ -1,4 +1,4 @@
-package clustersim
+package cluster
 
 // converge.go follows sampled hits until every live peer's engine counts
 // them. A sample is the first hit of a (origin, key, bucket): any count of

@@ -1,4 +1,4 @@
-package clustersim
+package cluster
 
 import "github.com/obol-dev/obol/gossip/packet"
 

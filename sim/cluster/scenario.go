@@ -1,12 +1,12 @@
-package clustersim
+package cluster
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/obol-dev/obol/config"
+	simpkg "github.com/obol-dev/obol/sim"
 )
 
 // scenario.go is what a run is asked to do: the Scenario, its defaults and
@@ -216,7 +216,7 @@ type Scenario struct {
 	// MaxEvents bounds the work (0 = DefaultMaxEvents).
 	MaxEvents int64
 	// Yield, when set, is called every YieldEvery events with the events
-	// so far: a caller's hook to rest (a duty cycle) or to stop the run by
+	// so far: a caller's hook to yield the processor or to stop the run by
 	// returning an error, which Run returns.
 	Yield func(events int64) error
 }
@@ -228,12 +228,14 @@ const YieldEvery = 4096
 // NoDelay as Scenario.Delay is a network without delay.
 const NoDelay = time.Duration(-1)
 
-// ErrScenario is wrapped by every Validate error.
-var ErrScenario = errors.New("clustersim: bad scenario")
+// ErrScenario is wrapped by every Validate error: sim.ErrScenario, which
+// package api reads without linking this package.
+var ErrScenario = simpkg.ErrScenario
 
 // ErrTooMuchWork is wrapped by Run's error when a scenario's work is over
-// its MaxEvents, estimated before the run or counted during it.
-var ErrTooMuchWork = errors.New("clustersim: over the work budget")
+// its MaxEvents, estimated before the run or counted during it:
+// sim.ErrTooMuchWork.
+var ErrTooMuchWork = simpkg.ErrTooMuchWork
 
 func bad(field, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrScenario, field, fmt.Sprintf(format, args...))

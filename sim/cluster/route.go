@@ -1,4 +1,4 @@
-package clustersim
+package cluster
 
 import (
 	"fmt"
@@ -41,7 +41,7 @@ func (sd *sender) SendTo(to string, p *packet.Packet) error {
 	nd := s.nodes[sd.from]
 	j := s.index(to)
 	if j < 0 || j == sd.from {
-		return fmt.Errorf("clustersim: node %d: send to %q: not a peer", sd.from, to)
+		return fmt.Errorf("sim/cluster: node %d: send to %q: not a peer", sd.from, to)
 	}
 	cp := *p
 	cp.Seq, cp.Targeted = 0, false
@@ -50,7 +50,7 @@ func (sd *sender) SendTo(to string, p *packet.Packet) error {
 	}
 	msgs, err := packet.Split(&cp, s.budget)
 	if err != nil {
-		s.err = fmt.Errorf("clustersim: node %d: split: %w", sd.from, err)
+		s.err = fmt.Errorf("sim/cluster: node %d: split: %w", sd.from, err)
 		return err
 	}
 	if nd.tout != nil {
@@ -59,7 +59,7 @@ func (sd *sender) SendTo(to string, p *packet.Packet) error {
 	for _, b := range msgs {
 		pkt, err := packet.Decode(b)
 		if err != nil {
-			s.err = fmt.Errorf("clustersim: node %d: its own datagram does not decode: %w", sd.from, err)
+			s.err = fmt.Errorf("sim/cluster: node %d: its own datagram does not decode: %w", sd.from, err)
 			return err
 		}
 		if p.Sum && s.measured() {

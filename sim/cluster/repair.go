@@ -1,4 +1,4 @@
-package clustersim
+package cluster
 
 import (
 	"fmt"
@@ -96,7 +96,7 @@ func (s *sim) repair(nd *node) {
 func (s *sim) sendRequest(nd *node, j int, r *packet.Request) {
 	b, err := packet.EncodeRequest(r)
 	if err != nil {
-		s.err = fmt.Errorf("clustersim: node %d: request: %w", nd.idx, err)
+		s.err = fmt.Errorf("sim/cluster: node %d: request: %w", nd.idx, err)
 		return
 	}
 	if s.wire(nd, j, len(b)) {
@@ -147,7 +147,7 @@ func (s *sim) answer(origin *node, from int32, r *packet.Request) {
 	}
 	msgs, err := packet.Split(&packet.Packet{From: origin.name, Incarnation: origin.rec.Incarnation(), Names: names}, s.budget)
 	if err != nil {
-		s.err = fmt.Errorf("clustersim: node %d: names: %w", origin.idx, err)
+		s.err = fmt.Errorf("sim/cluster: node %d: names: %w", origin.idx, err)
 		return
 	}
 	for _, b := range msgs {
@@ -185,7 +185,7 @@ func (s *sim) pushPull(a, b *node, join bool) bool {
 		}
 		enc, err := packet.EncodeState(st)
 		if err != nil {
-			s.err = fmt.Errorf("clustersim: node %d: snapshot: %w", src.idx, err)
+			s.err = fmt.Errorf("sim/cluster: node %d: snapshot: %w", src.idx, err)
 			return false
 		}
 		if s.measured() {
@@ -197,7 +197,7 @@ func (s *sim) pushPull(a, b *node, join bool) bool {
 		}
 		dec, err := packet.DecodeState(enc)
 		if err != nil {
-			s.err = fmt.Errorf("clustersim: node %d: its snapshot does not decode: %w", src.idx, err)
+			s.err = fmt.Errorf("sim/cluster: node %d: its snapshot does not decode: %w", src.idx, err)
 			return false
 		}
 		dec.Join = join
@@ -270,7 +270,7 @@ func (s *sim) answerTargeted(origin, asker *node, r *packet.Request) {
 			gone = true
 			var err error
 			if b, err = packet.Encode(&packet.Packet{From: origin.name, Incarnation: origin.rec.Incarnation(), Seq: seq, Targeted: true}); err != nil {
-				s.err = fmt.Errorf("clustersim: node %d: %w", origin.idx, err)
+				s.err = fmt.Errorf("sim/cluster: node %d: %w", origin.idx, err)
 				return
 			}
 		}
@@ -295,7 +295,7 @@ func (s *sim) answerTargeted(origin, asker *node, r *packet.Request) {
 func (s *sim) sendRaw(from *node, j int, b []byte) bool {
 	pkt, err := packet.Decode(b)
 	if err != nil {
-		s.err = fmt.Errorf("clustersim: node %d: a datagram it sends again does not decode: %w", from.idx, err)
+		s.err = fmt.Errorf("sim/cluster: node %d: a datagram it sends again does not decode: %w", from.idx, err)
 		return false
 	}
 	if s.wire(from, j, len(b)) {

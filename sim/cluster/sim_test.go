@@ -1,4 +1,4 @@
-package clustersim
+package cluster
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package clustersim
+package cluster
 
 import (
 	"fmt"
@@ -73,7 +73,7 @@ func (sd *sender) Send(p *packet.Packet) error {
 	}
 	msgs, err := packet.Split(&cp, s.budget)
 	if err != nil {
-		s.err = fmt.Errorf("clustersim: node %d: split: %w", sd.from, err)
+		s.err = fmt.Errorf("sim/cluster: node %d: split: %w", sd.from, err)
 		return err
 	}
 	if nd.out != nil {
@@ -82,7 +82,7 @@ func (sd *sender) Send(p *packet.Packet) error {
 	for _, b := range msgs {
 		pkt, err := packet.Decode(b)
 		if err != nil {
-			s.err = fmt.Errorf("clustersim: node %d: its own datagram does not decode: %w", sd.from, err)
+			s.err = fmt.Errorf("sim/cluster: node %d: its own datagram does not decode: %w", sd.from, err)
 			return err
 		}
 		dg := &datagram{from: int32(sd.from), size: len(b), pkt: pkt}

@@ -1,4 +1,4 @@
-package api
+package sim
 
 import (
 	"runtime"
@@ -8,21 +8,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lowPriorityThread locks the calling goroutine to its OS thread and gives
+// LowPriorityThread locks the calling goroutine to its OS thread and gives
 // that thread the lowest scheduling priority (nice 19). The goroutine must
 // exit without unlocking: the runtime then ends the thread, so no other
 // goroutine ever runs at that priority. A failure leaves the priority as it
-// was (the work is still bounded by its duty cycle and time limit).
-func lowPriorityThread() {
+// was (the work is still bounded by its Pace).
+func LowPriorityThread() {
 	runtime.LockOSThread()
 	_ = syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), 19)
 }
 
-// threadTime returns the processor time the calling thread has used: after
-// lowPriorityThread, the work of the goroutine locked to it, whatever else
+// ThreadTime returns the processor time the calling thread has used: after
+// LowPriorityThread, the work of the goroutine locked to it, whatever else
 // the machine is busy with. It falls back to the monotonic clock when the
 // kernel does not answer.
-func threadTime() time.Duration {
+func ThreadTime() time.Duration {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
 		return time.Since(processStart)

@@ -1,4 +1,4 @@
-package clustersim
+package cluster
 
 import (
 	"fmt"
@@ -287,7 +287,7 @@ func (sm *sim) up(nd *node, r int) {
 	if stateFile && nd.state != nil {
 		p, err := packet.DecodeState(nd.state)
 		if err != nil {
-			sm.err = fmt.Errorf("clustersim: node %d: its state file does not decode: %w", nd.idx, err)
+			sm.err = fmt.Errorf("sim/cluster: node %d: its state file does not decode: %w", nd.idx, err)
 			return
 		}
 		nd.rec.Restore(p)
@@ -340,7 +340,7 @@ func (sm *sim) joined(nd *node) {
 func (sm *sim) writeState(nd *node) {
 	b, err := packet.EncodeState(nd.rec.Snapshot())
 	if err != nil {
-		sm.err = fmt.Errorf("clustersim: node %d: state file: %w", nd.idx, err)
+		sm.err = fmt.Errorf("sim/cluster: node %d: state file: %w", nd.idx, err)
 		return
 	}
 	nd.state = b
