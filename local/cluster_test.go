@@ -166,3 +166,37 @@ func TestRemoteHoldsCountAgainstEveryLimit(t *testing.T) {
 		t.Fatalf("EachHold reports %d local holds, want 4 (peers' excluded)", seen)
 	}
 }
+
+// TestGCRAPeerSpendInPartsKeepsItsKey: a peer's burst of spends shipped in
+// parts, each placed at its bucket's start (here 53.8 s before it lands,
+// on a limit of 1,000 an hour: a minute's bucket), must add up. Each part
+// alone has refilled by the time it lands; the key used to be dropped
+// after each, so every part started from a full bucket and all 18 spends
+// were lost; the key is now kept a bucket longer.
+func TestGCRAPeerSpendInPartsKeepsItsKey(t *testing.T) {
+	cfg := &config.Config{Resources: map[string]*config.Resource{
+		"g/h": {Kind: config.KindGCRA, Burst: 1000, Count: 1000, Period: time.Hour},
+	}}
+	e := New(cfg)
+	gr := e.res["g/h"].k.(*gcraRes)
+	gr.idle = newStore[idleLog](100) // clustered, as attach makes it
+	b := int64(1_795_817_220_000)    // a bucket's start, ms
+	now := b + 53_800
+	for range 3 {
+		e.ApplyCount("g/h", "u", SlotSpend, b, 60_000, 6, now)
+	}
+	// The 18 spends at b: TAT b + 64.8 s, and 53.8 s of it passed.
+	d, _ := e.Request(time.UnixMilli(now), "g/h", "u", 0, 0)
+	if d.Remaining != 996 {
+		t.Fatalf("remaining %d after three parts of 6 spends, want 996 (all 18 counted)", d.Remaining)
+	}
+	// The key outlives its TAT by idleKeep and the bucket, no longer.
+	gr.sweep(time.UnixMilli(b + 64_800 + 89_000))
+	if e.Keys("g/h") != 1 {
+		t.Fatalf("keys %d after 89 s past the TAT, want 1", e.Keys("g/h"))
+	}
+	gr.sweep(time.UnixMilli(b + 64_800 + 90_000))
+	if e.Keys("g/h") != 0 {
+		t.Fatalf("keys %d 90 s past the TAT, want 0", e.Keys("g/h"))
+	}
+}

@@ -2,6 +2,7 @@ package local
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/obol-dev/obol/config"
@@ -23,7 +24,10 @@ type gcraRes struct {
 	rec   recorder // off alone
 	// idle holds, for a clustered resource, the idle gaps keys' own spends
 	// discarded lately (gcraidle.go); nil alone.
-	idle  *store[idleLog]
+	idle *store[idleLog]
+	// width is the widest time bucket a peer's spend came in, ns: a
+	// clustered key is kept that much longer (keep).
+	width atomic.Int64
 	stats *Stats
 }
 
@@ -187,9 +191,18 @@ func (gr *gcraRes) idleAt(t int64) func(tat int64) bool {
 	if gr.idle == nil {
 		return func(tat int64) bool { return tat <= t }
 	}
-	keep := idleKeep.Nanoseconds()
+	keep := gr.keep()
 	return func(tat int64) bool { return tat+keep <= t }
 }
+
+// keep is how long, ns, a clustered key outlives its TAT: idleKeep, plus
+// the widest bucket a peer's spend came in. A peer's spend is placed at
+// its bucket's start, up to a bucket before it happened, so its TAT may
+// have passed when it arrives while the spends that follow it in the same
+// bucket are still on their way: they must find it, or each would start
+// from a full bucket and be lost (a burst of a peer's spends shipped in
+// parts, each alone refilled by the time it lands).
+func (gr *gcraRes) keep() int64 { return idleKeep.Nanoseconds() + gr.width.Load() }
 
 // sweep drops the buckets that are full again by t; a clustered one is
 // kept idleKeep past its TAT, with its idle gaps (see applyCount).
@@ -200,7 +213,7 @@ func (gr *gcraRes) sweep(t time.Time) {
 		gr.keys.sweep(func(tat int64) bool { return tat <= tn })
 		return
 	}
-	keep := idleKeep.Nanoseconds()
+	keep := gr.keep()
 	gr.keys.sweep(func(tat int64) bool { return tat+keep <= tn })
 	gr.idle.sweep(func(l idleLog) bool { return l.last()+keep <= tn })
 }
@@ -238,6 +251,21 @@ func (gr *gcraRes) attach(c Cluster, name string, rc *config.Resource) {
 // over-admission of a partition, which fail open accepts.
 const idleKeep = 30 * time.Second
 
+// widen records w (ns) as the widest bucket a peer's spend came in, up to
+// maxWidth.
+func (gr *gcraRes) widen(w int64) {
+	for w <= maxWidth {
+		cur := gr.width.Load()
+		if w <= cur || gr.width.CompareAndSwap(cur, w) {
+			return
+		}
+	}
+}
+
+// maxWidth bounds the bucket width keep adds, ns: the mesh's widest bucket
+// is a minute; a wider claim is no peer's and adds nothing.
+const maxWidth = int64(time.Minute)
+
 // noteIdle records, in a locked key shard, that a spend at t found domain's
 // bucket idle since tat. A full idle store records nothing (a late peer's
 // spend then finds no gap to fill: toward denial).
@@ -256,11 +284,12 @@ func (gr *gcraRes) noteIdle(domain string, tat, t int64) {
 // applyCount applies a peer's spend (SlotSpend) or refund (SlotRefund) of
 // n tokens to domain's bucket. A spend dated at is inserted into the
 // bucket's chain where it happened (gcraApplySpend); a refund gives tokens
-// back now. The key is kept for idleKeep after its TAT passes, so that a
-// later-delivered spend dated before it still sees it.
-func (gr *gcraRes) applyCount(domain string, slot int, at, _, n, now int64) {
+// back now. The key is kept for keep (idleKeep and a bucket) after its TAT
+// passes, so that a later-delivered spend dated before it still sees it.
+func (gr *gcraRes) applyCount(domain string, slot int, at, width, n, now int64) {
 	p := gr.params(domain)
 	atNs, nowNs := at*1e6, now*1e6
+	gr.widen(width * 1e6)
 	sh, h := gr.keys.lock(domain)
 	defer sh.mu.Unlock()
 	ptat := sh.find(domain, h)
@@ -301,7 +330,7 @@ func (gr *gcraRes) applyCount(domain string, slot int, at, _, n, now int64) {
 	switch {
 	case ptat != nil:
 		*ptat = tat
-	case tat > nowNs || (gr.idle != nil && tat+idleKeep.Nanoseconds() > nowNs):
+	case tat > nowNs || (gr.idle != nil && tat+gr.keep() > nowNs):
 		gr.keepOrSpill(sh, domain, h, tat, nowNs)
 	}
 }

@@ -152,6 +152,15 @@ func rlsCall(t *testing.T, dir, name string) int {
 	return int(resp.Statuses[0].LimitRemaining)
 }
 
+// gcraViews is what each node would still grant of h/gcra's key u.
+func gcraViews(t *testing.T, nodes []*proc) []int {
+	var out []int
+	for _, p := range nodes {
+		out = append(out, p.remaining(t, "h/gcra", "u"))
+	}
+	return out
+}
+
 // remaining is what p would still grant res/dom now.
 func (p *proc) remaining(t *testing.T, res, dom string) int {
 	t.Helper()
@@ -282,6 +291,7 @@ func TestRollingRestartKeepsCounts(t *testing.T) {
 			want := 1000 - per*tc.n
 			rlsWant := 1000 - 30/tc.n*tc.n
 			waitRemaining(t, nodes, "h/tiers", "u", want, "every node to see every hit")
+			t.Logf("h/gcra left before the roll, node by node: %v", gcraViews(t, nodes))
 			load := startLoad(t, nodes)
 			for i := range nodes {
 				old := nodes[i]
@@ -310,7 +320,7 @@ func TestRollingRestartKeepsCounts(t *testing.T) {
 				// they reach a node: the new node agrees with the node it
 				// joined through within 1% of the limit.
 				if got, ref := p.remaining(t, "h/gcra", "u"), seed.remaining(t, "h/gcra", "u"); got < ref-10 || got > ref+10 || got > want+50 {
-					t.Fatalf("after restarting n%d the new node sees %d left of h/gcra, the node it joined through %d (want about %d)", i, got, ref, want)
+					t.Fatalf("after restarting n%d the new node sees %d left of h/gcra, the node it joined through %d (want about %d); node by node: %v", i, got, ref, want, gcraViews(t, append(nodes[:i:i], append([]*proc{p}, nodes[i+1:]...)...)))
 				}
 				nodes[i] = p
 				load.add(p)
