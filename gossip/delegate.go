@@ -310,6 +310,20 @@ func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
 	}()
 }
 
+// liveNodes appends to buf the members memberlist lists alive (or
+// suspect), but this node, as this node's own copies (peerState.node), and
+// returns it.
+func (n *Node) liveNodes(buf []*memberlist.Node) []*memberlist.Node {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for name, ps := range n.peers {
+		if name != n.name && ps.state == "alive" && ps.node != nil {
+			buf = append(buf, ps.node)
+		}
+	}
+	return buf
+}
+
 // member records what memberlist reports about node; state "" keeps the
 // current state. A member that became live or went bumps the membership
 // epoch. It also forgets members gone for longer than goneRetention.
@@ -320,6 +334,9 @@ func (n *Node) member(node *memberlist.Node, state string) {
 	defer n.mu.Unlock()
 	ps := n.peer(node.Name)
 	ps.addr = node.Address()
+	if ps.node == nil || ps.node.Port != node.Port || !ps.node.Addr.Equal(node.Addr) {
+		ps.node = &memberlist.Node{Name: node.Name, Addr: slices.Clone(node.Addr), Port: node.Port}
+	}
 	ps.protoMax = node.DMax
 	if ok {
 		ps.inc = inc

@@ -150,7 +150,7 @@ func (n *Node) rejoinStep(time.Time) int {
 		return 0
 	}
 	live := map[string]bool{n.addr: true}
-	for _, m := range n.ml.Members() {
+	for _, m := range n.liveNodes(nil) {
 		live[m.Address()] = true
 	}
 	var missing []string

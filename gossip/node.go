@@ -141,12 +141,13 @@ type Node struct {
 	placeMu     sync.Mutex      // held by the one goroutine rebuilding place
 	placeKick   chan struct{}   // wakes the placer: the live set changed
 	place       atomic.Pointer[placement]
-	sendMu      sync.Mutex    // numbers messages and sends them in order
-	out         *stream.Out   // this node's stream (under sendMu)
-	inMu        sync.Mutex    // guards in
-	in          *stream.In    // the peers' streams
-	tin         *stream.In    // the peers' targeted streams to this node (under inMu)
-	repairKick  chan struct{} // wakes the repair loop
+	sendMu      sync.Mutex         // numbers messages and sends them in order
+	out         *stream.Out        // this node's stream (under sendMu)
+	recipients  []*memberlist.Node // Send's (under sendMu)
+	inMu        sync.Mutex         // guards in
+	in          *stream.In         // the peers' streams
+	tin         *stream.In         // the peers' targeted streams to this node (under inMu)
+	repairKick  chan struct{}      // wakes the repair loop
 
 	recv         receiver      // the receive workers' queues
 	dropsLogged  atomic.Uint64 // queueDrops when last logged
@@ -172,7 +173,12 @@ type Node struct {
 
 // peerState is what a node knows of a peer (or of itself), under Node.mu.
 type peerState struct {
-	addr     string
+	addr string
+	// node is this node's own copy of memberlist's record of the member,
+	// taken in its callbacks (under memberlist's lock): memberlist's
+	// Members returns pointers into records it rewrites as members change,
+	// which cannot be read outside that lock without a data race.
+	node     *memberlist.Node
 	state    string // "" until memberlist reports the member
 	inc      uint64 // from meta
 	pktInc   uint64 // highest incarnation seen in its packets
@@ -381,10 +387,8 @@ func (n *Node) Send(p *packet.Packet) error {
 		n.out.Sent(msgs)
 	}
 	var errs []error
-	for _, m := range n.ml.Members() {
-		if m.Name == n.name {
-			continue
-		}
+	n.recipients = n.liveNodes(n.recipients[:0])
+	for _, m := range n.recipients {
 		var sent uint64
 		for _, b := range msgs {
 			if err := n.ml.SendBestEffort(m, b); err != nil {
