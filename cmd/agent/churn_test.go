@@ -161,6 +161,19 @@ func gcraViews(t *testing.T, nodes []*proc) []int {
 	return out
 }
 
+// state is p's /v1/state of res/dom (its tiers and every origin's
+// contribution), for failure messages.
+func (p *proc) state(t *testing.T, res, dom string) string {
+	t.Helper()
+	resp, err := p.client.Get("http://obol/v1/state?resource=" + res + "&domain=" + dom)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
 // remaining is what p would still grant res/dom now.
 func (p *proc) remaining(t *testing.T, res, dom string) int {
 	t.Helper()
@@ -312,7 +325,8 @@ func TestRollingRestartKeepsCounts(t *testing.T) {
 				// Its first answer already counts every hit of the hour
 				// but the load's last ones in flight.
 				if got := p.remaining(t, "h/tiers", "u"); got != want {
-					t.Fatalf("after restarting n%d the new node sees %d left of h/tiers, want %d; stderr:\n%s", i, got, want, p.stderr)
+					t.Fatalf("after restarting n%d the new node sees %d left of h/tiers, want %d\nits state: %s\nthe state of the node it joined through: %s\nits stderr:\n%s",
+						i, got, want, p.state(t, "h/tiers", "u"), seed.state(t, "h/tiers", "u"), p.stderr)
 				}
 				// gcra refills one token every 3.6 s, and a peer's spends
 				// are placed at their bucket's start (a fiftieth of the
