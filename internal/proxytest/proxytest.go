@@ -5,7 +5,6 @@
 package proxytest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -94,24 +93,9 @@ func FreePort(t testing.TB) int {
 	return p
 }
 
-// Buffer is an io.Writer safe for concurrent use, for a child's output.
-type Buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *Buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-// String returns what was written so far.
-func (b *Buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+// Buffer is an io.Writer safe for concurrent use, for a child's output; a
+// test waits on its writes for a line to appear.
+type Buffer = await.Log
 
 // Proc is a child process whose stdout and stderr go to Output.
 type Proc struct {
