@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/obol-dev/obol/internal/await"
 )
 
 // TestConnectionErrorLogsCannotFillADisk is the regression test of the
@@ -58,10 +60,8 @@ func TestConnectionErrorsAreCounted(t *testing.T) {
 		c.Write([]byte("GET /v1/state HTTP/1.1\r\nHost: x\r\nX-Half"))
 		c.Close()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for h.srv.connLog.seen.Load() < 3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Each of the first messages (the burst) is logged once counted.
+	await.Until(t, 5*time.Second, "three connection errors counted", &h.logs.Signal, func() bool { return h.srv.connLog.seen.Load() >= 3 })
 	r := h.do("GET", "/metrics", "")
 	if !strings.Contains(string(r.body), "obol_http_connection_errors_total 3") {
 		t.Errorf("metrics: %s", grepLine(string(r.body), "obol_http_connection_errors_total"))

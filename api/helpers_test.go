@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/await"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -70,23 +71,9 @@ func testEngine(t testing.TB) *local.Engine {
 	return local.New(cfg)
 }
 
-// logBuffer collects log output, safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+// logBuffer collects log output, safe for concurrent use; a test waits on
+// its writes.
+type logBuffer = await.Log
 
 // harness is a Server served on an in-memory listener, with a client.
 type harness struct {

@@ -65,21 +65,16 @@ func TestServeOnSocketAndTCP(t *testing.T) {
 	}
 
 	srv := New(testEngine(t), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ready := waitReady(srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ls) }()
 
 	uc := unixClient(sock)
 	tc := &http.Client{Timeout: 5 * time.Second}
-	// Wait until Serve marks the server ready.
-	for i := 0; ; i++ {
-		if status, _ := get(t, uc, "http://obol/readyz"); status == 200 {
-			break
-		}
-		if i > 500 {
-			t.Fatal("never ready")
-		}
-		time.Sleep(time.Millisecond)
+	ready(t)
+	if status, _ := get(t, uc, "http://obol/readyz"); status != 200 {
+		t.Fatalf("/readyz over the socket: %d once Serve marked the server ready, want 200", status)
 	}
 	if status, body := get(t, tc, "http://"+ls.HTTPAddr()+"/v1/peers"); status != 200 || !strings.Contains(body, `"address":"`+ls.HTTPAddr()+`"`) {
 		t.Errorf("peers over TCP: %d %s", status, body)

@@ -97,6 +97,7 @@ type Server struct {
 	status *router // the status listener's: statusRoutes
 
 	ready    atomic.Bool
+	onReady  func(bool)             // nil, or called after each SetReady: tests wait on it
 	address  atomic.Pointer[string] // the listen address shown in /v1/peers
 	versions atomic.Int64
 
@@ -228,7 +229,12 @@ func (s *Server) decisionTime(start time.Time) time.Time {
 }
 
 // SetReady sets what GET /readyz reports: 200 when ready, else 503 not_ready.
-func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+func (s *Server) SetReady(ready bool) {
+	s.ready.Store(ready)
+	if s.onReady != nil {
+		s.onReady(ready)
+	}
+}
 
 // Ready reports what GET /readyz reports.
 func (s *Server) Ready() bool { return s.ready.Load() }

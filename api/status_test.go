@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/obol-dev/obol/internal/await"
 )
 
 // TestStatusListener: the status listener serves /healthz, /readyz and
@@ -32,16 +34,13 @@ func TestStatusListener(t *testing.T) {
 	// status routes never do.
 	srv := New(testEngine(t), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		AuthToken: []byte("0123456789abcdef0123"), AuthEverywhere: true})
+	ready := waitReady(srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ls) }()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		if code, _ := statusGet(t, status, "/readyz"); code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the status listener never said ready")
-		}
+	ready(t)
+	if code, _ := statusGet(t, status, "/readyz"); code != 200 {
+		t.Fatalf("/readyz on the status listener: %d once Serve marked the server ready, want 200", code)
 	}
 	if code, body := statusGet(t, status, "/healthz"); code != 200 || !strings.Contains(body, `"ok"`) {
 		t.Errorf("/healthz: %d %s", code, body)
@@ -107,6 +106,18 @@ func TestListenStatusInUse(t *testing.T) {
 	}
 	if _, err := Listen(ListenConfig{Status: "127.0.0.1:0"}); err == nil {
 		t.Errorf("Listen with only a status listener: no error, want one (it serves no API)")
+	}
+}
+
+// waitReady returns a function that waits (5 s at most) until srv is
+// marked ready, as Serve does once its listeners serve. Call it before
+// Serve.
+func waitReady(srv *Server) func(t *testing.T) {
+	var changed await.Signal
+	srv.onReady = func(bool) { changed.Notify() }
+	return func(t *testing.T) {
+		t.Helper()
+		await.Until(t, 5*time.Second, "the server to be ready", &changed, srv.Ready)
 	}
 }
 

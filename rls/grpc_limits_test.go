@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/obol-dev/obol/internal/await"
 	"github.com/obol-dev/obol/internal/netguard"
 )
 
@@ -117,12 +118,9 @@ func TestGRPCStreamFloodBounded(t *testing.T) {
 	}
 	// The calls taken end with their connection.
 	c.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for runtime.NumGoroutine()-before > 50 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines more than before stay after the connection closed", runtime.NumGoroutine()-before)
-		}
-		time.Sleep(10 * time.Millisecond)
+	// The runtime tells no one when goroutines end: the count is polled.
+	if !await.PollOK(20*time.Second, func() bool { return runtime.NumGoroutine()-before <= 50 }) {
+		t.Fatalf("%d goroutines more than before stay after the connection closed", runtime.NumGoroutine()-before)
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 
 	"github.com/obol-dev/obol/api"
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/await"
 	"github.com/obol-dev/obol/local"
 	"github.com/obol-dev/obol/sim/cluster"
 )
@@ -160,10 +161,10 @@ func (b *browser) start(t *testing.T) {
 		cancelT()
 		cancelC()
 		cancelA()
-		// Chromium may still be writing its profile as it exits.
-		for i := 0; i < 20 && os.RemoveAll(profile) != nil; i++ {
-			time.Sleep(50 * time.Millisecond)
-		}
+		// Chromium's helper processes may still be writing the profile as
+		// they exit, and tell no one when they are done: the removal is
+		// tried again for a second.
+		await.PollOK(time.Second, func() bool { return os.RemoveAll(profile) == nil })
 	}
 	b.mu.Lock()
 	b.errors = nil

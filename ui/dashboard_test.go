@@ -226,18 +226,26 @@ func bars(t *testing.T, b *browser) string {
 }
 
 // traffic makes decisions through the socket for d, a few domains at
-// different rates, some of them over their limit.
+// different rates, some of them over their limit. The browser samples the
+// agent's figures on its own timers, in real time: the traffic is spread
+// over real time on purpose, in rounds 50 ms apart.
 func traffic(t *testing.T, a *agent, d time.Duration) {
 	t.Helper()
-	end := time.Now().Add(d)
-	for i := 0; time.Now().Before(end); i++ {
+	round := time.NewTicker(50 * time.Millisecond)
+	defer round.Stop()
+	end := time.After(d)
+	for i := 0; ; i++ {
 		for j, n := range []int{1, 3, 9} { // requests per 50 ms for tenant-1, -2, -3
 			for k := 0; k < n && (i%4 == 0 || j > 0); k++ {
 				a.post(t, "/v1/request", map[string]any{"resource": "demo/search", "domain": fmt.Sprintf("tenant-%d", j+1)}, nil)
 			}
 		}
 		a.post(t, "/v1/request", map[string]any{"resource": "demo/export", "domain": "batch-job"}, nil)
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-round.C:
+		case <-end:
+			return
+		}
 	}
 }
 

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/obol-dev/obol/internal/await"
 )
 
 // clusterYAML is the three-agent test's config: a tier of 30 per 10 s, and
@@ -37,11 +37,12 @@ type proc struct {
 	client *http.Client
 }
 
-// buildAgent builds the agent binary once per test.
-func buildAgent(t *testing.T, dir string) string {
+// buildAgent builds the agent binary once per test, with the build tags
+// given (obol_testclock: testclock.go).
+func buildAgent(t *testing.T, dir string, tags ...string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "agent")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-tags", strings.Join(tags, ","), "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -78,32 +79,21 @@ func startWrapped(t *testing.T, wrap []string, bin, dir, name string, extra ...s
 		}
 	})
 	p.client = unixClient(p.socket)
-	deadline := time.Now().Add(15 * time.Second)
-	for p.gossip == "" {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never joined; stderr:\n%s", name, p.stderr)
+	line := p.stderr.WaitJSON(t, 15*time.Second, "obol agent gossip started")
+	p.gossip, _ = line["gossip"].(string)
+	// Readiness shows only on /readyz, once the listeners serve: no event
+	// crosses the process.
+	if !await.PollOK(15*time.Second, func() bool {
+		resp, err := p.client.Get("http://obol/readyz")
+		if err != nil {
+			return false
 		}
-		sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
-		for sc.Scan() {
-			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "obol agent gossip started" {
-				p.gossip, _ = m["gossip"].(string)
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}) {
+		t.Fatalf("%s never got ready; stderr:\n%s", name, p.stderr)
 	}
-	for {
-		if resp, err := p.client.Get("http://obol/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never got ready; stderr:\n%s", name, p.stderr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return p
 }
 
 // request asks p for one decision and returns the reply's fields.
@@ -121,6 +111,29 @@ func (p *proc) request(t *testing.T, res, dom string, copies int) map[string]any
 		t.Fatalf("request: %d %s", resp.StatusCode, b)
 	}
 	return m
+}
+
+// tierState is one tier of GET /v1/state's reply.
+type tierState struct {
+	Tier  int    `json:"tier"`
+	State string `json:"state"`
+}
+
+// tiers returns the tiers of GET /v1/state for the key on p.
+func (p *proc) tiers(t *testing.T, res, dom string) []tierState {
+	t.Helper()
+	resp, err := p.client.Get("http://obol/v1/state?resource=" + res + "&domain=" + dom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Tiers []tierState `json:"tiers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /v1/state: %d %v", resp.StatusCode, err)
+	}
+	return out.Tiers
 }
 
 func (p *proc) peers(t *testing.T) []map[string]any {
@@ -195,7 +208,13 @@ func TestThreeAgentsConverge(t *testing.T) {
 			return n.request(t, "t/prison", "burst", 0)["tier"] == float64(2)
 		})
 	}
-	time.Sleep(1100 * time.Millisecond) // tier 1's window is over; the prison lasts 30 s
+	// Tier 1's active time (1 s) ends on every node; the prison lasts 30 s.
+	for _, n := range nodes {
+		waitFor(t, 5*time.Second, "tier 1 to end on every node", func() bool {
+			ts := n.tiers(t, "t/prison", "burst")
+			return len(ts) == 2 && ts[0].State == "inactive" && ts[1].State == "active"
+		})
+	}
 	for _, n := range nodes {
 		if m := n.request(t, "t/prison", "burst", 1); m["granted"] != float64(0) || m["tier"] != float64(2) {
 			t.Fatalf("a node let the prisoner out: %v", m)
@@ -203,16 +222,10 @@ func TestThreeAgentsConverge(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or d passes.
+// waitFor polls cond until it holds or d passes. It is for what the agents
+// show only in their replies (members, counts, tiers): no event crosses the
+// process to say they changed. A wait for a log line is stderr.Wait.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), max(d, 0))
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	await.Poll(t, d, what, cond)
 }

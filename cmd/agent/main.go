@@ -30,10 +30,22 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	var base *clock.Monotonic // the agent's own
+	if testBase != nil {
+		var err error
+		if base, err = testBase(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(exitUsage)
+		}
+	}
+	err := runOn(ctx, base, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err))
 }
+
+// testBase, when set (testclock.go, in a build for tests only), returns
+// the time base the agent runs on, nil for its own.
+var testBase func() (*clock.Monotonic, error)
 
 // Exit statuses.
 const (
@@ -77,6 +89,14 @@ const stepEvery = time.Second
 // (every problem is printed), 1 when the agent cannot serve. --version and
 // --check-config print on stdout and return without serving.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return runOn(ctx, nil, args, getenv, stdout, stderr)
+}
+
+// runOn is run on the time base given: nil is the agent's own, the wall
+// clock's reading as it starts serving plus monotonic time. Tests give
+// agents they run together one base of their own, so that windows start
+// where the test puts them rather than where the wall clock is.
+func runOn(ctx context.Context, base *clock.Monotonic, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f, err := parseFlags(args, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -102,7 +122,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stdout, summary(p))
 		return nil
 	}
-	return serve(ctx, p, stderr)
+	return serve(ctx, p, base, stderr)
 }
 
 // plan is what the agent runs: the config, the file it came from ("" for
@@ -178,14 +198,17 @@ func lookupIP(host string) ([]net.IP, error) {
 	return net.DefaultResolver.LookupIP(ctx, "ip", host)
 }
 
-// serve runs the agent on p until ctx is done.
-func serve(ctx context.Context, p plan, stderr io.Writer) error {
+// serve runs the agent on p until ctx is done, on the time base given (nil:
+// its own).
+func serve(ctx context.Context, p plan, base *clock.Monotonic, stderr io.Writer) error {
 	st := p.st
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: st.logLevel}))
 	// Decisions, sweeps and the cluster's merges run on one time base: the
 	// wall clock at start plus monotonic time, so that a step of the
 	// system clock moves none of them.
-	base := clock.NewMonotonic()
+	if base == nil {
+		base = clock.NewMonotonic()
+	}
 	opts := api.Options{Logger: log, Base: base, AuthToken: st.authToken, AuthEverywhere: st.authEverywhere,
 		CheckDomainHeader: st.domainHeader, LogRejections: st.logRejections, ClusterSimulator: simcluster.Endpoint{}}
 	if p.file != nil {

@@ -14,31 +14,17 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/await"
 	"github.com/obol-dev/obol/internal/sock"
 )
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is an agent's log: safe for concurrent use, and a test waits
+// on its writes for a line to appear.
+type syncBuffer = await.Log
 
 // tempDir returns a short temp dir (socket paths are limited to 108 bytes).
 func tempDir(t *testing.T) string {
@@ -74,23 +60,45 @@ func startAgent(t *testing.T, args []string, getenv func(string) string, socket 
 		cancel()
 		<-a.done
 	})
-	client := unixClient(socket)
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	a.waitReady(t)
+	return a
+}
+
+// waitReady returns once the agent answers GET /readyz with 200 on its
+// socket, and fails t if run returns first.
+func (a *agent) waitReady(t *testing.T) {
+	t.Helper()
+	exited := func() bool {
 		select {
 		case err := <-a.done:
-			t.Fatalf("run returned early: %v; stderr:\n%s", err, a.stderr)
+			a.done <- err
+			return true
 		default:
+			return false
 		}
-		if resp, err := client.Get("http://obol/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return a
-			}
+	}
+	// Readiness shows only on /readyz (the start line, which comes just
+	// before it, is not logged at every log level): no event reaches the
+	// test, so it is polled.
+	client := unixClient(a.socket)
+	ready := await.PollOK(10*time.Second, func() bool {
+		if exited() {
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the agent never got ready; stderr:\n%s", a.stderr)
+		resp, err := client.Get("http://obol/readyz")
+		if err != nil {
+			return false
 		}
-		time.Sleep(5 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	if exited() {
+		err := <-a.done
+		a.done <- err
+		t.Fatalf("run returned early: %v; stderr:\n%s", err, a.stderr)
+	}
+	if !ready {
+		t.Fatalf("the agent never got ready; stderr:\n%s", a.stderr)
 	}
 }
 
@@ -360,20 +368,11 @@ func TestRunListenerOff(t *testing.T) {
 		go func() {
 			done <- run(ctx, []string{"--socket", "off", "--http", "127.0.0.1:0"}, noEnv, io.Discard, stderr)
 		}()
-		var addr string
-		waitFor(t, 10*time.Second, "the start line", func() bool {
-			for _, l := range strings.Split(stderr.String(), "\n") {
-				var m map[string]any
-				if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "obol agent started" {
-					addr, _ = m["http"].(string)
-					if m["socket"] != "off" {
-						t.Errorf("start line %v, want socket off", m)
-					}
-					return true
-				}
-			}
-			return false
-		})
+		m := stderr.WaitJSON(t, 10*time.Second, "obol agent started")
+		addr, _ := m["http"].(string)
+		if m["socket"] != "off" {
+			t.Errorf("start line %v, want socket off", m)
+		}
 		// The start line comes just before the server marks itself ready.
 		waitFor(t, 10*time.Second, "readyz 200 over TCP", func() bool {
 			resp, err := http.Get("http://" + addr + "/readyz")

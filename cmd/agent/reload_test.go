@@ -49,12 +49,14 @@ func TestRunReloadsOnSIGHUP(t *testing.T) {
 		v, _ := m["version"].(float64)
 		return v
 	}
+	// A reload is logged once the new config is in force.
 	waitVersion := func(want float64) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); version() != want; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("config version %v, want %v; stderr:\n%s", version(), want, a.stderr)
-			}
+		if line := a.stderr.WaitJSON(t, 10*time.Second, "config reloaded"); line["version"] != want {
+			t.Fatalf("reload logged as version %v, want %v", line["version"], want)
+		}
+		if v := version(); v != want {
+			t.Fatalf("config version %v, want %v; stderr:\n%s", v, want, a.stderr)
 		}
 	}
 	if m := post(`{"resource":"a/b","domain":"d","copies":3}`); m["granted"] != 3.0 {
@@ -72,11 +74,7 @@ func TestRunReloadsOnSIGHUP(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(a.stderr.String(), "config reload refused"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("a refused reload was not logged; stderr:\n%s", a.stderr)
-		}
-	}
+	a.stderr.Wait(t, 10*time.Second, "config reload refused")
 	if v := version(); v != 2 {
 		t.Fatalf("a refused reload changed the version to %v", v)
 	}

@@ -20,7 +20,10 @@ import (
 // TestRLSThreeAgentsConverge starts three agent binaries joined over
 // loopback, behind one rate limit service config of 1000 a minute, and
 // sends 1000 calls to each, at once, within one minute: the cluster grants
-// at most 1000 × (1 + drift).
+// at most 1000 × (1 + drift). The agents run on the wall clock moved on to
+// the start of a minute as they start (OBOL_TEST_CLOCK_SHIFT, testclock.go),
+// so the calls fall in one window of the service's whatever the wall clock
+// reads.
 func TestRLSThreeAgentsConverge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs three agent binaries; run without -short")
@@ -36,7 +39,14 @@ func TestRLSThreeAgentsConverge(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(rdir, "api.yaml"), []byte("domain: api\ndescriptors:\n  - key: client\n    rate_limit: {unit: minute, requests_per_unit: 1000}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildAgent(t, dir)
+	bin := buildAgent(t, dir, "obol_testclock")
+	// The agents' clock: the wall clock moved on to the next minute; the
+	// test reads the same clock (serviceNow) to check the premise.
+	now := time.Now()
+	shift := now.Truncate(time.Minute).Add(time.Minute).Sub(now)
+	t.Setenv("OBOL_TEST_CLOCK_SHIFT", shift.String())
+	serviceNow := func() time.Time { return time.Now().Add(shift) }
+	minute := serviceNow().Truncate(time.Minute)
 	rls := func(name string) []string {
 		return []string{"--rls-config", rdir, "--rls-socket", filepath.Join(dir, name+".rls.sock")}
 	}
@@ -58,10 +68,10 @@ func TestRLSThreeAgentsConverge(t *testing.T) {
 		}
 		return true
 	})
-	// One window: not in a minute's last 15 s (the calls take a second or
-	// two, a few more under the race detector).
-	if s := time.Now().Second(); s > 45 {
-		time.Sleep(time.Duration(61-s) * time.Second)
+	// One window: the agents started on a minute of their clock, and the
+	// calls have 25 s (the context's) to end in it.
+	if left := minute.Add(time.Minute).Sub(serviceNow()); left < 25*time.Second {
+		t.Fatalf("the agents took %v to start and join, leaving %v of the window for the calls, want 25 s", time.Minute-left, left)
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
@@ -91,8 +101,8 @@ func TestRLSThreeAgentsConverge(t *testing.T) {
 	}
 	wg.Wait()
 	took := time.Since(start)
-	if start.Truncate(time.Minute) != time.Now().Truncate(time.Minute) {
-		t.Fatalf("the calls took %v and crossed a minute: the test's premise (one window) failed", took)
+	if end := serviceNow(); !end.Truncate(time.Minute).Equal(minute) {
+		t.Fatalf("the calls took %v and ended at %v, past the minute of %v: the test's premise (one window) failed", took, end, minute)
 	}
 	bound := int64(1000 * (1 + config.DefaultDrift))
 	t.Logf("granted %d of 3000 in %v (limit 1000, at most %d)", granted.Load(), took.Round(time.Millisecond), bound)

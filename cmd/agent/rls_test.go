@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/obol-dev/obol/internal/await"
 	"github.com/obol-dev/obol/internal/freeport"
 )
 
@@ -109,13 +110,18 @@ func TestRunRLS(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cfgDir, "bad.yaml"), []byte("domain: x\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rlsWaitFor(t, func() bool { return strings.Contains(a.stderr.String(), "fortnight") })
+	a.stderr.Wait(t, 10*time.Second, "fortnight")
 	if r := call("unix://" + rsock); r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 100 {
 		t.Fatalf("after a bad file: %v", r)
 	}
 	os.Remove(filepath.Join(cfgDir, "bad.yaml"))
 	writeRLS(t, cfgDir, "7")
-	rlsWaitFor(t, func() bool { return call("unix://" + rsock).Statuses[0].CurrentLimit.GetRequestsPerUnit() == 7 })
+	// Each reload is logged once the new config is in force: the check
+	// runs again on each line the agent logs.
+	await.Until(t, 10*time.Second, "the limit of 7 in force", &a.stderr.Signal, func() bool {
+		return strings.Contains(a.stderr.String(), "rate limit service config reloaded") &&
+			call("unix://" + rsock).Statuses[0].CurrentLimit.GetRequestsPerUnit() == 7
+	})
 
 	// Stopping: the health turns unhealthy before the listeners close.
 	cc, err := grpc.NewClient("unix://"+rsock, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -127,23 +133,35 @@ func TestRunRLS(t *testing.T) {
 	if h, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: "ratelimit"}); err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("health: %v %v", h, err)
 	}
+	// The health service's Watch sends each change of the status: the
+	// test waits on it. The stream ends once it has said NOT_SERVING, so
+	// that the drain does not wait for it.
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watch, err := health.Watch(wctx, &healthpb.HealthCheckRequest{Service: "ratelimit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := watch.Recv(); err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health watch: %v %v, want SERVING first", h, err)
+	}
 	a.cancel()
-	rlsWaitFor(t, func() bool {
-		h, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: "ratelimit"})
-		return err == nil && h.Status == healthpb.HealthCheckResponse_NOT_SERVING
-	})
+	h, err := watch.Recv()
+	stopWatch()
+	if err != nil || h.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("health watch after the stop began: %v %v, want NOT_SERVING while still serving", h, err)
+	}
 	if err := a.stop(t); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
 }
 
+// rlsWaitFor polls cond for up to 10 s. It is for what the agent shows only
+// in its replies and metrics (the health service, the listeners' figures):
+// no event crosses to the test to say they changed.
 func rlsWaitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10 s")
-		}
-	}
+	await.Poll(t, 10*time.Second, "the condition", cond)
 }
 
 func grepLines(s, sub string) string {

@@ -26,9 +26,7 @@ func TestSignalExitsZero(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "the agent's listeners", func() bool {
-			return strings.Contains(stderr.String(), "obol agent started")
-		})
+		stderr.Wait(t, 10*time.Second, "obol agent started")
 		if err := cmd.Process.Signal(sig); err != nil {
 			t.Fatal(err)
 		}

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/obol-dev/obol/internal/await"
 	"github.com/obol-dev/obol/internal/proxytest"
 )
 
@@ -187,25 +188,30 @@ func (p *pod) launch(t *testing.T, img *image) {
 // awaitReady waits until the agent answers /readyz with 200 through the
 // socket, and finds the agent's PID. Safe to call for several pods at once.
 func (p *pod) awaitReady(t *testing.T) {
-	deadline := p.started.Add(20 * time.Second)
-	for {
+	// Readiness shows only on /readyz, from a process in another network
+	// namespace: no event reaches the test, so it is polled.
+	exited := false
+	ready := await.PollOK(time.Until(p.started.Add(20*time.Second)), func() bool {
 		select {
 		case <-p.exited:
-			t.Errorf("%s's agent exited before it was ready: %v\n%s", p.name, p.exitErr, p.stderr)
-			return
+			exited = true
+			return true
 		default:
 		}
-		if resp, err := p.client.Get("http://obol/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+		resp, err := p.client.Get("http://obol/readyz")
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("%s's agent was not ready in 20 s:\n%s", p.name, p.stderr)
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if exited {
+		t.Errorf("%s's agent exited before it was ready: %v\n%s", p.name, p.exitErr, p.stderr)
+		return
+	}
+	if !ready {
+		t.Errorf("%s's agent was not ready in 20 s:\n%s", p.name, p.stderr)
+		return
 	}
 	p.ready = time.Since(p.started)
 	if p.first == 0 {
@@ -442,14 +448,10 @@ func writeFile(t *testing.T, name, content string, mode os.FileMode) {
 	}
 }
 
-// waitFor polls cond until it holds or d passes.
+// waitFor polls cond until it holds or d passes. It is for what the agents
+// show only in their replies (members, counts, holds), from processes in
+// other network namespaces: no event reaches the test to say they changed.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	await.Poll(t, d, what, cond)
 }

@@ -213,6 +213,8 @@ func TestPodsFromImage(t *testing.T) {
 	oldAddr := net.JoinHostPort(a.ip, gossipPort)
 	a.moveIP(t, w.podIP(11))
 	w.setPeers(a.ip, b.ip, c.ip)
+	// memberlist keeps the instant it declared A dead to itself and tells
+	// no one when the reclaim time has passed: no event marks it.
 	time.Sleep(time.Until(dead.Add(deadNodeReclaim + 100*time.Millisecond)))
 	restart := time.Now()
 	a.launch(t, img)

@@ -41,16 +41,31 @@ func TestMonotonicIgnoresWallSteps(t *testing.T) {
 	}
 }
 
-// TestMonotonicReal: on the real clocks, readings advance with elapsed time
-// and At agrees with Now.
+// TestMonotonicReal: on the real clocks, a reading is the start plus the
+// monotonic time elapsed, read between two readings of the elapsed time
+// around it (no wait: whatever time passes is what is checked), and At
+// agrees with Now.
 func TestMonotonicReal(t *testing.T) {
 	m := NewMonotonic()
+	before := time.Since(m.base)
 	a := m.Now()
 	t0 := time.Now()
-	time.Sleep(2 * time.Millisecond) // real time is what is tested here
+	mid := time.Since(m.base)
 	b := m.Now()
-	if d := b.UnixNano() - a.UnixNano(); d < int64(2*time.Millisecond) || d > int64(time.Second) {
-		t.Errorf("readings 2 ms apart differ by %v", time.Duration(d))
+	after := time.Since(m.base)
+	// Round(0) drops the monotonic reading: the wall readings must move
+	// with the monotonic time too.
+	for _, r := range []struct {
+		name      string
+		got       time.Time
+		low, high time.Duration
+	}{{"first", a, before, mid}, {"second", b, mid, after}} {
+		if d := r.got.Round(0).Sub(m.base.Round(0)); d < r.low || d > r.high {
+			t.Errorf("%s reading: %v after the start, want within the elapsed time read around it [%v, %v]", r.name, d, r.low, r.high)
+		}
+	}
+	if b.Before(a) {
+		t.Errorf("went backwards from %v to %v", a, b)
 	}
 	if at := m.At(t0); at.Before(a) || at.After(b) {
 		t.Errorf("At(%v) = %v, outside [%v, %v]", t0, at, a, b)

@@ -5,7 +5,6 @@
 package proxytest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/obol-dev/obol/internal/await"
 	"github.com/obol-dev/obol/internal/freeport"
 )
 
@@ -93,24 +93,9 @@ func FreePort(t testing.TB) int {
 	return p
 }
 
-// Buffer is an io.Writer safe for concurrent use, for a child's output.
-type Buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *Buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-// String returns what was written so far.
-func (b *Buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+// Buffer is an io.Writer safe for concurrent use, for a child's output; a
+// test waits on its writes for a line to appear.
+type Buffer = await.Log
 
 // Proc is a child process whose stdout and stderr go to Output.
 type Proc struct {
@@ -188,25 +173,32 @@ func (p *Proc) Stop(t testing.TB) {
 	}
 }
 
-// WaitFor polls cond every 10 ms until it returns nil, failing the test
-// with cond's last error after d, or as soon as one of procs exits.
+// WaitFor polls cond (await.Poll's intervals) until it returns nil,
+// failing the test with cond's last error after d, or as soon as one of
+// procs exits. It is for what the children show only in their replies:
+// no event crosses the process.
 func WaitFor(t testing.TB, d time.Duration, what string, cond func() error, procs ...*Proc) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
+	var err error
+	var gone *Proc
+	await.PollOK(d, func() bool {
+		if err = cond(); err == nil {
+			return true
 		}
 		for _, p := range procs {
 			if p.Exited() {
-				t.Fatalf("waiting for %s: %s exited (%v); output:\n%s", what, p.Name, p.err, p.Output)
+				gone = p
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: still %v after %v", what, err, d)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return false
+	})
+	switch {
+	case err == nil:
+	case gone != nil:
+		t.Fatalf("waiting for %s: %s exited (%v); output:\n%s", what, gone.Name, gone.err, gone.Output)
+	default:
+		t.Fatalf("waiting for %s: still %v after %v", what, err, d)
 	}
 }
 
