@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
 	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/internal/await"
 	"github.com/obol-dev/obol/internal/gossiptest"
 )
 
@@ -149,21 +151,13 @@ func never(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// poll calls cond every 5 ms until it holds (true) or d has passed
-// (false). It is a poll because what the tests wait for has no event to
-// wait on: memberlist reports membership and its datagrams to the node, not
-// to the test, and the conditions read the node's state and counters
-// (Live, Stats, what the recorder was handed) across its goroutines.
-func poll(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if !time.Now().Before(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
-}
+// poll returns whether cond holds within d (await.PollOK: re-checked at
+// intervals from 1 ms doubling to 50 ms). It is a poll because what the
+// tests wait for has no event to wait on: memberlist reports membership
+// and its datagrams to the node, not to the test, and the conditions read
+// the node's state and counters (Live, Stats, what the recorder was
+// handed) across its goroutines.
+func poll(d time.Duration, cond func() bool) bool { return await.PollOK(d, cond) }
 
 // markers numbers the markers handledAfter sends.
 var markers atomic.Uint64
