@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -327,7 +328,7 @@ func serve(ctx context.Context, p plan, base *clock.Monotonic, stderr io.Writer)
 	log.Info("obol agent started", "socket", orOff(ls.SocketPath()), "http", orOff(ls.HTTPAddr()),
 		"status_http", orOff(ls.StatusAddr()), "config", p.source(), "watch_config", watch,
 		"resources", len(p.cfg.Resources), "log_level", st.logLevel.String(),
-		"max_conns", st.limits.MaxConns, "read_timeout", st.limits.ReadTimeout.String(),
+		"max_conns", maxConnsLog(st.limits.MaxConns), "read_timeout", st.limits.ReadTimeout.String(),
 		"write_timeout", st.limits.WriteTimeout.String(), "idle_timeout", st.limits.IdleTimeout.String())
 
 	stepCtx, stopStep := context.WithCancel(ctx)
@@ -510,4 +511,13 @@ func randomSuffix() string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// maxConnsLog is the cap of each listener as the start line shows it: the
+// one given, else each kind of listener's default.
+func maxConnsLog(n int) string {
+	if n > 0 {
+		return strconv.Itoa(n)
+	}
+	return fmt.Sprintf("Unix sockets %d, TCP listeners %d (defaults)", netguard.DefaultMaxConns(), min(netguard.DefaultMaxConns(), netguard.DefaultTCPConns))
 }

@@ -25,9 +25,34 @@ func TestCapFor(t *testing.T) {
 	}
 }
 
+// TestDefaultCapPerNetwork: a Unix socket's default cap is the descriptor
+// limit's share; a TCP listener's is at most DefaultTCPConns; a cap given
+// is kept for both.
+func TestDefaultCapPerNetwork(t *testing.T) {
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	unix, err := net.Listen("unix", t.TempDir()+"/s.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close()
+	if got, want := NewSet(nil).Guard("t", tcp, 0).Max(), min(DefaultMaxConns(), DefaultTCPConns); got != want {
+		t.Errorf("TCP listener's default cap %d, want %d", got, want)
+	}
+	if got, want := NewSet(nil).Guard("u", unix, 0).Max(), DefaultMaxConns(); got != want {
+		t.Errorf("Unix socket's default cap %d, want %d", got, want)
+	}
+	if got := NewSet(nil).Guard("t", tcp, 1000).Max(); got != 1000 {
+		t.Errorf("TCP listener's cap given as 1000: %d", got)
+	}
+}
+
 func TestLimitsWithDefaults(t *testing.T) {
 	l := Limits{ReadTimeout: time.Second}.WithDefaults()
-	if l.ReadTimeout != time.Second || l.WriteTimeout != DefaultWriteTimeout || l.IdleTimeout != DefaultIdleTimeout || l.MaxConns != DefaultMaxConns() {
+	if l.ReadTimeout != time.Second || l.WriteTimeout != DefaultWriteTimeout || l.IdleTimeout != DefaultIdleTimeout || l.MaxConns != 0 {
 		t.Errorf("WithDefaults = %+v", l)
 	}
 }
@@ -226,6 +251,56 @@ func TestConnectionsOverCapClosed(t *testing.T) {
 	cn.Close()
 	if got := metric(t, set, "obol_listener_refused_connections_total"); got != 1 {
 		t.Errorf("obol_listener_refused_connections_total = %v, want 1", got)
+	}
+}
+
+// TestRefusalsPaced: a flood of connections over the cap is refused at
+// most one a refusePace (each refusal waits it before the next Accept):
+// the accept loop never spins closing connections while requests wait.
+func TestRefusalsPaced(t *testing.T) {
+	real, _ := net.Listen("tcp", "127.0.0.1:0")
+	l := NewSet(nil).Guard("http", real, 1)
+	defer l.Close()
+	waits := make(chan time.Duration, 10)
+	l.sleep = func(d time.Duration, done <-chan struct{}) bool {
+		waits <- d
+		return true
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	held, err := net.Dial("tcp", real.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	defer (<-accepted).Close()
+	for range 3 {
+		c, err := net.Dial("tcp", real.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Fatal("a connection over the cap was not closed")
+		}
+		c.Close()
+	}
+	for i := range 3 { // each refusal waits once, after its close
+		select {
+		case d := <-waits:
+			if d != refusePace {
+				t.Errorf("wait %d after a refusal: %v, want %v", i, d, refusePace)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("refusal %d was followed by no wait: refusals are not paced", i)
+		}
 	}
 }
 
