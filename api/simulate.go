@@ -47,6 +47,8 @@ type simGuard struct {
 	// processor time and the clock; nil means sim.ThreadTime and time.Now.
 	thread func() time.Duration
 	now    func() time.Time
+	// rest, when set, is pace's rest instead of time.Sleep (tests).
+	rest func(time.Duration)
 }
 
 // pace starts pacing a simulation; call it on the simulation's thread.
@@ -58,7 +60,11 @@ func (g *simGuard) pace() *sim.Pace {
 	if now == nil {
 		now = time.Now
 	}
-	return sim.NewPace(g.limit, thread, now)
+	p := sim.NewPace(g.limit, thread, now)
+	if g.rest != nil {
+		p.WithRest(g.rest)
+	}
+	return p
 }
 
 // simStopped is the 413 of a simulation step stopped by p (err from

@@ -105,9 +105,11 @@ func TestCapsAnswerTooMany(t *testing.T) {
 func TestSimulatePaceCountsProcessorTime(t *testing.T) {
 	var cpu time.Duration
 	wall := t0
+	var rested time.Duration
 	g := simGuard{limit: 40 * time.Millisecond,
 		thread: func() time.Duration { return cpu },
-		now:    func() time.Time { return wall }}
+		now:    func() time.Time { return wall },
+		rest:   func(d time.Duration) { rested += d }}
 	p := g.pace()
 	wall = wall.Add(60 * time.Millisecond) // past the limit on the clock, no processor time used
 	if err := p.Step(); err != nil {
@@ -116,6 +118,9 @@ func TestSimulatePaceCountsProcessorTime(t *testing.T) {
 	cpu += 40 * time.Millisecond // at the limit: still within it
 	if err := p.Step(); err != nil {
 		t.Fatalf("after 40 ms of work under a 40 ms limit: %v, want nil", err)
+	}
+	if rested != sim.RestFactor*40*time.Millisecond {
+		t.Errorf("after 40 ms of work the simulation rested %v, want %v (the duty cycle)", rested, sim.RestFactor*40*time.Millisecond)
 	}
 	cpu += 10 * time.Millisecond
 	if err := p.Step(); !errors.Is(err, sim.ErrTimeLimit) {

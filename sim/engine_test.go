@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -111,11 +112,38 @@ func TestPaceBounds(t *testing.T) {
 		{"past both", time.Second, time.Hour, ErrTimeLimit},
 	} {
 		cpu, wall := time.Second, time.Unix(0, 0)
-		p := NewPace(10*time.Millisecond, func() time.Duration { return cpu }, func() time.Time { return wall })
+		p := NewPace(10*time.Millisecond, func() time.Duration { return cpu }, func() time.Time { return wall }).WithRest(func(time.Duration) {})
 		cpu += tc.cpu
 		wall = wall.Add(tc.wall)
 		if err := p.Step(); err != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestPaceDutyCycle: under a Slice of work Step only yields; after a Slice
+// or more it rests RestFactor times the work, and the next slice starts
+// after the rest.
+func TestPaceDutyCycle(t *testing.T) {
+	cpu, wall := time.Duration(0), time.Unix(0, 0)
+	var rests []time.Duration
+	p := NewPace(time.Second, func() time.Duration { return cpu }, func() time.Time { return wall }).
+		WithRest(func(d time.Duration) { rests = append(rests, d) })
+	for _, step := range []struct {
+		work time.Duration
+		want []time.Duration
+	}{
+		{Slice - 1, nil},
+		{1, []time.Duration{RestFactor * Slice}},
+		{Slice / 2, []time.Duration{RestFactor * Slice}},
+		{Slice, []time.Duration{RestFactor * Slice, RestFactor * Slice * 3 / 2}},
+	} {
+		cpu += step.work
+		if err := p.Step(); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(rests) != fmt.Sprint(step.want) {
+			t.Fatalf("after %v more work: rests %v, want %v", step.work, rests, step.want)
 		}
 	}
 }

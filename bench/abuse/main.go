@@ -285,6 +285,7 @@ func (a *agentProc) post(ctx context.Context, path, body string) (int, []byte, e
 	if err != nil {
 		return 0, nil, err
 	}
+	req.Header.Set("Content-Type", "application/json") // the API refuses any other body type (415)
 	resp, err := a.client.Do(req)
 	if err != nil {
 		return 0, nil, err

@@ -216,7 +216,7 @@ type Scenario struct {
 	// MaxEvents bounds the work (0 = DefaultMaxEvents).
 	MaxEvents int64
 	// Yield, when set, is called every YieldEvery events with the events
-	// so far: a caller's hook to yield the processor or to stop the run by
+	// so far: a caller's hook to pace the run (rest, yield) or to stop it by
 	// returning an error, which Run returns.
 	Yield func(events int64) error
 }
