@@ -409,8 +409,9 @@ func attackReplaces(ctx context.Context, a *agentProc) (string, error) {
 
 // attackSizes: 100 calls of 4 MB values kept 690 MB for a year, and 20
 // detailed_metric values of 1 MB made /metrics 100 MB. Here both must be
-// refused naming the bound, and the agent's memory and /metrics must not
-// grow with them.
+// refused naming the bound (the gRPC message cap of 1 MiB), 64 KB values
+// too (the entry bound of 4,096 bytes), and the agent's memory and
+// /metrics must not grow with them.
 func attackSizes(ctx context.Context, a *agentProc) (string, error) {
 	r, err := startRLSAgent(a)
 	if err != nil {
@@ -420,7 +421,7 @@ func attackSizes(ctx context.Context, a *agentProc) (string, error) {
 	_, page0 := r.metric("obol_rls_keys")
 	rss0 := rssOf(r.cmd.Process.Pid)
 	var refused, accepted int
-	var msg string
+	var msg, entryMsg string
 	fig, err := probeDuring(ctx, r, func() error {
 		four := strings.Repeat("v", 4_000_000)
 		for i := range 100 {
@@ -440,16 +441,29 @@ func attackSizes(ctx context.Context, a *agentProc) (string, error) {
 				accepted++
 			}
 		}
+		// Values under the gRPC message cap (1 MiB), over an entry's
+		// bound: refused by the entry bound itself.
+		sixtyFour := strings.Repeat("e", 64<<10)
+		for i := range 20 {
+			if _, err := r.call(rlsDesc("victim", sixtyFour+strconv.Itoa(i))); err != nil {
+				refused++
+				entryMsg = err.Error()
+			} else {
+				accepted++
+			}
+		}
 		return nil
 	})
 	rss1 := rssOf(r.cmd.Process.Pid)
 	_, page1 := r.metric("obol_rls_keys")
-	fig = fmt.Sprintf("%d refused, %d accepted (%q); RSS %d → %d MB; /metrics %d → %d bytes; %s",
-		refused, accepted, msg, rss0>>20, rss1>>20, page0, page1, fig)
+	fig = fmt.Sprintf("%d refused, %d accepted (4 MB: %q; 64 KB: %q); RSS %d → %d MB; /metrics %d → %d bytes; %s",
+		refused, accepted, msg, entryMsg, rss0>>20, rss1>>20, page0, page1, fig)
 	switch {
 	case err != nil:
 		return fig, err
-	case accepted != 0 || !strings.Contains(msg, "at most 4096"):
+	case accepted != 0 || !strings.Contains(msg, "larger than max") || !strings.Contains(entryMsg, "at most 4096"):
+		// A 4 MB call is refused by the gRPC message cap (1 MiB), a 64 KB
+		// value by the entry bound (4,096 bytes): each names its bound.
 		return fig, errors.New("an oversized descriptor was accepted, or its refusal names no bound")
 	case page1 > page0+64<<10:
 		return fig, errors.New("/metrics grew with the refused values")
