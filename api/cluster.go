@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/local"
 )
 
 // cluster.go shows the cluster: GET /v1/peers, the per-origin part of
@@ -84,21 +86,8 @@ type LagHistogram struct {
 }
 
 // Contribution is one node's share of a key, as GET /v1/state shows it
-// under "origins". Its fields are reconcile.Contribution's, in the same
-// order, so that the agent converts one into the other.
-type Contribution struct {
-	Origin string `json:"origin"`
-	Self   bool   `json:"self,omitempty"`
-	Gone   bool   `json:"gone,omitempty"`
-	// Counts are its hits per slot still inside the slot's window (tiers:
-	// [0] every tier, [i] tier i; gcra: [0] spends, [1] refunds).
-	Counts []int64 `json:"counts,omitempty"`
-	// Entries are its tier entries, Unix ms by tier.
-	Entries map[int]int64 `json:"entries,omitempty"`
-	Holds   int64         `json:"holds,omitempty"`
-	// LastSyncAgeMs is how long ago its last packet arrived.
-	LastSyncAgeMs int64 `json:"last_sync_age_ms,omitempty"`
-}
+// under "origins" (local.Contribution, which the cluster fills).
+type Contribution = local.Contribution
 
 // peerReply is one node of GET /v1/peers.
 type peerReply struct {

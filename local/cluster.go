@@ -201,3 +201,21 @@ func hide[T any](p *T) *T {
 func hideString(s string) string { return unsafe.String(hide(unsafe.StringData(s)), len(s)) }
 
 func hideSlice[T any](s []T) []T { return unsafe.Slice(hide(unsafe.SliceData(s)), len(s)) }
+
+// Contribution is one node's share of a key: what the cluster counts of it
+// from each origin (reconcile fills it; GET /v1/state shows it under
+// "origins"). It lives here, below both, so that the API shows it without
+// linking the cluster.
+type Contribution struct {
+	Origin string `json:"origin"`
+	Self   bool   `json:"self,omitempty"`
+	Gone   bool   `json:"gone,omitempty"`
+	// Counts are its hits per slot still inside the slot's window (tiers:
+	// [0] every tier, [i] tier i; gcra: [0] spends, [1] refunds).
+	Counts []int64 `json:"counts,omitempty"`
+	// Entries are its tier entries, Unix ms by tier.
+	Entries map[int]int64 `json:"entries,omitempty"`
+	Holds   int64         `json:"holds,omitempty"`
+	// LastSyncAgeMs is how long ago its last packet arrived.
+	LastSyncAgeMs int64 `json:"last_sync_age_ms,omitempty"`
+}

@@ -4,6 +4,8 @@ import (
 	"sort"
 	"sync/atomic"
 	"time"
+
+	"github.com/obol-dev/obol/local"
 )
 
 // stats.go is what a cluster tells of itself: its counters and merge-lag
@@ -119,20 +121,9 @@ func (c *Cluster) Stats() Stats {
 	}
 }
 
-// Contribution is one node's share of a key, as /v1/state shows it.
-type Contribution struct {
-	Origin string `json:"origin"`
-	Self   bool   `json:"self,omitempty"`
-	Gone   bool   `json:"gone,omitempty"`
-	// Counts are its hits per slot still inside the slot's window (tiers:
-	// [0] every tier, [i] tier i; gcra: [0] spends, [1] refunds).
-	Counts []int64 `json:"counts,omitempty"`
-	// Entries are its tier entries, Unix ms by tier.
-	Entries map[int]int64 `json:"entries,omitempty"`
-	Holds   int64         `json:"holds,omitempty"`
-	// LastSyncAgeMs is how long ago its last packet arrived.
-	LastSyncAgeMs int64 `json:"last_sync_age_ms,omitempty"`
-}
+// Contribution is one node's share of a key, as /v1/state shows it
+// (local.Contribution: api shows it without importing this package).
+type Contribution = local.Contribution
 
 // Contributions returns each node's share of resource/domain at now, this
 // node first, then peers by name.

@@ -139,12 +139,7 @@ func (c *clusterRun) Peers() []api.Peer {
 
 // Contributions returns each node's share of resource/domain.
 func (c *clusterRun) Contributions(resource, domain string, now time.Time) []api.Contribution {
-	cs := c.rec.Contributions(resource, domain, now)
-	out := make([]api.Contribution, len(cs))
-	for i, ct := range cs {
-		out[i] = api.Contribution(ct)
-	}
-	return out
+	return c.rec.Contributions(resource, domain, now)
 }
 
 // Counters returns gossip and merge counters.

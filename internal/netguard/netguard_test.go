@@ -207,16 +207,7 @@ func TestConnectionsOverCapClosed(t *testing.T) {
 	set := NewSet(nil)
 	l := set.Guard("rls_http", real, 2)
 	defer l.Close()
-	accepted := make(chan net.Conn, 10)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c
-		}
-	}()
+	accepted := acceptAll(l)
 	dial := func() net.Conn {
 		c, err := net.Dial("tcp", real.Addr().String())
 		if err != nil {
@@ -266,16 +257,7 @@ func TestRefusalsPaced(t *testing.T) {
 		waits <- d
 		return true
 	}
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c
-		}
-	}()
+	accepted := acceptAll(l)
 	held, err := net.Dial("tcp", real.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -302,6 +284,21 @@ func TestRefusalsPaced(t *testing.T) {
 			t.Fatalf("refusal %d was followed by no wait: refusals are not paced", i)
 		}
 	}
+}
+
+// acceptAll accepts l's connections until it is closed, handing each on.
+func acceptAll(l *Listener) <-chan net.Conn {
+	accepted := make(chan net.Conn, 10)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	return accepted
 }
 
 // metric returns the value of the series name of set's one listener.
