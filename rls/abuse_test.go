@@ -320,27 +320,8 @@ func TestRLSDetailedMetricBounded(t *testing.T) {
 }
 
 // dropReplacedQuadratic is the rule as it was first written: each named
-// limit against every matched one.
-func dropReplacedQuadratic(items []item) {
-	drop := make([]bool, len(items))
-	for i := range items {
-		l := items[i].limit
-		if l == nil || l.Name == "" {
-			continue
-		}
-		for j := range items {
-			if lj := items[j].limit; lj != nil && replaces(lj, l.Name) {
-				drop[i] = true
-				break
-			}
-		}
-	}
-	for i := range items {
-		if drop[i] {
-			items[i].limit = nil
-		}
-	}
-}
+// limit against every matched one, at any size (dropPairwise).
+func dropReplacedQuadratic(items []item) { dropPairwise(items, make([]bool, len(items))) }
 
 // TestRLSReplacesLinearSameResults: the linear replaces drops exactly
 // what the quadratic one did, on a table of hand-made cases and on random

@@ -289,23 +289,7 @@ func (s *Service) Decide(now time.Time, req *rlpb.RateLimitRequest, r *Reply) er
 func dropReplaced(items []item, cfg *Config) {
 	if len(items) <= maxStack {
 		var drop [maxStack]bool
-		for i := range items {
-			l := items[i].limit
-			if l == nil || l.Name == "" {
-				continue
-			}
-			for j := range items {
-				if lj := items[j].limit; lj != nil && replaces(lj, l.Name) {
-					drop[i] = true
-					break
-				}
-			}
-		}
-		for i := range items {
-			if drop[i] {
-				items[i].limit = nil
-			}
-		}
+		dropPairwise(items, drop[:len(items)])
 		return
 	}
 	var replaced map[string]struct{}
@@ -336,6 +320,28 @@ func dropReplaced(items []item, cfg *Config) {
 			if _, ok := replaced[l.Name]; ok {
 				items[i].limit = nil
 			}
+		}
+	}
+}
+
+// dropPairwise is dropReplaced comparing each named limit with every
+// matched one, marking in drop (len(items), all false) which to set aside.
+func dropPairwise(items []item, drop []bool) {
+	for i := range items {
+		l := items[i].limit
+		if l == nil || l.Name == "" {
+			continue
+		}
+		for j := range items {
+			if lj := items[j].limit; lj != nil && replaces(lj, l.Name) {
+				drop[i] = true
+				break
+			}
+		}
+	}
+	for i := range items {
+		if drop[i] {
+			items[i].limit = nil
 		}
 	}
 }
