@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/obol-dev/obol/gossip/ring"
+	"github.com/obol-dev/obol/internal/await"
 	"github.com/obol-dev/obol/internal/freeport"
 	"github.com/obol-dev/obol/reconcile"
 )
@@ -410,9 +411,19 @@ func TestWholeMeshRestartWithStateFiles(t *testing.T) {
 	for i := 1; i < 3; i++ {
 		back = append(back, startProc(t, bin, dir, fmt.Sprintf("n%d", i), append(state(i), "--join", first.gossip)...))
 	}
-	// A few sync ticks, for whatever could still arrive (a count twice) to
-	// arrive: nothing marks that nothing more will.
-	time.Sleep(300 * time.Millisecond)
+	// For a few sync ticks, whatever could still arrive (a count twice)
+	// would show: no node may fall under 700 meanwhile. Nothing marks that
+	// nothing more will arrive, so the window is watched (a poll).
+	if await.PollOK(300*time.Millisecond, func() bool {
+		for _, p := range back {
+			if p.remaining(t, "h/tiers", "u") < 700 {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("a node fell under 700 left after the whole mesh restarted: a count applied twice")
+	}
 	for i, p := range back {
 		if got := p.remaining(t, "h/tiers", "u"); got != 700 {
 			t.Fatalf("node %d after the whole mesh restarted sees %d left, want 700", i, got)
