@@ -444,6 +444,7 @@ func TestKillDuringStateWrites(t *testing.T) {
 	hits := 0
 	r := rand.New(rand.NewPCG(3, 4))
 	for round := range 8 {
+		started := time.Now()
 		p := startProc(t, bin, dir, fmt.Sprintf("a%d", round), "--state-file", path, "--state-interval", "2ms")
 		if round > 0 {
 			log := p.stderr.String()
@@ -459,6 +460,16 @@ func TestKillDuringStateWrites(t *testing.T) {
 		for range 10 {
 			p.request(t, "h/tiers", "u", 1)
 			hits++
+		}
+		// The first write of this round must have landed (the premise:
+		// a whole file to restore; a loaded machine can take longer than
+		// the random wait below to write it). No event marks a write: the
+		// file's modification time is polled.
+		if !await.PollOK(10*time.Second, func() bool {
+			fi, err := os.Stat(path)
+			return err == nil && fi.ModTime().After(started)
+		}) {
+			t.Fatalf("round %d: no state written within 10 s:\n%s", round, p.stderr)
 		}
 		// The kill lands at a random instant of the 2 ms write cycle: the
 		// wait is the point of the test, not a stand-in for an event.
