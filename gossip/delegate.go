@@ -379,10 +379,11 @@ func (n *Node) received(p *packet.Packet, size int) {
 }
 
 // queueResyncLocked asks the dispatcher for a push/pull with peer name, at
-// most once per ResyncAfter (the caller holds mu).
-func (n *Node) queueResyncLocked(name string, ps *peerState, now time.Time) {
+// most once per ResyncAfter (the caller holds mu), and reports whether it
+// did.
+func (n *Node) queueResyncLocked(name string, ps *peerState, now time.Time) bool {
 	if n.resyncAfter <= 0 || now.Sub(ps.resynced) < n.resyncAfter {
-		return
+		return false
 	}
 	ps.resynced = now
 	n.resync = append(n.resync, name)
@@ -390,4 +391,5 @@ func (n *Node) queueResyncLocked(name string, ps *peerState, now time.Time) {
 	case n.wake <- struct{}{}:
 	default:
 	}
+	return true
 }

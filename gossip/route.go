@@ -212,16 +212,20 @@ func (n *Node) SendTo(to string, p *packet.Packet) error {
 // Resync asks for a push/pull with the live member name, on the
 // dispatcher's goroutine, at most once per ResyncAfter per member
 // (reconcile.Resyncer): the states carry the counts each side holds for
-// gone origins to the other. Safe for concurrent use; it does not block.
-func (n *Node) Resync(name string) {
+// gone origins to the other. It reports whether the push/pull was asked
+// for: false when name is this node or not a live member, or when one was
+// asked of it within ResyncAfter (ask again later). Safe for concurrent
+// use; it does not block.
+func (n *Node) Resync(name string) bool {
 	if name == n.name {
-		return
+		return false
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if ps := n.peers[name]; ps != nil && ps.state == "alive" {
-		n.queueResyncLocked(name, ps, n.clk.Now())
+		return n.queueResyncLocked(name, ps, n.clk.Now())
 	}
+	return false
 }
 
 // ResyncNow exchanges states with each of the live members names (a

@@ -130,6 +130,10 @@ type Cluster struct {
 	// conflictLogged is when a name conflict was last logged, per name (ms;
 	// Step's alone).
 	conflictLogged map[string]int64
+	// passing is the members a gone origin's counts are still to be
+	// passed to by a push/pull the sender would not start yet (passHeld;
+	// Step's alone).
+	passing        []string
 	onConflict     func(uint64)
 	selfConflictAt atomic.Int64 // ms: when a packet last claimed this node's name (rate limit)
 

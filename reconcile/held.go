@@ -7,6 +7,7 @@ import (
 
 	"github.com/obol-dev/obol/gossip"
 	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/gossip/ring"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -457,11 +458,12 @@ var _ Resyncer = (*gossip.Node)(nil)
 
 // Resyncer is implemented by a Router that can exchange full states with
 // a member (gossip.Node: a push/pull). Resync asks for one in the
-// background, at most once per ResyncAfter per member, and must not
-// block; ResyncNow exchanges with each of names in turn and returns when
-// done (a node that stops, Cluster.Handover).
+// background, at most once per ResyncAfter per member, must not block,
+// and reports whether it asked (false: not a live member, or asked within
+// ResyncAfter); ResyncNow exchanges with each of names in turn and
+// returns when done (a node that stops, Cluster.Handover).
 type Resyncer interface {
-	Resync(name string)
+	Resync(name string) bool
 	ResyncNow(names []string)
 }
 
@@ -469,11 +471,28 @@ type Resyncer interface {
 // become the owner or successor of a key this node holds counts of gone
 // origins or earlier incarnations for, since the last call, sorted: no one
 // sends those counts any more, and a new owner that lacks them would leave
-// them out of its sums. Keys seen for the first time count as placed
-// (their homes got the counts from their origins).
+// them out of its sums. A key seen for the first time (its first gone
+// origin went in this placement change) was placed by the previous
+// placement's ring, when there was one; before it, it counts as placed
+// (its homes got the counts from their origins).
+//
+// Only a key's previous owner or successor passes its counts on, or,
+// when neither of them is a live member any more, every node that holds
+// them: the previous homes hold every origin's counts of the key, so one
+// of them reaching the new homes is enough, and a mesh where every node
+// that ever learned a gone origin's counts (every joiner does, from its
+// seed's state) asked each new home for a push/pull spent its time in
+// push/pulls as it grew (the 1,000-node owner-mode roll of bench/churn
+// ran for most of an hour with half its processor time in them).
 func (t *table) newHomes(rt Router, self string) []string {
 	set := map[string]bool{}
 	homes := make(map[uint64][2]string, len(t.homes))
+	members := rt.Members()
+	live := func(m string) bool {
+		_, ok := slices.BinarySearch(members, m)
+		return m != "" && ok
+	}
+	var before *ring.Ring // the previous placement, built when a key needs it
 	add := func(o *origin) {
 		for h := range o.keys {
 			if _, done := homes[h]; done {
@@ -483,8 +502,18 @@ func (t *table) newHomes(rt Router, self string) []string {
 			cur := [2]string{owner, succ}
 			homes[h] = cur
 			prev, ok := t.homes[h]
+			if !ok && len(t.placedOn) > 0 {
+				if before == nil {
+					before = ring.New(t.placedOn)
+				}
+				prev[0], prev[1] = before.Owners(h)
+				ok = true
+			}
 			if !ok || prev == cur {
 				continue
+			}
+			if self != prev[0] && self != prev[1] && (live(prev[0]) || live(prev[1])) {
+				continue // a previous home that lives passes them on
 			}
 			for _, m := range cur {
 				if m != "" && m != self && m != prev[0] && m != prev[1] {
@@ -502,6 +531,7 @@ func (t *table) newHomes(rt Router, self string) []string {
 		add(o)
 	}
 	t.homes = homes
+	t.placedOn = members
 	out := make([]string, 0, len(set))
 	for m := range set {
 		out = append(out, m)
@@ -512,9 +542,14 @@ func (t *table) newHomes(rt Router, self string) []string {
 
 // passHeld asks for a push/pull with each of names (newHomes), when the
 // sender can (Resyncer): the state carries the gone origins' counts to the
-// keys' new owners and successors.
-func (c *Cluster) passHeld(names []string) {
-	if len(names) == 0 {
+// keys' new owners and successors. A member the sender will not resync
+// with yet (one it resynced with within its ResyncAfter, for another
+// reason or an earlier placement) stays pending, and is asked again on
+// every later tick until it is asked or is no longer a live member: the
+// counts gone origins left since that last exchange must reach it too.
+// Called on Step's goroutine alone (c.passing is its own).
+func (c *Cluster) passHeld(rt Router, names []string) {
+	if len(names) == 0 && len(c.passing) == 0 {
 		return
 	}
 	b := c.sender.Load()
@@ -526,9 +561,27 @@ func (c *Cluster) passHeld(names []string) {
 		return
 	}
 	for _, m := range names {
-		rs.Resync(m)
+		if !slices.Contains(c.passing, m) {
+			c.passing = append(c.passing, m)
+		}
 	}
-	c.stats.heldPassed.Add(uint64(len(names)))
+	var members []string
+	if rt != nil {
+		members = rt.Members()
+	}
+	left := c.passing[:0]
+	for _, m := range c.passing {
+		if _, live := slices.BinarySearch(members, m); !live {
+			continue // gone: its successor's placement passes the counts on
+		}
+		if rs.Resync(m) {
+			c.stats.heldPassed.Add(1)
+			continue
+		}
+		left = append(left, m)
+	}
+	clear(c.passing[len(left):])
+	c.passing = left
 }
 
 // Restore merges a state this node or another wrote before (a state file:

@@ -152,6 +152,10 @@ type table struct {
 	// homes is, per key of those, its owner and successor at the last
 	// placement change (owner mode; newHomes).
 	homes map[uint64][2]string
+	// placedOn is the live members of the placement newHomes last saw
+	// (the ring's own slice, never modified): a key first seen at a
+	// placement change was placed by their ring.
+	placedOn []string
 }
 
 // growth is the growth of an origin's count of a key in one bucket.

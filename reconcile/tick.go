@@ -193,7 +193,9 @@ func (c *Cluster) Step(now time.Time) {
 			pass = c.tab.newHomes(rt, c.name)
 		}
 		c.mu.Unlock()
-		c.passHeld(pass)
+		c.passHeld(rt, pass)
+	} else if len(c.passing) > 0 {
+		c.passHeld(rt, nil) // the members the sender would not resync with yet
 	}
 	pkt := c.packet()
 	up := pkt

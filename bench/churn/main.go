@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -35,6 +37,8 @@ type options struct {
 	sync     time.Duration
 	drift    float64
 	pushPull time.Duration
+	owner    int
+	profile  string
 }
 
 func run(args []string, out, log io.Writer) error {
@@ -47,6 +51,8 @@ func run(args []string, out, log io.Writer) error {
 	fs.DurationVar(&o.sync, "sync", 250*time.Millisecond, "sync interval")
 	fs.Float64Var(&o.drift, "drift", 0.05, "drift tolerance of both resources")
 	fs.DurationVar(&o.pushPull, "push-pull", 0, "model memberlist's periodic push/pull at this interval (0: not modelled; memberlist's default is 30s)")
+	fs.IntVar(&o.owner, "owner-nodes", 0, "members of the owner-mode roll (0: 1,000, or 300 with -quick; at least 100, owner mode's threshold)")
+	fs.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the run to this file (also on interrupt)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -56,6 +62,16 @@ func run(args []string, out, log io.Writer) error {
 	if o.drift < 0 || o.drift > 1 || o.sync < time.Millisecond || o.pushPull < 0 {
 		return fmt.Errorf("-drift must be in [0, 1], -sync at least 1ms, -push-pull ≥ 0")
 	}
+	if o.owner != 0 && (o.owner < 100 || o.owner > 10000) {
+		return fmt.Errorf("-owner-nodes %d: want 0 (the default) or 100 to 10000 members", o.owner)
+	}
+	if o.profile != "" {
+		stop, err := startProfile(o.profile, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	hourJS := fmt.Sprintf(`{"kind":"tiers","tiers":"L,3600,3600,0","drift":%g}`, o.drift)
 	fmt.Fprintf(out, "sync %s, drift %g, push/pull %s, seed %d; tiers: one window of 3600 s (LostHits judged), gcra: period 1 s\n", o.sync, o.drift, pp(o.pushPull), o.seed)
 	fmt.Fprintf(out, "%-24s %-5s %6s %6s %8s %10s %8s %6s %6s %7s %9s %9s %8s %8s %9s %8s %9s %9s %7s\n",
@@ -64,7 +80,7 @@ func run(args []string, out, log io.Writer) error {
 	var lost, fd int
 	var syncP99 time.Duration
 	var lostRows []string
-	for _, s := range scenarios(o.quick) {
+	for _, s := range scenarios(o.quick, o.owner) {
 		if o.only != "" && !strings.Contains(s.name, o.only) {
 			continue
 		}
@@ -143,6 +159,40 @@ func run(args []string, out, log io.Writer) error {
 	return nil
 }
 
+// startProfile starts a CPU profile into path; the returned stop ends
+// it. An interrupt ends it too, and the process, so a run too long to
+// wait for still shows where its time went.
+func startProfile(path string, log io.Writer) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpuprofile %s: %w", path, err)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt)
+	done := make(chan struct{})
+	stop = func() {
+		close(done)
+		signal.Stop(sig)
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+	go func() {
+		select {
+		case <-sig:
+			pprof.StopCPUProfile()
+			f.Close()
+			fmt.Fprintf(log, "interrupted: CPU profile written to %s\n", path)
+			os.Exit(130)
+		case <-done:
+		}
+	}()
+	return stop, nil
+}
+
 func judged(n int) string {
 	if n < 0 {
 		return "-"
@@ -160,11 +210,15 @@ func pp(d time.Duration) string {
 }
 
 // scenarios are the rows (see README.md).
-func scenarios(quick bool) []scenario {
+// owner, when not 0, sets the owner-mode roll's size.
+func scenarios(quick bool, owner int) []scenario {
 	big, bigEvery, longFor := 1000, 1500*time.Millisecond, 10*time.Minute
 	roll100 := 100
 	if quick {
 		big, roll100, longFor = 300, 30, 4*time.Minute
+	}
+	if owner != 0 {
+		big = owner
 	}
 	var out []scenario
 	roll := func(name string, n int, every, down time.Duration, rate float64, keys int) {

@@ -118,22 +118,24 @@ func (s *sim) placeRing() {
 
 // Resync exchanges states with the node named name at once, as
 // gossip.Node's Resync does (a push/pull; reconcile.Resyncer), at most
-// once per resyncEvery for the pair, as gossip's default ResyncAfter.
-func (sd *sender) Resync(name string) {
+// once per resyncEvery for the pair, as gossip's default ResyncAfter, and
+// reports whether it did.
+func (sd *sender) Resync(name string) bool {
 	s := sd.s
 	j := s.index(name)
-	if j < 0 || j == sd.from {
-		return
+	if j < 0 || j == sd.from || s.nodes[j].dead {
+		return false
 	}
 	if s.resynced == nil {
 		s.resynced = map[[2]int]int64{}
 	}
 	pair := [2]int{sd.from, j}
 	if last, ok := s.resynced[pair]; ok && s.now-last < int64(resyncEvery) {
-		return
+		return false
 	}
 	s.resynced[pair] = s.now
 	s.resync(s.nodes[sd.from], s.nodes[j])
+	return true
 }
 
 // ResyncNow exchanges states with each of names at once, as gossip.Node's
