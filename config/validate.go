@@ -2,6 +2,8 @@ package config
 
 import (
 	"math"
+
+	"github.com/obol-dev/obol/adaptive"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -30,16 +32,6 @@ const (
 	// the tiers it may visit) and matches what a tier entry shared across a
 	// cluster can name (64 tiers).
 	MaxTiers = 64
-)
-
-// Defaults filled in by normalization for kind adaptive.
-const (
-	// DefaultGrowEvery is the adaptive grow_every used when it is 0.
-	DefaultGrowEvery = 10
-	// DefaultMargin is the adaptive margin used when it is 0.
-	DefaultMargin = 10
-	// DefaultTimeout is the adaptive timeout used when it is 0.
-	DefaultTimeout = 30 * time.Second
 )
 
 // Valid reports whether k is one of the five kinds.
@@ -399,7 +391,7 @@ func checkTimeout(l *problemList, path string, r *Resource) {
 // checkMultiplier: a multiplier is 0 (the default) or a finite number ≥ 1.
 func checkMultiplier(l *problemList, path string, r *Resource) {
 	if r.Multiplier != 0 && !(r.Multiplier >= 1 && r.Multiplier <= math.MaxFloat64) {
-		l.add(path, "must be a number ≥ 1 (0 means %v), got %v", DefaultPacerMultiplier, r.Multiplier)
+		l.add(path, "must be a number ≥ 1 (0 means %v), got %v", adaptive.DefaultMultiplier, r.Multiplier)
 	}
 }
 
