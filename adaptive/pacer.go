@@ -65,6 +65,11 @@ const (
 	DefaultJitter = 0.1
 )
 
+// MinMultiplier is the least PacerConfig.Multiplier Validate accepts,
+// other than 0 (the default): a 429 never shortens a sleep. Package config
+// bounds multiplier with it.
+const MinMultiplier = 1.0
+
 // PacerConfig configures a Pacer or a PacerGroup. The zero value paces
 // with KeepReserve for a quota of 4500 requests an hour: a zero Limit,
 // Period, MinSleep, Multiplier or Jitter means that field's default
@@ -84,7 +89,7 @@ type PacerConfig struct {
 	// for 4500 an hour).
 	MinSleep time.Duration
 	// Multiplier is how much a sleep grows per 429; 0 means
-	// DefaultMultiplier. Must be ≥ 1.
+	// DefaultMultiplier. Must be ≥ MinMultiplier (1).
 	Multiplier float64
 	// Jitter is the most a sleep is lengthened at random, as a fraction
 	// of it (uniform in [0, Jitter]); 0 means DefaultJitter, a negative
@@ -123,8 +128,8 @@ func (c PacerConfig) Validate() error {
 	if c.MinSleep < 0 {
 		bad("MinSleep: must be ≥ 0, got %v", c.MinSleep)
 	}
-	if c.Multiplier != 0 && (c.Multiplier < 1 || math.IsInf(c.Multiplier, 0)) || math.IsNaN(c.Multiplier) {
-		bad("Multiplier: must be ≥ 1 and finite, got %v", c.Multiplier)
+	if c.Multiplier != 0 && (c.Multiplier < MinMultiplier || math.IsInf(c.Multiplier, 0)) || math.IsNaN(c.Multiplier) {
+		bad("Multiplier: must be ≥ %v and finite, got %v", MinMultiplier, c.Multiplier)
 	}
 	if c.Jitter > 1 || math.IsNaN(c.Jitter) {
 		bad("Jitter: must be at most 1, got %v", c.Jitter)

@@ -21,6 +21,11 @@ const (
 	DefaultHeadroom = 0.9
 )
 
+// MinMinWindow is the least MinWindow Validate accepts: a window of 0
+// would admit nothing, and no success could ever grow it back. Package
+// config bounds min_window with it.
+const MinMinWindow = 1
+
 // Rules selects how a Window adapts.
 type Rules uint8
 
@@ -57,7 +62,7 @@ func (r Rules) String() string {
 // (WithDefaults); Validate states every bound.
 type Config struct {
 	// MinWindow is the floor of the window: the fewest calls admitted at
-	// once however many back off; ≥ 1.
+	// once however many back off; ≥ MinMinWindow (1).
 	MinWindow int
 	// MaxWindow is the ceiling and the starting window; ≥ MinWindow.
 	MaxWindow int
@@ -91,11 +96,11 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...))
 	}
-	if c.MinWindow < 1 {
-		bad("MinWindow: must be ≥ 1, got %d", c.MinWindow)
+	if c.MinWindow < MinMinWindow {
+		bad("MinWindow: must be ≥ %d, got %d", MinMinWindow, c.MinWindow)
 	}
-	if c.MaxWindow < max(c.MinWindow, 1) {
-		bad("MaxWindow: must be ≥ MinWindow (%d), got %d", max(c.MinWindow, 1), c.MaxWindow)
+	if least := max(c.MinWindow, MinMinWindow); c.MaxWindow < least {
+		bad("MaxWindow: must be ≥ MinWindow (%d), got %d", least, c.MaxWindow)
 	}
 	if c.GrowEvery < 0 {
 		bad("GrowEvery: must be ≥ 0, got %d", c.GrowEvery)

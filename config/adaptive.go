@@ -8,8 +8,10 @@ import "github.com/obol-dev/obol/adaptive"
 // place. Each parameter has one owner: its default is package adaptive's
 // Default… constant, filled in by adaptive's WithDefaults, which
 // normalization calls through these translations; its bounds are checked
-// here (validate.go, schema.go), at least as strictly as adaptive's
-// Validate, so the engine hands adaptive values it accepts as they are.
+// here (validate.go, schema.go), with adaptive's constant where the bound
+// is the algorithm's (adaptive.MinMinWindow, adaptive.MinMultiplier), and
+// at least as strictly as adaptive's Validate, so the engine hands adaptive
+// values it accepts as they are.
 
 // AdaptiveConfig returns the window config of r, a resource of kind
 // adaptive: min_window, max_window, grow_every, margin and timeout are

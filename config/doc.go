@@ -34,8 +34,10 @@
 // constants, since adaptive is also a library used without a config file:
 // normalization fills them in by calling adaptive's WithDefaults, the one
 // function that does, through Resource.AdaptiveConfig and
-// Resource.PacerConfig. A test holds this package's bounds at least as
-// strict as adaptive's Validate.
+// Resource.PacerConfig. Where a bound is the algorithm's own (the least
+// min_window, the least multiplier) it is adaptive's constant too; a fuzz
+// test holds every bound of this package at least as strict as adaptive's
+// Validate, so that what this package accepts adaptive accepts.
 //
 // Adding a resource field is: its struct field in Resource (and in
 // Override, if overrides hold it), with a doc comment that gives its unit,

@@ -74,7 +74,7 @@ func resourceFields() []spec {
 			override(func(o *Override) **int { return &o.DomainLimit })},
 		{key: "groups", kinds: copies, v: groupList(func(r *Resource) *[]Group { return &r.Groups })},
 
-		{key: "min_window", kinds: adapt, required: true, v: count(1, func(r *Resource) *int { return &r.MinWindow })},
+		{key: "min_window", kinds: adapt, required: true, v: count(adaptive.MinMinWindow, func(r *Resource) *int { return &r.MinWindow })},
 		{key: "max_window", kinds: adapt, required: true, check: checkMaxWindow,
 			v: bareCount(func(r *Resource) *int { return &r.MaxWindow })},
 		{key: "grow_every", kinds: adapt, v: count(0, func(r *Resource) *int { return &r.GrowEvery })},

@@ -371,9 +371,10 @@ func checkBurst(l *problemList, path string, r *Resource) {
 	}
 }
 
-// checkMaxWindow: min_window (at least 1) ≤ max_window ≤ MaxLimit.
+// checkMaxWindow: min_window (at least adaptive.MinMinWindow) ≤
+// max_window ≤ MaxLimit.
 func checkMaxWindow(l *problemList, path string, r *Resource) {
-	min := max(r.MinWindow, 1)
+	min := max(r.MinWindow, adaptive.MinMinWindow)
 	if r.MaxWindow < min {
 		l.add(path, "must be ≥ min_window (%d), got %d", min, r.MaxWindow)
 	} else {
@@ -388,10 +389,11 @@ func checkTimeout(l *problemList, path string, r *Resource) {
 	}
 }
 
-// checkMultiplier: a multiplier is 0 (the default) or a finite number ≥ 1.
+// checkMultiplier: a multiplier is 0 (the default) or a finite number ≥
+// adaptive.MinMultiplier.
 func checkMultiplier(l *problemList, path string, r *Resource) {
-	if r.Multiplier != 0 && !(r.Multiplier >= 1 && r.Multiplier <= math.MaxFloat64) {
-		l.add(path, "must be a number ≥ 1 (0 means %v), got %v", adaptive.DefaultMultiplier, r.Multiplier)
+	if r.Multiplier != 0 && !(r.Multiplier >= adaptive.MinMultiplier && r.Multiplier <= math.MaxFloat64) {
+		l.add(path, "must be a number ≥ %v (0 means %v), got %v", adaptive.MinMultiplier, adaptive.DefaultMultiplier, r.Multiplier)
 	}
 }
 
