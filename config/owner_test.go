@@ -1,8 +1,13 @@
 package config
 
 import (
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/obol-dev/obol/adaptive"
 )
 
 // The tests of this file hold each per-kind parameter to its one owner:
@@ -182,4 +187,36 @@ func FuzzValidIsValidForAdaptive(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDocumentedDefaults: where the commented default config and the docs
+// give a parameter's default, it is the one definition's value.
+func TestDocumentedDefaults(t *testing.T) {
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	yaml, adaptiveDoc, semantics := string(DefaultYAML()), read("../docs/adaptive.md"), read("../docs/semantics.md")
+	for _, tc := range []struct{ where, text, want string }{
+		{"default.yaml", yaml, fmt.Sprintf("# grow_every: %d ", adaptive.DefaultGrowEvery)},
+		{"default.yaml", yaml, fmt.Sprintf("(0 = %d)\n    # margin: %d ", adaptive.DefaultGrowEvery, adaptive.DefaultMargin)},
+		{"default.yaml", yaml, fmt.Sprintf("(0 = %d)\n    # timeout: %v ", adaptive.DefaultMargin, adaptive.DefaultTimeout)},
+		{"default.yaml", yaml, fmt.Sprintf("(0 = %v)\n", adaptive.DefaultTimeout)},
+		{"default.yaml", yaml, fmt.Sprintf("# jitter: %v ", adaptive.DefaultJitter)},
+		{"docs/adaptive.md", adaptiveDoc, fmt.Sprintf("every `grow_every` (%d) successes", adaptive.DefaultGrowEvery)},
+		{"docs/adaptive.md", adaptiveDoc, fmt.Sprintf("(margin %d)", adaptive.DefaultMargin)},
+		{"docs/adaptive.md", adaptiveDoc, fmt.Sprintf("# jitter: %v ", adaptive.DefaultJitter)},
+		{"docs/adaptive.md", adaptiveDoc, fmt.Sprintf("(absent = %v, 0 = none)", adaptive.DefaultJitter)},
+		{"docs/adaptive.md", adaptiveDoc, fmt.Sprintf("# multiplier: %v ", adaptive.DefaultMultiplier)},
+		{"docs/adaptive.md", adaptiveDoc, fmt.Sprintf("growth per 429 (0 = %v)", adaptive.DefaultMultiplier)},
+		{"docs/semantics.md", semantics, fmt.Sprintf("`drift` left out is %v;", DefaultDrift)},
+		{"docs/semantics.md", semantics, fmt.Sprintf("`max_keys` keys (default %d,%03d,%03d)", DefaultMaxKeys/1_000_000, DefaultMaxKeys/1000%1000, DefaultMaxKeys%1000)},
+	} {
+		if !strings.Contains(tc.text, tc.want) {
+			t.Errorf("%s does not say %q", tc.where, tc.want)
+		}
+	}
 }
