@@ -81,6 +81,8 @@ func TestOutOfBoundMessages(t *testing.T) {
 		// tiers
 		{`{kind: tiers, tiers: [{limit: 0, window: 1s, active: 1s}]}`, `resource.tiers[0].limit: must be ≥ 1, got 0`},
 		{`{kind: tiers, tiers: [{limit: 1000000001, window: 1s, active: 1s}]}`, `resource.tiers[0].limit: must be ≤ 1000000000, got 1000000001`},
+		{`{kind: tiers, tiers: "-99999999999999999999,1,1,0"}`, `resource.tiers[0].limit: must be ≥ 1, got -99999999999999999999`},
+		{`{kind: tiers, tiers: "1000000001,1,1,0"}`, `resource.tiers[0].limit: must be ≤ 1000000000, got 1000000001`},
 		{`{kind: tiers, tiers: [{limit: 1, window: 0s, active: 1s}]}`, `resource.tiers[0].window: must be > 0, got 0s`},
 		{`{kind: tiers, tiers: [{limit: 1, window: 1s, active: -1s}]}`, `resource.tiers[0].active: must be ≥ 0, got -1s`},
 		{`{kind: tiers, tiers: [{limit: 1, window: 1s, active: 1s, cooldown: -1s}]}`, `resource.tiers[0].cooldown: must be ≥ 0, got -1s`},

@@ -239,11 +239,16 @@ func checkDuration(l *problemList, path string, d time.Duration, positive bool) 
 	}
 }
 
-// checkTier checks one tier: limit ≥ 1, window > 0, active ≥ 0, cooldown ≥ 0,
-// each duration a whole number of milliseconds (the tiers engine keeps time in
-// milliseconds, the API's unit; a finer duration would be silently rounded).
+// minTierLimit is the least limit of a tier, which checkTier checks and
+// the compact syntax's reader quotes.
+const minTierLimit = 1
+
+// checkTier checks one tier: limit ≥ minTierLimit, window > 0, active ≥ 0,
+// cooldown ≥ 0, each duration a whole number of milliseconds (the tiers
+// engine keeps time in milliseconds, the API's unit; a finer duration would
+// be silently rounded).
 func checkTier(l *problemList, path string, t Tier) {
-	checkInt(l, field(path, "limit"), t.Limit, 1)
+	checkInt(l, field(path, "limit"), t.Limit, minTierLimit)
 	checkDuration(l, field(path, "window"), t.Window, true)
 	checkDuration(l, field(path, "active"), t.Active, false)
 	checkDuration(l, field(path, "cooldown"), t.Cooldown, false)
