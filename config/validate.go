@@ -2,11 +2,11 @@ package config
 
 import (
 	"math"
-
-	"github.com/obol-dev/obol/adaptive"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/obol-dev/obol/adaptive"
 )
 
 // Bounds on configured values. They are far above any sensible setting; they
