@@ -17,4 +17,14 @@
 // quota: Wait before a request, Observe after. Strategies: two baselines
 // from rate_throttle_client and KeepReserve, obol's. docs/adaptive.md has
 // both algorithms, the benchmarks and their figures.
+//
+// Each parameter has one definition here. A zero field of Config or
+// PacerConfig means its default, the Default… constant it names; the one
+// function that fills them in is Config.WithDefaults (PacerConfig.WithDefaults),
+// which the constructors call. Validate states the bounds of every field
+// and the constructors refuse what it refuses, with an error naming the
+// field. The agent's config file reaches this package through package
+// config, which fills a resource's defaults by calling the same
+// WithDefaults and hands over values its validation has already checked
+// against bounds at least as strict as Validate's.
 package adaptive

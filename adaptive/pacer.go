@@ -51,7 +51,9 @@ func (s Strategy) String() string {
 	return fmt.Sprintf("Strategy(%d)", uint8(s))
 }
 
-// Defaults of PacerConfig, rate_throttle_client's.
+// Defaults of PacerConfig, rate_throttle_client's: the one definition of
+// each, filled in by PacerConfig.WithDefaults, which package config's
+// normalization calls too.
 const (
 	// DefaultLimit is the server's quota per DefaultPeriod (Heroku's).
 	DefaultLimit = 4500
@@ -63,8 +65,16 @@ const (
 	DefaultJitter = 0.1
 )
 
+// MinMultiplier is the least PacerConfig.Multiplier Validate accepts,
+// other than 0 (the default): a 429 never shortens a sleep. Package config
+// bounds multiplier with it.
+const MinMultiplier = 1.0
+
 // PacerConfig configures a Pacer or a PacerGroup. The zero value paces
-// with KeepReserve for a quota of 4500 requests an hour.
+// with KeepReserve for a quota of 4500 requests an hour: a zero Limit,
+// Period, MinSleep, Multiplier or Jitter means that field's default
+// (WithDefaults), a nil Clock or Rand the wall clock or a random seed.
+// Validate states every bound.
 type PacerConfig struct {
 	// Strategy is how to throttle; the zero value is KeepReserve.
 	Strategy Strategy
@@ -79,7 +89,7 @@ type PacerConfig struct {
 	// for 4500 an hour).
 	MinSleep time.Duration
 	// Multiplier is how much a sleep grows per 429; 0 means
-	// DefaultMultiplier. Must be ≥ 1.
+	// DefaultMultiplier. Must be ≥ MinMultiplier (1).
 	Multiplier float64
 	// Jitter is the most a sleep is lengthened at random, as a fraction
 	// of it (uniform in [0, Jitter]); 0 means DefaultJitter, a negative
@@ -118,8 +128,8 @@ func (c PacerConfig) Validate() error {
 	if c.MinSleep < 0 {
 		bad("MinSleep: must be ≥ 0, got %v", c.MinSleep)
 	}
-	if c.Multiplier != 0 && (c.Multiplier < 1 || math.IsInf(c.Multiplier, 0)) || math.IsNaN(c.Multiplier) {
-		bad("Multiplier: must be ≥ 1 and finite, got %v", c.Multiplier)
+	if c.Multiplier != 0 && (c.Multiplier < MinMultiplier || math.IsInf(c.Multiplier, 0)) || math.IsNaN(c.Multiplier) {
+		bad("Multiplier: must be ≥ %v and finite, got %v", MinMultiplier, c.Multiplier)
 	}
 	if c.Jitter > 1 || math.IsNaN(c.Jitter) {
 		bad("Jitter: must be at most 1, got %v", c.Jitter)
@@ -130,7 +140,16 @@ func (c PacerConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-func (c PacerConfig) withDefaults() PacerConfig {
+// WithDefaults returns c with the defaults of its zero fields filled in:
+// Limit DefaultLimit, Period DefaultPeriod, MinSleep Period/Limit (of the
+// filled-in values), Multiplier DefaultMultiplier, Jitter DefaultJitter (a
+// negative Jitter, none, stays). Every other field, and a non-zero one even
+// when invalid, is returned as it is; Clock and Rand are left to
+// NewPacerGroup. It is the one place the defaults are filled in: NewPacerGroup
+// calls it, and so does package config when it normalizes a resource of kind
+// pacer. It is idempotent, and never divides by zero (a negative Limit is
+// invalid but divides all the same).
+func (c PacerConfig) WithDefaults() PacerConfig {
 	if c.Limit == 0 {
 		c.Limit = DefaultLimit
 	}
@@ -143,12 +162,15 @@ func (c PacerConfig) withDefaults() PacerConfig {
 	if c.Multiplier == 0 {
 		c.Multiplier = DefaultMultiplier
 	}
-	switch {
-	case c.Jitter == 0:
-		c.Jitter = DefaultJitter
-	case c.Jitter < 0:
-		c.Jitter = 0
+	if c.Jitter == 0 {
+		c.Jitter = DefaultJitter // a negative one, none, stays as it is
 	}
+	return c
+}
+
+// withRuntime returns c with a nil Clock set to the wall clock and a nil
+// Rand to a generator seeded at random.
+func (c PacerConfig) withRuntime() PacerConfig {
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
@@ -180,7 +202,7 @@ func NewPacerGroup(cfg PacerConfig) (*PacerGroup, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g := &PacerGroup{cfg: cfg.withDefaults(), remaining: -1}
+	g := &PacerGroup{cfg: cfg.WithDefaults().withRuntime(), remaining: -1}
 	g.sleep = g.cfg.StartSleep.Seconds()
 	g.reserve.init(&g.cfg)
 	return g, nil

@@ -7,7 +7,9 @@ import (
 	"time"
 )
 
-// Defaults of Config, the same as the config file's (package config).
+// Defaults of Config: the one definition of each, filled in by
+// Config.WithDefaults, which package config's normalization calls too, so
+// the config file's defaults are these.
 const (
 	// DefaultGrowEvery is the successes per +1 of the window when GrowEvery is 0.
 	DefaultGrowEvery = 10
@@ -18,6 +20,11 @@ const (
 	// DefaultHeadroom is the Predictive rules' headroom when Headroom is 0.
 	DefaultHeadroom = 0.9
 )
+
+// MinMinWindow is the least MinWindow Validate accepts: a window of 0
+// would admit nothing, and no success could ever grow it back. Package
+// config bounds min_window with it.
+const MinMinWindow = 1
 
 // Rules selects how a Window adapts.
 type Rules uint8
@@ -50,10 +57,12 @@ func (r Rules) String() string {
 }
 
 // Config configures a Window (and a Limiter or Tracker around one). The
-// zero value is not valid: MinWindow and MaxWindow are required.
+// zero value is not valid: MinWindow and MaxWindow are required. A zero
+// GrowEvery, Margin, Timeout or Headroom means that field's default
+// (WithDefaults); Validate states every bound.
 type Config struct {
 	// MinWindow is the floor of the window: the fewest calls admitted at
-	// once however many back off; ≥ 1.
+	// once however many back off; ≥ MinMinWindow (1).
 	MinWindow int
 	// MaxWindow is the ceiling and the starting window; ≥ MinWindow.
 	MaxWindow int
@@ -87,11 +96,11 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...))
 	}
-	if c.MinWindow < 1 {
-		bad("MinWindow: must be ≥ 1, got %d", c.MinWindow)
+	if c.MinWindow < MinMinWindow {
+		bad("MinWindow: must be ≥ %d, got %d", MinMinWindow, c.MinWindow)
 	}
-	if c.MaxWindow < max(c.MinWindow, 1) {
-		bad("MaxWindow: must be ≥ MinWindow (%d), got %d", max(c.MinWindow, 1), c.MaxWindow)
+	if least := max(c.MinWindow, MinMinWindow); c.MaxWindow < least {
+		bad("MaxWindow: must be ≥ MinWindow (%d), got %d", least, c.MaxWindow)
 	}
 	if c.GrowEvery < 0 {
 		bad("GrowEvery: must be ≥ 0, got %d", c.GrowEvery)
@@ -111,8 +120,13 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// withDefaults returns c with its zero fields set to their defaults.
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with its zero GrowEvery, Margin, Timeout and
+// Headroom set to DefaultGrowEvery, DefaultMargin, DefaultTimeout and
+// DefaultHeadroom; every other field, and a non-zero one even when invalid,
+// is returned as it is. It is the one place the defaults are filled in:
+// NewWindow and Reconfigure call it, and so does package config when it
+// normalizes a resource of kind adaptive. It is idempotent.
+func (c Config) WithDefaults() Config {
 	if c.GrowEvery == 0 {
 		c.GrowEvery = DefaultGrowEvery
 	}
@@ -156,7 +170,7 @@ func NewWindow(cfg Config) (*Window, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	return &Window{cfg: cfg, window: cfg.MaxWindow}, nil
 }
 
@@ -232,7 +246,7 @@ func (w *Window) Reconfigure(cfg Config) error {
 	if cfg.Rules != w.cfg.Rules {
 		w.pred = predictor{}
 	}
-	w.cfg = cfg.withDefaults()
+	w.cfg = cfg.WithDefaults()
 	w.window = min(max(w.window, w.cfg.MinWindow), w.cfg.MaxWindow)
 	if w.cfg.Rules == Predictive {
 		w.pred.clamp(w)

@@ -1,7 +1,5 @@
 package config
 
-import "time"
-
 // Normalize rewrites c in place into the canonical form the agent runs on
 // and GET /v1/config shows (docs/semantics.md, "Normalization"): every resource
 // and override is normalized as Resource.Normalize describes; Namespaces and
@@ -41,11 +39,14 @@ func (c *Config) Normalize() {
 //     multiple (NormalizeTiers);
 //   - drift absent becomes DefaultDrift (0 stays 0: every hit ships at
 //     once); max_keys 0 becomes DefaultMaxKeys;
-//   - kind adaptive: grow_every 0 becomes DefaultGrowEvery, margin 0
-//     DefaultMargin, timeout 0 DefaultTimeout, rules "" RulesOpenZiti;
+//   - kind adaptive: grow_every 0 becomes adaptive.DefaultGrowEvery,
+//     margin 0 adaptive.DefaultMargin, timeout 0 adaptive.DefaultTimeout
+//     (filled in by adaptive.Config.WithDefaults), rules "" RulesOpenZiti,
+//     client_share absent DefaultClientShare;
 //   - kind pacer: strategy "" becomes StrategyKeepReserve, jitter absent
-//     DefaultPacerJitter; for the strategies that read them, min_sleep 0
-//     becomes period/quota and multiplier 0 DefaultPacerMultiplier;
+//     adaptive.DefaultJitter; for the strategies that read them, min_sleep
+//     0 becomes period/quota and multiplier 0 adaptive.DefaultMultiplier
+//     (filled in by adaptive.PacerConfig.WithDefaults);
 //   - kind copies: with a global_limit G set, a domain_limit (default or
 //     override) or group limit above G, or absent, is lowered to G, the
 //     effective limit; limits stay absent when G is;
@@ -69,34 +70,15 @@ func (r *Resource) Normalize() {
 	}
 	switch r.Kind {
 	case KindAdaptive:
-		if r.GrowEvery == 0 {
-			r.GrowEvery = DefaultGrowEvery
-		}
-		if r.Margin == 0 {
-			r.Margin = DefaultMargin
-		}
-		if r.Timeout == 0 {
-			r.Timeout = DefaultTimeout
-		}
+		r.normalizeAdaptive()
 		if r.Rules == "" {
 			r.Rules = RulesOpenZiti
-		}
-		if r.ClientShare == nil {
-			r.ClientShare = Fraction(1)
 		}
 	case KindPacer:
 		if r.Strategy == "" {
 			r.Strategy = StrategyKeepReserve
 		}
-		if r.Jitter == nil {
-			r.Jitter = Fraction(DefaultPacerJitter)
-		}
-		if r.MinSleep == 0 && r.Quota > 0 && pacerUses("min_sleep", r.Strategy) {
-			r.MinSleep = r.Period / time.Duration(r.Quota)
-		}
-		if r.Multiplier == 0 && pacerUses("multiplier", r.Strategy) {
-			r.Multiplier = DefaultPacerMultiplier
-		}
+		r.normalizePacer()
 	case KindCopies:
 		r.DomainLimit = capLimit(r.DomainLimit, r.GlobalLimit)
 		for i := range r.Groups {

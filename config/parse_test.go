@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/obol-dev/obol/adaptive"
 )
 
 // problemsOf returns the problems inside err, failing the test when err is
@@ -878,7 +880,7 @@ func TestDefault(t *testing.T) {
 	if l := c.Resources["demo/login"]; l.MinWindow != 5 || l.MaxWindow != 250 || l.Rules != RulesOpenZiti {
 		t.Errorf("demo/login = %+v", l)
 	}
-	if u := c.Resources["demo/upstream"]; u.Quota != 5000 || u.Period != time.Hour || u.Strategy != StrategyKeepReserve || *u.Jitter != DefaultPacerJitter {
+	if u := c.Resources["demo/upstream"]; u.Quota != 5000 || u.Period != time.Hour || u.Strategy != StrategyKeepReserve || *u.Jitter != adaptive.DefaultJitter {
 		t.Errorf("demo/upstream = %+v", u)
 	}
 	// Each call is a fresh copy.

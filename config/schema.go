@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/obol-dev/obol/adaptive"
 )
 
 // spec is one entry of the schema: one key of a resource's mapping.
@@ -41,12 +43,12 @@ type spec struct {
 // first.
 func resourceFields() []spec {
 	var (
-		tiers    = []Kind{KindTiers}
-		gcra     = []Kind{KindGCRA}
-		copies   = []Kind{KindCopies}
-		adaptive = []Kind{KindAdaptive}
-		pacer    = []Kind{KindPacer}
-		sleeps   = []Strategy{StrategyExponentialBackoff, StrategyProportionalRemaining}
+		tiers  = []Kind{KindTiers}
+		gcra   = []Kind{KindGCRA}
+		copies = []Kind{KindCopies}
+		adapt  = []Kind{KindAdaptive}
+		pacer  = []Kind{KindPacer}
+		sleeps = []Strategy{StrategyExponentialBackoff, StrategyProportionalRemaining}
 	)
 	return []spec{
 		{key: "shadow", v: boolean(func(r *Resource) *bool { return &r.Shadow }), check: checkShadow},
@@ -72,15 +74,15 @@ func resourceFields() []spec {
 			override(func(o *Override) **int { return &o.DomainLimit })},
 		{key: "groups", kinds: copies, v: groupList(func(r *Resource) *[]Group { return &r.Groups })},
 
-		{key: "min_window", kinds: adaptive, required: true, v: count(1, func(r *Resource) *int { return &r.MinWindow })},
-		{key: "max_window", kinds: adaptive, required: true, check: checkMaxWindow,
+		{key: "min_window", kinds: adapt, required: true, v: count(adaptive.MinMinWindow, func(r *Resource) *int { return &r.MinWindow })},
+		{key: "max_window", kinds: adapt, required: true, check: checkMaxWindow,
 			v: bareCount(func(r *Resource) *int { return &r.MaxWindow })},
-		{key: "grow_every", kinds: adaptive, v: count(0, func(r *Resource) *int { return &r.GrowEvery })},
-		{key: "margin", kinds: adaptive, v: count(0, func(r *Resource) *int { return &r.Margin })},
-		{key: "timeout", kinds: adaptive, check: checkTimeout,
+		{key: "grow_every", kinds: adapt, v: count(0, func(r *Resource) *int { return &r.GrowEvery })},
+		{key: "margin", kinds: adapt, v: count(0, func(r *Resource) *int { return &r.Margin })},
+		{key: "timeout", kinds: adapt, check: checkTimeout,
 			v: duration(false, func(r *Resource) *time.Duration { return &r.Timeout })},
-		{key: "rules", kinds: adaptive, v: enum(rulesNames, func(r *Resource) *Rules { return &r.Rules })},
-		{key: "client_share", kinds: adaptive, v: fraction(true, "absent means 1: no bound per client",
+		{key: "rules", kinds: adapt, v: enum(rulesNames, func(r *Resource) *Rules { return &r.Rules })},
+		{key: "client_share", kinds: adapt, v: fraction(true, fmt.Sprintf("absent means %v: no bound per client", DefaultClientShare),
 			func(r *Resource) **float64 { return &r.ClientShare })},
 
 		{key: "strategy", kinds: pacer, v: enum(strategyNames, func(r *Resource) *Strategy { return &r.Strategy })},
@@ -89,7 +91,7 @@ func resourceFields() []spec {
 			v: duration(false, func(r *Resource) *time.Duration { return &r.MinSleep })},
 		{key: "multiplier", kinds: pacer, strategies: sleeps, check: checkMultiplier,
 			v: number(func(r *Resource) *float64 { return &r.Multiplier })},
-		{key: "jitter", kinds: pacer, v: fraction(false, fmt.Sprintf("absent means %v, 0 none", DefaultPacerJitter),
+		{key: "jitter", kinds: pacer, v: fraction(false, fmt.Sprintf("absent means %v, 0 none", adaptive.DefaultJitter),
 			func(r *Resource) **float64 { return &r.Jitter })},
 		{key: "start_sleep", kinds: pacer, strategies: []Strategy{StrategyKeepReserve, StrategyProportionalRemaining},
 			v: duration(false, func(r *Resource) *time.Duration { return &r.StartSleep })},

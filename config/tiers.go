@@ -84,7 +84,8 @@ func compactNumber(tok string) error {
 	return nil
 }
 
-// compactInt parses a whole number such as "5" or "5.0".
+// compactInt parses a whole number such as "5" or "5.0", a tier's limit:
+// one out of int64's range is refused with the bound it is beyond.
 func compactInt(tok string) (int, error) {
 	if err := compactNumber(tok); err != nil {
 		return 0, err
@@ -99,7 +100,7 @@ func compactInt(tok string) (int, error) {
 	v, err := strconv.ParseInt(whole, 10, 64)
 	if err != nil || v > MaxLimit || v < -MaxLimit {
 		if strings.HasPrefix(whole, "-") {
-			return 0, fmt.Errorf("must be ≥ 1, got %s", tok)
+			return 0, fmt.Errorf("must be ≥ %d, got %s", minTierLimit, tok)
 		}
 		return 0, fmt.Errorf("must be ≤ %d, got %s", MaxLimit, tok)
 	}

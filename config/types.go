@@ -69,14 +69,6 @@ const (
 	StrategyProportionalRemaining Strategy = "proportional_remaining"
 )
 
-// Defaults filled in by normalization for kind pacer (rate_throttle_client's).
-const (
-	// DefaultPacerMultiplier is the pacer multiplier used when it is 0.
-	DefaultPacerMultiplier = 1.2
-	// DefaultPacerJitter is the pacer jitter used when it is absent.
-	DefaultPacerJitter = 0.1
-)
-
 // DefaultMaxKeys is the number of keys a resource tracks when max_keys is 0.
 const DefaultMaxKeys = 1_000_000
 
@@ -304,15 +296,15 @@ type Resource struct {
 	// ≥ MinWindow.
 	MaxWindow int `json:"max_window,omitempty"`
 	// GrowEvery (adaptive) is how many successes grow the window by one;
-	// 0 means DefaultGrowEvery (10). Smaller recovers faster after a
+	// 0 means adaptive.DefaultGrowEvery (10). Smaller recovers faster after a
 	// backoff but probes the backend harder.
 	GrowEvery int `json:"grow_every,omitempty"`
 	// Margin (adaptive) is how far below a failing position the window
 	// drops, and how far past the window queued work may sit before it is
-	// rejected; 0 means DefaultMargin (10).
+	// rejected; 0 means adaptive.DefaultMargin (10).
 	Margin int `json:"margin,omitempty"`
 	// Timeout (adaptive) is how long an admitted call may stay outstanding
-	// before it counts as a backoff; 0 means DefaultTimeout (30s).
+	// before it counts as a backoff; 0 means adaptive.DefaultTimeout (30s).
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Rules (adaptive) selects how the window adapts: RulesOpenZiti or
 	// RulesPredictive; "" means RulesOpenZiti (filled in by
@@ -347,10 +339,10 @@ type Resource struct {
 	MinSleep time.Duration `json:"min_sleep,omitempty"`
 	// Multiplier (pacer; exponential_backoff and proportional_remaining
 	// only) is how much a sleep grows per 429, ≥ 1; 0 means
-	// DefaultPacerMultiplier (1.2, filled in by normalization).
+	// adaptive.DefaultMultiplier (1.2, filled in by normalization).
 	Multiplier float64 `json:"multiplier,omitempty"`
 	// Jitter (pacer) is the most a wait is lengthened at random, as a
-	// fraction of it in [0, 1]; nil (absent) means DefaultPacerJitter
+	// fraction of it in [0, 1]; nil (absent) means adaptive.DefaultJitter
 	// (0.1, filled in by normalization), 0 none. Jitter keeps clients
 	// that were throttled together from retrying together.
 	Jitter *float64 `json:"jitter,omitempty"`

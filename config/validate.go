@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/obol-dev/obol/adaptive"
 )
 
 // Bounds on configured values. They are far above any sensible setting; they
@@ -30,16 +32,6 @@ const (
 	// the tiers it may visit) and matches what a tier entry shared across a
 	// cluster can name (64 tiers).
 	MaxTiers = 64
-)
-
-// Defaults filled in by normalization for kind adaptive.
-const (
-	// DefaultGrowEvery is the adaptive grow_every used when it is 0.
-	DefaultGrowEvery = 10
-	// DefaultMargin is the adaptive margin used when it is 0.
-	DefaultMargin = 10
-	// DefaultTimeout is the adaptive timeout used when it is 0.
-	DefaultTimeout = 30 * time.Second
 )
 
 // Valid reports whether k is one of the five kinds.
@@ -247,11 +239,16 @@ func checkDuration(l *problemList, path string, d time.Duration, positive bool) 
 	}
 }
 
-// checkTier checks one tier: limit ≥ 1, window > 0, active ≥ 0, cooldown ≥ 0,
-// each duration a whole number of milliseconds (the tiers engine keeps time in
-// milliseconds, the API's unit; a finer duration would be silently rounded).
+// minTierLimit is the least limit of a tier, which checkTier checks and
+// the compact syntax's reader quotes.
+const minTierLimit = 1
+
+// checkTier checks one tier: limit ≥ minTierLimit, window > 0, active ≥ 0,
+// cooldown ≥ 0, each duration a whole number of milliseconds (the tiers
+// engine keeps time in milliseconds, the API's unit; a finer duration would
+// be silently rounded).
 func checkTier(l *problemList, path string, t Tier) {
-	checkInt(l, field(path, "limit"), t.Limit, 1)
+	checkInt(l, field(path, "limit"), t.Limit, minTierLimit)
 	checkDuration(l, field(path, "window"), t.Window, true)
 	checkDuration(l, field(path, "active"), t.Active, false)
 	checkDuration(l, field(path, "cooldown"), t.Cooldown, false)
@@ -379,9 +376,10 @@ func checkBurst(l *problemList, path string, r *Resource) {
 	}
 }
 
-// checkMaxWindow: min_window (at least 1) ≤ max_window ≤ MaxLimit.
+// checkMaxWindow: min_window (at least adaptive.MinMinWindow) ≤
+// max_window ≤ MaxLimit.
 func checkMaxWindow(l *problemList, path string, r *Resource) {
-	min := max(r.MinWindow, 1)
+	min := max(r.MinWindow, adaptive.MinMinWindow)
 	if r.MaxWindow < min {
 		l.add(path, "must be ≥ min_window (%d), got %d", min, r.MaxWindow)
 	} else {
@@ -396,10 +394,11 @@ func checkTimeout(l *problemList, path string, r *Resource) {
 	}
 }
 
-// checkMultiplier: a multiplier is 0 (the default) or a finite number ≥ 1.
+// checkMultiplier: a multiplier is 0 (the default) or a finite number ≥
+// adaptive.MinMultiplier.
 func checkMultiplier(l *problemList, path string, r *Resource) {
-	if r.Multiplier != 0 && !(r.Multiplier >= 1 && r.Multiplier <= math.MaxFloat64) {
-		l.add(path, "must be a number ≥ 1 (0 means %v), got %v", DefaultPacerMultiplier, r.Multiplier)
+	if r.Multiplier != 0 && !(r.Multiplier >= adaptive.MinMultiplier && r.Multiplier <= math.MaxFloat64) {
+		l.add(path, "must be a number ≥ %v (0 means %v), got %v", adaptive.MinMultiplier, adaptive.DefaultMultiplier, r.Multiplier)
 	}
 }
 

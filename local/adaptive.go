@@ -21,37 +21,14 @@ import (
 // resource's timeout and counted as a backoff).
 var ErrUnknownTicket = errors.New("local: unknown ticket")
 
-// shareOf returns rc's client share (1 when absent).
-func shareOf(rc *config.Resource) float64 {
-	if rc.ClientShare == nil {
-		return 1
-	}
-	return *rc.ClientShare
-}
+// shareOf returns rc's client share (config.Resource.ClientShareOr).
+func shareOf(rc *config.Resource) float64 { return rc.ClientShareOr() }
 
-// adaptiveConfig returns the window config of rc (validated and normalized,
-// so its bounds hold; they are enforced again here all the same).
-func adaptiveConfig(rc *config.Resource) adaptive.Config {
-	lo := max(rc.MinWindow, 1)
-	return adaptive.Config{
-		MinWindow: lo,
-		MaxWindow: max(rc.MaxWindow, lo),
-		GrowEvery: max(rc.GrowEvery, 0),
-		Margin:    max(rc.Margin, 0),
-		Timeout:   max(rc.Timeout, 0),
-		Rules:     adaptiveRules(rc.Rules),
-	}
-}
-
-// adaptiveRules returns the rules r names: Predictive for "predictive",
-// OpenZiti's otherwise ("" and "openziti"; a validated config has no
-// other).
-func adaptiveRules(r config.Rules) adaptive.Rules {
-	if r == config.RulesPredictive {
-		return adaptive.Predictive
-	}
-	return adaptive.OpenZiti
-}
+// adaptiveConfig returns the window config of rc, validated and normalized:
+// config's translation (config.Resource.AdaptiveConfig), as it is. Package
+// config owns the parameters' defaults and bounds; nothing is clamped or
+// defaulted here.
+func adaptiveConfig(rc *config.Resource) adaptive.Config { return rc.AdaptiveConfig() }
 
 // Admission is the outcome of Admit.
 type Admission struct {

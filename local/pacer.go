@@ -30,35 +30,11 @@ import (
 // resource's config makes and the outcome of a call; pacer_res.go keeps
 // the pacer of each resource and answers Pace and Observe.
 
-// pacerConfig returns the pacer config of rc (validated and normalized).
-func pacerConfig(rc *config.Resource) adaptive.PacerConfig {
-	cfg := adaptive.PacerConfig{
-		Strategy:   adaptive.KeepReserve,
-		Limit:      max(rc.Quota, 0),
-		Period:     max(rc.Period, 0),
-		MinSleep:   max(rc.MinSleep, 0),
-		Multiplier: rc.Multiplier,
-		StartSleep: max(rc.StartSleep, 0),
-	}
-	switch rc.Strategy {
-	case config.StrategyExponentialBackoff:
-		cfg.Strategy = adaptive.ExponentialBackoff
-	case config.StrategyProportionalRemaining:
-		cfg.Strategy = adaptive.ProportionalRemaining
-	}
-	if cfg.Multiplier < 1 || math.IsInf(cfg.Multiplier, 0) || math.IsNaN(cfg.Multiplier) {
-		cfg.Multiplier = 0 // the default; a validated config has none of these
-	}
-	if rc.Jitter != nil {
-		switch j := *rc.Jitter; {
-		case j > 0 && j <= 1:
-			cfg.Jitter = j
-		default:
-			cfg.Jitter = -1 // 0 in the config file: none
-		}
-	}
-	return cfg
-}
+// pacerConfig returns the pacer config of rc, validated and normalized:
+// config's translation (config.Resource.PacerConfig), as it is. Package
+// config owns the parameters' defaults and bounds; nothing is clamped or
+// defaulted here.
+func pacerConfig(rc *config.Resource) adaptive.PacerConfig { return rc.PacerConfig() }
 
 // Pacing is the outcome of Pace and Observe.
 type Pacing struct {

@@ -34,7 +34,8 @@ type Options struct {
 	// the counters that go over grow.
 	StopIncrementOverLimit bool
 	// NearLimitRatio is the share of a limit past which hits count as
-	// near_limit; 0 = 0.8.
+	// near_limit; 0 = DefaultNearLimitRatio. It feeds the near_limit
+	// metrics only, never a decision.
 	NearLimitRatio float32
 	// Headers selects the response_headers_to_add (HeadersOff: none).
 	Headers HeaderMode
@@ -54,6 +55,10 @@ type Options struct {
 	// (ErrInvalidArgument).
 	MaxEntryBytes int
 }
+
+// DefaultNearLimitRatio is Options.NearLimitRatio's default, the default
+// of envoyproxy/ratelimit's NEAR_LIMIT_RATIO.
+const DefaultNearLimitRatio = 0.8
 
 // The defaults of the request bounds (Options). Envoy sends a few
 // descriptors of a few short entries, their values taken from headers or
@@ -98,7 +103,7 @@ type Service struct {
 // fails until SetConfig).
 func New(cfg *Config, opt Options) *Service {
 	if opt.NearLimitRatio == 0 {
-		opt.NearLimitRatio = 0.8
+		opt.NearLimitRatio = DefaultNearLimitRatio
 	}
 	if opt.MaxDescriptors <= 0 {
 		opt.MaxDescriptors = DefaultMaxDescriptors
