@@ -93,6 +93,8 @@ type simBody struct {
 	resource    []byte // the resource's config, raw JSON (an object)
 	requests    []sim.Request
 	firstRefund int // index of the first refund, -1 when none
+
+	step func() error // the pace of the decode, nil: none
 }
 
 // decodeSimulate decodes {"resource": {...}, "requests": [...]} (JSON;
@@ -103,18 +105,36 @@ type simBody struct {
 // (required) and "op" ("", "request" or "refund"; a refund takes no
 // min_copies). Errors about an item name it: "requests[3].copies: ...".
 func decodeSimulate(data []byte) (*simBody, error) {
-	var b wireBody
-	return readSimulate(b.jsonReader(data), &b)
+	return decodeSimulatePaced(data, formatJSON, nil)
 }
 
 func decodeSimulateMsgpack(data []byte) (*simBody, error) {
-	var b wireBody
-	return readSimulate(b.mpReader(data), &b)
+	return decodeSimulatePaced(data, formatMsgpack, nil)
 }
 
-// readSimulate reads a /v1/simulate body at r, its items into b.
-func readSimulate(r wire.Reader, b *wireBody) (*simBody, error) {
-	sb := &simBody{firstRefund: -1}
+// decodeSimulatePaced is decodeSimulate (JSON) or decodeSimulateMsgpack,
+// calling step (when not nil) after every decodeStepEvery requests: a
+// simulation's pace, so that decoding 100,000 requests is paced as their
+// run is (it is processor time like the run's, and on an agent with one
+// processor an unpaced decode holds it for up to the Go scheduler's 10 ms
+// time slice while decisions wait). A step's error stops the decode.
+func decodeSimulatePaced(data []byte, f format, step func() error) (*simBody, error) {
+	var b wireBody
+	r := b.jsonReader(data)
+	if f == formatMsgpack {
+		r = b.mpReader(data)
+	}
+	return readSimulate(r, &b, step)
+}
+
+// decodeStepEvery is how many requests decodeSimulatePaced decodes between
+// two steps of its pace (about 30 µs of decoding).
+const decodeStepEvery = 64
+
+// readSimulate reads a /v1/simulate body at r, its items into b, calling
+// step (when not nil) every decodeStepEvery requests.
+func readSimulate(r wire.Reader, b *wireBody, step func() error) (*simBody, error) {
+	sb := &simBody{firstRefund: -1, step: step}
 	var seenResource, seenRequests bool
 	if !r.Empty() {
 		if err := r.Object("body"); err != nil {
@@ -167,6 +187,11 @@ func (sb *simBody) readRequests(r wire.Reader, b *wireBody) error {
 	return readRequests(r, maxSimRequests, func(int) error {
 		return tooLarge("requests: more than %d requests", maxSimRequests)
 	}, func(i int) error {
+		if sb.step != nil && i%decodeStepEvery == decodeStepEvery-1 {
+			if err := sb.step(); err != nil {
+				return err
+			}
+		}
 		b.clear()
 		b.unescaped = b.unescaped[:0] // add interns what it keeps
 		if err := readFields(r, b, "", simItemFields); err != nil {
@@ -275,12 +300,12 @@ func (s *Server) runSimulation(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, err)
 		return
 	}
-	var sb *simBody
-	if bf == formatMsgpack {
-		sb, err = decodeSimulateMsgpack(body)
-	} else {
-		sb, err = decodeSimulate(body)
-	}
+	sb, err := decodeSimulatePaced(body, bf, func() error {
+		if err := pace.Step(); err != nil {
+			return simStopped(pace, err, "simulation", " while its requests were decoded", "send fewer requests")
+		}
+		return nil
+	})
 	if err != nil {
 		s.fail(ctx, err)
 		return

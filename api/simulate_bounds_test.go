@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -72,10 +73,12 @@ func TestSimulateCannotPinTheCPU(t *testing.T) {
 	}
 	h.srv.sim.busy.Store(false)
 
-	// The time limit: a run past it is stopped and named.
+	// The time limit: a run past it is stopped and named. Decoding the
+	// requests counts as the run's work and is paced as it is, so with a
+	// limit of 1 ns the run stops while its requests are decoded.
 	h.srv.sim.limit = time.Nanosecond
 	r = h.post("/v1/simulate", simBodyOf("5,1,1,0", 1, 1000))
-	if code, msg := errorReply(t, r.body); r.status != 413 || code != "too_large" || !strings.Contains(msg, "more than its time limit of 1ns of processor time and was stopped after 64 of 1000 requests") {
+	if code, msg := errorReply(t, r.body); r.status != 413 || code != "too_large" || !strings.Contains(msg, "more than its time limit of 1ns of processor time and was stopped while its requests were decoded") {
 		t.Errorf("time limit: %d %s %s", r.status, code, msg)
 	}
 	// The guard is released after a refusal: the next run proceeds.
@@ -157,5 +160,39 @@ func TestSimulatePaceRealClocks(t *testing.T) {
 	}
 	if err := p.Step(); err != nil {
 		t.Fatalf("under an hour's limit: %v", err)
+	}
+}
+
+// TestSimulateDecodeIsPaced is the regression test of the abuse bench's
+// simulate attack: decoding a body of tens of thousands of requests ran
+// unpaced, holding an agent with one processor for up to the Go
+// scheduler's 10 ms time slice while decisions waited (probe p99 about
+// 10 ms). Decoding now steps the simulation's pace every decodeStepEvery
+// requests, and a step that stops the simulation stops the decode.
+func TestSimulateDecodeIsPaced(t *testing.T) {
+	body := simBodyOf("1,1,1,0", 1, 1000)
+	for _, f := range []format{formatJSON, formatMsgpack} {
+		data := []byte(body)
+		if f == formatMsgpack {
+			var v any
+			if err := json.Unmarshal(data, &v); err != nil {
+				t.Fatal(err)
+			}
+			data = []byte(mpBody(t, v))
+		}
+		steps := 0
+		sb, err := decodeSimulatePaced(data, f, func() error { steps++; return nil })
+		if err != nil || len(sb.requests) != 1000 {
+			t.Fatalf("format %d: %v, %d requests", f, err, len(sb.requests))
+		}
+		if want := 1000 / decodeStepEvery; steps != want {
+			t.Errorf("format %d: %d steps over 1000 requests, want %d", f, steps, want)
+		}
+		stop := errors.New("stopped")
+		steps = 0
+		_, err = decodeSimulatePaced(data, f, func() error { steps++; return stop })
+		if !errors.Is(err, stop) || steps != 1 {
+			t.Errorf("format %d: a step's error: got %v after %d steps, want it after 1", f, err, steps)
+		}
 	}
 }

@@ -334,10 +334,16 @@ func probe(ctx context.Context, a *agentProc, d time.Duration) latency {
 	body := `{"resource":"demo/export","domain":"probe","copies":0}`
 	for time.Now().Before(end) && ctx.Err() == nil {
 		req, _ := http.NewRequest("POST", "http://obol/v1/request", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json") // else 415: the probe would time a refusal, not a decision
 		t := time.Now()
 		resp, err := c.Do(req)
 		if err != nil {
 			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			fmt.Fprintf(os.Stderr, "probe: /v1/request answered %d, want 200\n", resp.StatusCode)
+			os.Exit(1)
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
