@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/api"
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 	"github.com/obol-dev/obol/config"
 	timebase "github.com/obol-dev/obol/internal/clock"
 	"github.com/obol-dev/obol/internal/freeport"
@@ -158,17 +159,11 @@ func attackCaps(_ context.Context, a *agentProc) (string, error) {
 
 // rssOf returns a process's resident memory in bytes (0 if unknown).
 func rssOf(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := benchkit.ReadStatus(pid)
 	if err != nil {
 		return 0
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return st.RSSKiB << 10
 }
 
 // attackClock: a real wall clock cannot be stepped under a benchmark, so

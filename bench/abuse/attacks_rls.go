@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 	"github.com/obol-dev/obol/internal/freeport"
 	"github.com/obol-dev/obol/rls"
 )
@@ -176,20 +177,10 @@ func (r *rlsAgent) metric(name string) (string, int) {
 	return "absent", len(b)
 }
 
-// cpuOf returns a process's user + system CPU time.
+// cpuOf returns a process's user + system CPU time (0 if unknown).
 func cpuOf(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	k, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+k) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+	d, _ := benchkit.CPUTime(pid)
+	return d
 }
 
 // probeDuring probes r's socket for d, idle first, then while attack runs;

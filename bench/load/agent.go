@@ -5,26 +5,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 // agent.go builds the agent, writes its config, starts it and stops it; or
 // attaches to one already running.
-
-// agentPackage is the agent's main package, built with `go build`.
-const agentPackage = "github.com/obol-dev/obol/cmd/agent"
 
 // Resource names of the config the generator writes.
 const (
@@ -68,56 +64,32 @@ resources:
 `, maxKeys)
 }
 
-// buildError is a failure of `go build` of the agent (for instance while
-// someone is editing it).
-type buildError struct {
-	err    error
-	output []byte
-}
-
-func (e *buildError) Error() string {
-	return fmt.Sprintf("go build %s: %v\n%s", agentPackage, e.err, bytes.TrimSpace(e.output))
-}
-
-func (e *buildError) Unwrap() error { return e.err }
-
 // goTool returns the path of the go command.
 func goTool() (string, error) {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p, nil
+	p, err := benchkit.GoTool()
+	if err != nil {
+		return "", fmt.Errorf("%w (it builds the agent; or attach with -agent-socket and -agent-pid)", err)
 	}
-	if root := os.Getenv("GOROOT"); root != "" {
-		p := filepath.Join(root, "bin", "go")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", errors.New("the go command is not on PATH (it builds the agent; or attach with -agent-socket and -agent-pid)")
+	return p, nil
 }
 
-// buildAgent builds the agent into dir and returns the binary's path. It must
-// run inside the module.
+// buildAgent builds the agent into dir and returns the binary's path (a
+// failed build is a *benchkit.BuildError). It must run inside the module.
 func buildAgent(ctx context.Context, dir string) (string, error) {
 	gobin, err := goTool()
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "obol-agent")
-	cmd := exec.CommandContext(ctx, gobin, "build", "-o", bin, agentPackage)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", &buildError{err: err, output: out}
-	}
-	return bin, nil
+	return benchkit.BuildAgent(ctx, gobin, dir)
 }
 
 // child is a process the generator started: the agent or the floor.
 type child struct {
 	server
 	cmd    *exec.Cmd
-	exited chan struct{} // closed when the process has exited
-	stdin  io.Closer     // the floor stops when it is closed
-	logs   *tailBuffer   // the last lines of its stderr
+	exited chan struct{}        // closed when the process has exited
+	stdin  io.Closer            // the floor stops when it is closed
+	logs   *benchkit.TailBuffer // the last lines of its stderr
 }
 
 // stop ends the process: SIGTERM, then SIGKILL if it has not exited within
@@ -129,13 +101,7 @@ func (c *child) stop() {
 	if c.stdin != nil {
 		c.stdin.Close()
 	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.exited:
-	case <-time.After(5 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.exited
-	}
+	benchkit.Terminate(c.cmd.Process, c.exited, 5*time.Second)
 }
 
 // startAgent starts the agent binary on cfgFile, its socket in dir and its
@@ -143,7 +109,7 @@ func (c *child) stop() {
 func startAgent(ctx context.Context, bin, dir, cfgFile string) (*child, error) {
 	sock := filepath.Join(dir, "agent.sock")
 	cmd := exec.Command(bin, "--config", cfgFile, "--socket", sock, "--http", "127.0.0.1:0")
-	setParentDeathSignal(cmd)
+	benchkit.SetParentDeathSignal(cmd)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -153,7 +119,7 @@ func startAgent(ctx context.Context, bin, dir, cfgFile string) (*child, error) {
 	}
 	c := &child{
 		server: server{name: "agent", socket: sock, pid: cmd.Process.Pid},
-		cmd:    cmd, exited: make(chan struct{}), logs: newTailBuffer(20),
+		cmd:    cmd, exited: make(chan struct{}), logs: benchkit.NewTailBuffer(20),
 	}
 	addr := make(chan string, 1)
 	var scanned sync.WaitGroup
@@ -162,7 +128,7 @@ func startAgent(ctx context.Context, bin, dir, cfgFile string) (*child, error) {
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
-			c.logs.add(line)
+			c.logs.Add(line)
 			if a, ok := startedAddr(line); ok {
 				select {
 				case addr <- a:
@@ -245,9 +211,9 @@ func waitReady(ctx context.Context, srv *server, limit time.Duration) error {
 		if err != nil {
 			last = err.Error()
 		} else {
-			last = fmt.Sprintf("status %d: %s", status, snippet(body))
+			last = fmt.Sprintf("status %d: %s", status, benchkit.Snippet(body))
 		}
-		sleepUntil(ctx, time.Now().Add(50*time.Millisecond))
+		_ = benchkit.SleepUntil(ctx, time.Now().Add(50*time.Millisecond))
 	}
 	return fmt.Errorf("%s at %s not ready within %s: %s", srv.name, srv.socket, limit, last)
 }
@@ -275,28 +241,4 @@ func metricValue(text []byte, name string) (int64, bool) {
 		}
 	}
 	return 0, false
-}
-
-// tailBuffer keeps the last lines written to it.
-type tailBuffer struct {
-	mu    sync.Mutex
-	n     int
-	lines []string
-}
-
-func newTailBuffer(n int) *tailBuffer { return &tailBuffer{n: n} }
-
-func (t *tailBuffer) add(line string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.lines = append(t.lines, line)
-	if len(t.lines) > t.n {
-		t.lines = t.lines[len(t.lines)-t.n:]
-	}
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.Join(t.lines, "\n")
 }

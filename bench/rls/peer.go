@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 	"github.com/obol-dev/obol/internal/freeport"
 )
 
@@ -37,16 +38,11 @@ const howToRun = "install redis-server (apt-get install -y redis-server, or .ci/
 
 // goTool returns the path of the go command.
 func goTool() (string, error) {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p, nil
+	p, err := benchkit.GoTool()
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", errUnavailable, err)
 	}
-	if root := os.Getenv("GOROOT"); root != "" {
-		p := filepath.Join(root, "bin", "go")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%w: the go command is not on PATH", errUnavailable)
+	return p, nil
 }
 
 // buildRatelimit builds envoyproxy/ratelimit's service at the pinned version

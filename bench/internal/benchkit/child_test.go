@@ -1,0 +1,101 @@
+package benchkit
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTailBuffer(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		n     int
+		write func(*TailBuffer)
+		want  string
+	}{
+		{"fewer than n", 3, func(b *TailBuffer) { b.Add("a"); b.Add("b") }, "a\nb"},
+		{"the last n", 2, func(b *TailBuffer) { b.Add("a"); b.Add("b"); b.Add("c") }, "b\nc"},
+		{"write splits lines", 3, func(b *TailBuffer) { fmt.Fprint(b, "a\nb\n"); fmt.Fprint(b, "c\nd") }, "b\nc\nd"},
+		{"n below 1 keeps one", 0, func(b *TailBuffer) { b.Add("a"); b.Add("b") }, "b"},
+		{"empty", 2, func(*TailBuffer) {}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := NewTailBuffer(tc.n)
+			tc.write(b)
+			if got := b.String(); got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestIsFloor(t *testing.T) {
+	for args, want := range map[string]bool{
+		"":                  false,
+		"-serve-floor s":    true,
+		"--serve-floor s":   true,
+		"-x -serve-floor":   false,
+		"---serve-floor":    false,
+		"-serve-floor-more": false,
+	} {
+		if got := IsFloor(strings.Fields(args)); got != want {
+			t.Errorf("IsFloor(%q) = %v, want %v", args, got, want)
+		}
+	}
+}
+
+func TestBuildErrorWraps(t *testing.T) {
+	inner := errors.New("exit status 1")
+	err := error(&BuildError{Err: inner, Output: []byte("  x.go:1: oops \n")})
+	if !errors.Is(err, inner) || err.Error() != "go build "+AgentPackage+": exit status 1\nx.go:1: oops" {
+		t.Fatalf("%q", err)
+	}
+}
+
+// TestTerminate ends a child that heeds SIGTERM and one that ignores it.
+func TestTerminate(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs sh and signals")
+	}
+	for _, tc := range []struct{ name, script string }{
+		{"heeds SIGTERM", "exec sleep 60"},
+		{"ignores SIGTERM", "trap '' TERM; echo up; while :; do sleep 0.01; done"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command("sh", "-c", tc.script)
+			out := NewTailBuffer(1)
+			up := make(chan struct{})
+			cmd.Stdout = writerFunc(func(p []byte) (int, error) {
+				select {
+				case <-up:
+				default:
+					close(up)
+				}
+				return out.Write(p)
+			})
+			SetParentDeathSignal(cmd)
+			if err := cmd.Start(); err != nil {
+				t.Skip(err)
+			}
+			exited := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(exited) }()
+			if strings.Contains(tc.script, "echo up") {
+				<-up // the trap is set
+			}
+			Terminate(cmd.Process, exited, 100*time.Millisecond)
+			select {
+			case <-exited:
+			default:
+				t.Fatal("Terminate returned before the process exited")
+			}
+		})
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

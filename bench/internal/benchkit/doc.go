@@ -1,0 +1,16 @@
+// Package benchkit holds what the benchmark programs under bench/ share, so
+// that each rule has one home:
+//
+//   - proc.go reads what the kernel says about a process: its CPU time
+//     (/proc/PID/stat, in clock ticks, whose rate ClockTicks reads from the
+//     auxiliary vector), its resident memory and threads (/proc/PID/status);
+//   - child.go builds the agent (GoTool, BuildAgent) and keeps what a child
+//     process prints (TailBuffer), ended with its parent on Linux
+//     (SetParentDeathSignal);
+//   - wait.go waits for an instant or a context's end (SleepUntil);
+//   - stats.go picks a quantile of a sample by nearest rank (Rank).
+//
+// Every reader returns an error that names the value it could not read and
+// what it expected. The package is internal to bench/: the agent and the
+// client never import it.
+package benchkit
