@@ -190,12 +190,7 @@ func attackClock(ctx context.Context, _ *agentProc) (string, error) {
 	go func() { done <- srv.Serve(sctx, ls) }()
 	defer func() { stop(); <-done }()
 	c := &agentProc{client: unixClient(filepath.Join(dir, "c.sock"))}
-	for range 50 {
-		if _, err := os.Stat(filepath.Join(dir, "c.sock")); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	_ = benchkit.WaitSocket(context.Background(), filepath.Join(dir, "c.sock"), 500*time.Millisecond) // the requests below say if it did not come up
 	bg := context.Background()
 	c.post(bg, "/v1/request", `{"resource":"demo/export","domain":"d","copies":20}`)
 	mu.Lock()

@@ -84,18 +84,17 @@ func startRLSAgent(a *agentProc) (*rlsAgent, error) {
 		return nil, err
 	}
 	r.agentProc = p
-	ok := false
-	for range 100 {
-		if resp, err := http.Get("http://" + r.http + "/healthcheck"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				ok = true
-				break
-			}
+	if benchkit.Poll(context.Background(), 5*time.Second, 50*time.Millisecond, func() error {
+		resp, err := http.Get("http://" + r.http + "/healthcheck")
+		if err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !ok {
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("healthcheck: status %d", resp.StatusCode)
+		}
+		return nil
+	}) != nil {
 		p.stop()
 		return nil, fmt.Errorf("the rate limit service did not answer in 5 s: %s", p.stderr.String())
 	}

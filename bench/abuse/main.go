@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 // attack is one replayed attack: run drives it until ctx ends and returns
@@ -248,11 +250,8 @@ func startAgentOn(cpus, bin, dir string, extra ...string) (*agentProc, error) {
 		return nil, err
 	}
 	a := &agentProc{bin: bin, dir: dir, cmd: cmd, socket: sock, stderr: stderr, client: unixClient(sock)}
-	for range 100 {
-		if st, err := os.Stat(sock); err == nil && st.Mode()&os.ModeSocket != 0 {
-			return a, nil
-		}
-		time.Sleep(50 * time.Millisecond)
+	if benchkit.WaitSocket(context.Background(), sock, 5*time.Second) == nil {
+		return a, nil
 	}
 	a.stop()
 	return nil, fmt.Errorf("the agent did not open its socket in 5 s: %s", stderr.String())

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -201,21 +202,17 @@ func get(srv *server, path string) (int, []byte, error) {
 
 // waitReady polls GET /readyz until it answers 200, for at most limit.
 func waitReady(ctx context.Context, srv *server, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	var last string
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	err := benchkit.Poll(ctx, limit, 50*time.Millisecond, func() error {
 		status, body, err := get(srv, "/readyz")
-		if err == nil && status == fasthttp.StatusOK {
-			return nil
+		if err == nil && status != fasthttp.StatusOK {
+			err = fmt.Errorf("status %d: %s", status, benchkit.Snippet(body))
 		}
-		if err != nil {
-			last = err.Error()
-		} else {
-			last = fmt.Sprintf("status %d: %s", status, benchkit.Snippet(body))
-		}
-		_ = benchkit.SleepUntil(ctx, time.Now().Add(50*time.Millisecond))
+		return err
+	})
+	if te := (*benchkit.TimeoutError)(nil); errors.As(err, &te) {
+		return fmt.Errorf("%s at %s not ready within %s: %v", srv.name, srv.socket, limit, te.Last)
 	}
-	return fmt.Errorf("%s at %s not ready within %s: %s", srv.name, srv.socket, limit, last)
+	return err
 }
 
 // goroutines returns the agent's goroutine count from the go_goroutines line

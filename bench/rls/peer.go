@@ -100,17 +100,17 @@ func startRedis(ctx context.Context, dir string) (*child, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %v", errUnavailable, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if redisPing(sock) == nil {
-			return c, sock, nil
+	if err := benchkit.Poll(ctx, 10*time.Second, 20*time.Millisecond, func() error {
+		err := redisPing(sock)
+		if err != nil && !c.alive() {
+			return benchkit.Stop(err)
 		}
-		if !c.alive() || time.Now().After(deadline) || ctx.Err() != nil {
-			c.stop()
-			return nil, "", c.failure("did not answer PING on its socket within 10 s")
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err
+	}); err != nil {
+		c.stop()
+		return nil, "", c.failure("did not answer PING on its socket within 10 s")
 	}
+	return c, sock, nil
 }
 
 // redisPing sends PING over the socket and expects +PONG.

@@ -7,7 +7,8 @@
 //   - child.go builds the agent (GoTool, BuildAgent) and keeps what a child
 //     process prints (TailBuffer), ended with its parent on Linux
 //     (SetParentDeathSignal);
-//   - wait.go waits for an instant or a context's end (SleepUntil);
+//   - wait.go waits for an instant or a context's end (SleepUntil), and
+//     polls what gives no event to wait on (Poll, WaitSocket);
 //   - stats.go picks a quantile of a sample by nearest rank (Rank).
 //
 // Every reader returns an error that names the value it could not read and

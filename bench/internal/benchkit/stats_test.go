@@ -1,11 +1,9 @@
 package benchkit
 
 import (
-	"context"
 	"math"
 	"slices"
 	"testing"
-	"time"
 )
 
 func TestPercentile(t *testing.T) {
@@ -27,22 +25,5 @@ func TestPercentile(t *testing.T) {
 	}
 	if got := Percentile([]float64{0.1, 0.2, 0.3, 0.4}, 0.9); got != 0.4 {
 		t.Errorf("sorted floats, p 0.9: %v", got)
-	}
-}
-
-func TestSleepUntil(t *testing.T) {
-	if err := SleepUntil(context.Background(), time.Now().Add(-time.Second)); err != nil {
-		t.Fatalf("past instant: %v", err)
-	}
-	if err := SleepUntil(context.Background(), time.Now().Add(time.Millisecond)); err != nil {
-		t.Fatalf("near instant: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := SleepUntil(ctx, time.Now().Add(time.Hour)); err != context.Canceled {
-		t.Fatalf("ended context: %v, want context.Canceled", err)
-	}
-	if err := SleepUntil(ctx, time.Now().Add(-time.Hour)); err != context.Canceled {
-		t.Fatalf("ended context, past instant: %v, want context.Canceled", err)
 	}
 }
