@@ -84,9 +84,13 @@ func run(only string, d time.Duration) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "agent")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/obol-dev/obol/cmd/agent").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, out)
+	gobin, err := benchkit.GoTool()
+	if err != nil {
+		return err
+	}
+	bin, err := benchkit.BuildAgent(context.Background(), gobin, dir)
+	if err != nil {
+		return err
 	}
 	pin := newPinning()
 	fmt.Println(pin.describe())
