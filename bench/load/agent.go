@@ -4,14 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -165,21 +163,8 @@ func startAgent(ctx context.Context, bin, dir, cfgFile string) (*child, error) {
 	return c, nil
 }
 
-// startedAddr returns the TCP address the agent logs when it has started
-// (a JSON log line with "msg": "obol agent started" and "http").
-func startedAddr(line string) (string, bool) {
-	if !strings.Contains(line, "obol agent started") {
-		return "", false
-	}
-	var m struct {
-		Msg  string `json:"msg"`
-		HTTP string `json:"http"`
-	}
-	if json.Unmarshal([]byte(line), &m) != nil || m.Msg != "obol agent started" {
-		return "", false
-	}
-	return m.HTTP, true
-}
+// startedAddr returns the TCP address the agent logs when it has started.
+func startedAddr(line string) (string, bool) { return benchkit.StartedField(line, "http") }
 
 // get sends GET path to srv over its Unix socket and returns the status and
 // body.

@@ -3,6 +3,7 @@ package benchkit
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -122,4 +123,23 @@ const FloorFlag = "-serve-floor"
 // with one dash or two.
 func IsFloor(args []string) bool {
 	return len(args) > 0 && (args[0] == FloorFlag || args[0] == "-"+FloorFlag)
+}
+
+// AgentStarted is the message of the JSON log line the agent writes once
+// its listeners are up, with their addresses ("http", "socket", …).
+const AgentStarted = "obol agent started"
+
+// StartedField returns the string field name of line when line is the
+// agent's AgentStarted log line ("" when the field is absent or not a
+// string), and whether it is.
+func StartedField(line, name string) (string, bool) {
+	if !strings.Contains(line, AgentStarted) {
+		return "", false
+	}
+	var m map[string]any
+	if json.Unmarshal([]byte(line), &m) != nil || m["msg"] != AgentStarted {
+		return "", false
+	}
+	s, _ := m[name].(string)
+	return s, true
 }

@@ -99,3 +99,33 @@ func TestTerminate(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestStartedField(t *testing.T) {
+	for _, tc := range []struct {
+		line, name, want string
+		ok               bool
+	}{
+		{`{"time":"t","level":"INFO","msg":"obol agent started","http":"127.0.0.1:4242","socket":"/s"}`, "http", "127.0.0.1:4242", true},
+		{`{"msg":"obol agent started","socket":"/s"}`, "http", "", true},
+		{`{"msg":"obol agent started","http":7}`, "http", "", true},
+		{`{"msg":"listening","note":"obol agent started","http":"x"}`, "http", "", false},
+		{`obol agent started http=x`, "http", "", false},
+		{`{"msg":"something else"}`, "http", "", false},
+		{``, "http", "", false},
+	} {
+		got, ok := StartedField(tc.line, tc.name)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("StartedField(%s, %q) = %q, %v; want %q, %v", tc.line, tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func FuzzStartedField(f *testing.F) {
+	f.Add(`{"msg":"obol agent started","http":"127.0.0.1:1"}`)
+	f.Add(`obol agent started`)
+	f.Fuzz(func(t *testing.T, line string) {
+		if v, ok := StartedField(line, "http"); !ok && v != "" {
+			t.Fatalf("%q: %q from a line that is not the started line", line, v)
+		}
+	})
+}
