@@ -124,7 +124,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	o.set = benchkit.SetFlags(fs)
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
