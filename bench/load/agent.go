@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -82,83 +80,59 @@ func buildAgent(ctx context.Context, dir string) (string, error) {
 	return benchkit.BuildAgent(ctx, gobin, dir)
 }
 
-// child is a process the generator started: the agent or the floor.
+// child is a process the generator started: the agent or the floor, with
+// the server it serves.
 type child struct {
 	server
-	cmd    *exec.Cmd
-	exited chan struct{}        // closed when the process has exited
-	stdin  io.Closer            // the floor stops when it is closed
-	logs   *benchkit.TailBuffer // the last lines of its stderr
+	*benchkit.Child
 }
 
-// stop ends the process: SIGTERM, then SIGKILL if it has not exited within
-// 5 s.
+// stop ends the process (benchkit.Child.Stop); a nil child, or one with no
+// process, is stopped already.
 func (c *child) stop() {
-	if c == nil || c.cmd == nil || c.cmd.Process == nil {
+	if c == nil || c.Child == nil {
 		return
 	}
-	if c.stdin != nil {
-		c.stdin.Close()
-	}
-	benchkit.Terminate(c.cmd.Process, c.exited, 5*time.Second)
+	c.Child.Stop()
 }
 
 // startAgent starts the agent binary on cfgFile, its socket in dir and its
-// TCP listener on a free loopback port, and waits until it is ready.
+// TCP listener on a free loopback port, and waits until it is ready. Its
+// stderr's last 20 lines are kept (its stdout is dropped).
 func startAgent(ctx context.Context, bin, dir, cfgFile string) (*child, error) {
 	sock := filepath.Join(dir, "agent.sock")
 	cmd := exec.Command(bin, "--config", cfgFile, "--socket", sock, "--http", "127.0.0.1:0")
-	benchkit.SetParentDeathSignal(cmd)
-	stderr, err := cmd.StderrPipe()
+	cmd.Stdout = io.Discard
+	addr := make(chan string, 1)
+	proc, err := benchkit.StartChild("agent", cmd, 20, func(line string) {
+		if a, ok := startedAddr(line); ok {
+			select {
+			case addr <- a:
+			default:
+			}
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start agent: %w", err)
-	}
-	c := &child{
-		server: server{name: "agent", socket: sock, pid: cmd.Process.Pid},
-		cmd:    cmd, exited: make(chan struct{}), logs: benchkit.NewTailBuffer(20),
-	}
-	addr := make(chan string, 1)
-	var scanned sync.WaitGroup
-	scanned.Go(func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			c.logs.Add(line)
-			if a, ok := startedAddr(line); ok {
-				select {
-				case addr <- a:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr) // a line too long for the scanner
-	})
-	go func() {
-		scanned.Wait() // read all of stderr before Wait closes the pipe
-		_ = cmd.Wait()
-		close(c.exited)
-	}()
+	c := &child{server: server{name: "agent", socket: sock, pid: proc.Pid()}, Child: proc}
 
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
 	select {
 	case c.http = <-addr:
-	case <-c.exited:
-		return nil, fmt.Errorf("the agent exited at start (%s):\n%s", cmd.ProcessState, c.logs)
+	case <-c.Exited:
+		return nil, fmt.Errorf("the agent exited at start (%s):\n%s", cmd.ProcessState, c.Logs)
 	case <-deadline.C:
 		c.stop()
-		return nil, fmt.Errorf("the agent did not report its listeners within 20 s:\n%s", c.logs)
+		return nil, fmt.Errorf("the agent did not report its listeners within 20 s:\n%s", c.Logs)
 	case <-ctx.Done():
 		c.stop()
 		return nil, ctx.Err()
 	}
 	if err := waitReady(ctx, &c.server, 10*time.Second); err != nil {
 		c.stop()
-		return nil, fmt.Errorf("%w\n%s", err, c.logs)
+		return nil, fmt.Errorf("%w\n%s", err, c.Logs)
 	}
 	return c, nil
 }

@@ -119,7 +119,6 @@ func startFloor(ctx context.Context, dir string, body []byte, ctype string) (*ch
 	}
 	sock := filepath.Join(dir, "floor.sock")
 	cmd := exec.Command(exe, benchkit.FloorFlag, sock, "-body", bodyFile, "-type", ctype)
-	benchkit.SetParentDeathSignal(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -128,15 +127,12 @@ func startFloor(ctx context.Context, dir string, body []byte, ctype string) (*ch
 	if err != nil {
 		return nil, err
 	}
-	logs := benchkit.NewTailBuffer(20)
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start floor: %w", err)
+	proc, err := benchkit.StartChild("floor", cmd, 20, nil) // its stderr's last lines
+	if err != nil {
+		return nil, err
 	}
-	c := &child{
-		server: server{name: "floor", socket: sock, pid: cmd.Process.Pid},
-		cmd:    cmd, exited: make(chan struct{}), stdin: stdin, logs: logs,
-	}
+	proc.Stdin = stdin
+	c := &child{server: server{name: "floor", socket: sock, pid: proc.Pid()}, Child: proc}
 	addr := make(chan string, 1)
 	go func() {
 		r := bufio.NewReader(stdout)
@@ -146,19 +142,15 @@ func startFloor(ctx context.Context, dir string, body []byte, ctype string) (*ch
 		}
 		_, _ = io.Copy(io.Discard, r)
 	}()
-	go func() {
-		_ = cmd.Wait()
-		close(c.exited)
-	}()
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
 	select {
 	case c.http = <-addr:
-	case <-c.exited:
-		return nil, fmt.Errorf("the floor exited at start (%s):\n%s", cmd.ProcessState, logs)
+	case <-c.Exited:
+		return nil, fmt.Errorf("the floor exited at start (%s):\n%s", cmd.ProcessState, c.Logs)
 	case <-deadline.C:
 		c.stop()
-		return nil, fmt.Errorf("the floor did not start within 20 s:\n%s", logs)
+		return nil, fmt.Errorf("the floor did not start within 20 s:\n%s", c.Logs)
 	case <-ctx.Done():
 		c.stop()
 		return nil, ctx.Err()

@@ -34,7 +34,7 @@ var probeRequest = &rlsv3.RateLimitRequest{
 
 // waitServing calls ShouldRateLimit on target until it answers, for at most
 // 30 s, or fails early when the child c exits.
-func waitServing(ctx context.Context, c *child, target string) error {
+func waitServing(ctx context.Context, c *benchkit.Child, target string) error {
 	conn, err := dial(target)
 	if err != nil {
 		return err
@@ -42,8 +42,8 @@ func waitServing(ctx context.Context, c *child, target string) error {
 	defer conn.Close()
 	cl := rlsv3.NewRateLimitServiceClient(conn)
 	err = benchkit.Poll(ctx, 30*time.Second, 50*time.Millisecond, func() error {
-		if !c.alive() {
-			return benchkit.Stop(c.failure("exited at start"))
+		if !c.Alive() {
+			return benchkit.Stop(c.Failure("exited at start"))
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
@@ -51,7 +51,7 @@ func waitServing(ctx context.Context, c *child, target string) error {
 		return err
 	})
 	if te := (*benchkit.TimeoutError)(nil); errors.As(err, &te) {
-		return c.failure(fmt.Sprintf("did not answer ShouldRateLimit on %s within 30 s: %v", target, te.Last))
+		return c.Failure(fmt.Sprintf("did not answer ShouldRateLimit on %s within 30 s: %v", target, te.Last))
 	}
 	return err
 }

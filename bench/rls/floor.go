@@ -119,8 +119,8 @@ func startFloor(ctx context.Context, dir string) (*service, error) {
 		return nil, err
 	}
 	if err := waitServing(ctx, c, "unix://"+sock); err != nil {
-		c.stop()
+		c.Stop()
 		return nil, err
 	}
-	return &service{name: "floor", socket: sock, tcp: tcp, pids: []int{c.pid()}, stop: c.stop}, nil
+	return &service{name: "floor", socket: sock, tcp: tcp, pids: []int{c.Pid()}, stop: c.Stop}, nil
 }

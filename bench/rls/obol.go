@@ -42,8 +42,8 @@ func startObol(ctx context.Context, bin, dir, cfgDir string) (*service, error) {
 		return nil, err
 	}
 	if err := waitServing(ctx, c, "unix://"+sock); err != nil {
-		c.stop()
+		c.Stop()
 		return nil, err
 	}
-	return &service{name: "obol", socket: sock, tcp: tcp, pids: []int{c.pid()}, stop: c.stop}, nil
+	return &service{name: "obol", socket: sock, tcp: tcp, pids: []int{c.Pid()}, stop: c.Stop}, nil
 }

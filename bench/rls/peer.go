@@ -87,7 +87,7 @@ func buildRatelimit(ctx context.Context, dir string) (string, error) {
 
 // startRedis starts redis-server on a Unix socket in dir, with no TCP port
 // and no persistence, and waits until it answers PING.
-func startRedis(ctx context.Context, dir string) (*child, string, error) {
+func startRedis(ctx context.Context, dir string) (*benchkit.Child, string, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: redis-server is not on PATH", errUnavailable)
@@ -102,13 +102,13 @@ func startRedis(ctx context.Context, dir string) (*child, string, error) {
 	}
 	if err := benchkit.Poll(ctx, 10*time.Second, 20*time.Millisecond, func() error {
 		err := redisPing(sock)
-		if err != nil && !c.alive() {
+		if err != nil && !c.Alive() {
 			return benchkit.Stop(err)
 		}
 		return err
 	}); err != nil {
-		c.stop()
-		return nil, "", c.failure("did not answer PING on its socket within 10 s")
+		c.Stop()
+		return nil, "", c.Failure("did not answer PING on its socket within 10 s")
 	}
 	return c, sock, nil
 }
@@ -152,7 +152,7 @@ func startRatelimit(ctx context.Context, bin, dir, runtimeRoot string) (*service
 	ports := make([]int, 3)
 	for i := range ports {
 		if ports[i], err = freeport.Loopback(); err != nil {
-			redis.stop()
+			redis.Stop()
 			return nil, err
 		}
 	}
@@ -174,16 +174,16 @@ func startRatelimit(ctx context.Context, bin, dir, runtimeRoot string) (*service
 	)
 	proc, err := startChild("ratelimit", cmd)
 	if err != nil {
-		redis.stop()
+		redis.Stop()
 		return nil, err
 	}
 	stop := func() {
-		proc.stop()
-		redis.stop()
+		proc.Stop()
+		redis.Stop()
 	}
 	if err := waitServing(ctx, proc, "unix://"+sock); err != nil {
 		stop()
 		return nil, err
 	}
-	return &service{name: "ratelimit", socket: sock, pids: []int{proc.pid(), redis.pid()}, stop: stop}, nil
+	return &service{name: "ratelimit", socket: sock, pids: []int{proc.Pid(), redis.Pid()}, stop: stop}, nil
 }

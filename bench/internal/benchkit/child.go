@@ -1,11 +1,13 @@
 package benchkit
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,6 +75,107 @@ func Terminate(p *os.Process, exited <-chan struct{}, grace time.Duration) {
 		_ = p.Kill()
 		<-exited
 	}
+}
+
+// StopGrace is how long Child.Stop waits after SIGTERM before SIGKILL.
+const StopGrace = 5 * time.Second
+
+// Child is a process a benchmark started (the agent, a floor, a peer
+// service): its output's last lines are kept for the error that reports a
+// failed start.
+type Child struct {
+	Name   string
+	Cmd    *exec.Cmd
+	Exited chan struct{} // closed once the process has exited and its output is read
+	Logs   *TailBuffer
+	// Stdin, when set, is closed first by Stop (a floor serves until its
+	// stdin reaches EOF).
+	Stdin io.Closer
+}
+
+// StartChild starts cmd as name's process, ended with this one on Linux
+// (SetParentDeathSignal). What it writes to whichever of stdout and stderr
+// the caller left nil goes, line by line, to Logs (the last tail lines) and
+// to onLine when not nil (called from one goroutine, in order).
+func StartChild(name string, cmd *exec.Cmd, tail int, onLine func(line string)) (*Child, error) {
+	SetParentDeathSignal(cmd)
+	c := &Child{Name: name, Cmd: cmd, Exited: make(chan struct{}), Logs: NewTailBuffer(tail)}
+	var pr *io.PipeReader
+	var pw *io.PipeWriter
+	if cmd.Stdout == nil || cmd.Stderr == nil {
+		pr, pw = io.Pipe()
+		if cmd.Stdout == nil {
+			cmd.Stdout = pw
+		}
+		if cmd.Stderr == nil {
+			cmd.Stderr = pw
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		if pw != nil {
+			pw.Close()
+		}
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	var scanned sync.WaitGroup
+	if pr != nil {
+		scanned.Go(func() {
+			sc := bufio.NewScanner(pr)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				line := sc.Text()
+				c.Logs.Add(line)
+				if onLine != nil {
+					onLine(line)
+				}
+			}
+			_, _ = io.Copy(io.Discard, pr) // a line too long for the scanner
+		})
+	}
+	go func() {
+		_ = cmd.Wait()
+		if pw != nil {
+			pw.Close()
+		}
+		scanned.Wait()
+		close(c.Exited)
+	}()
+	return c, nil
+}
+
+// Pid is the child's process id.
+func (c *Child) Pid() int { return c.Cmd.Process.Pid }
+
+// Alive reports whether the child is still running.
+func (c *Child) Alive() bool {
+	select {
+	case <-c.Exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Stop ends the child: its Stdin closed, then Terminate with StopGrace. A
+// nil Child is stopped already.
+func (c *Child) Stop() {
+	if c == nil {
+		return
+	}
+	if c.Stdin != nil {
+		c.Stdin.Close()
+	}
+	Terminate(c.Cmd.Process, c.Exited, StopGrace)
+}
+
+// Failure describes a child that did not come up: how it ended (or that it
+// still runs) and its last lines of output.
+func (c *Child) Failure(what string) error {
+	state := "still running"
+	if !c.Alive() {
+		state = c.Cmd.ProcessState.String()
+	}
+	return fmt.Errorf("%s: %s (%s); its last output:\n%s", c.Name, what, state, c.Logs)
 }
 
 // TailBuffer keeps the last n lines written to it (by Add, or by Write,

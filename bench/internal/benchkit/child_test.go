@@ -129,3 +129,54 @@ func FuzzStartedField(f *testing.F) {
 		}
 	})
 }
+
+func TestStartChild(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs sh")
+	}
+	var seen []string
+	c, err := StartChild("sh", exec.Command("sh", "-c", "echo one; echo two >&2; echo three; exit 3"), 2,
+		func(line string) { seen = append(seen, line) })
+	if err != nil {
+		t.Skip(err)
+	}
+	<-c.Exited
+	if c.Alive() {
+		t.Fatal("alive after Exited")
+	}
+	if len(seen) != 3 || c.Logs.String() != strings.Join(seen[1:], "\n") {
+		t.Fatalf("lines %q, kept %q", seen, c.Logs)
+	}
+	err = c.Failure("did not serve")
+	if !strings.Contains(err.Error(), "sh: did not serve (exit status 3); its last output:\n") {
+		t.Fatalf("%v", err)
+	}
+	c.Stop() // exited already: returns at once
+	var nilChild *Child
+	nilChild.Stop()
+
+	if _, err := StartChild("none", exec.Command("/nonexistent/binary"), 1, nil); err == nil || !strings.Contains(err.Error(), "start none") {
+		t.Fatalf("a binary that does not exist: %v", err)
+	}
+}
+
+// TestChildStopClosesStdin stops a child that ends at its stdin's EOF.
+func TestChildStopClosesStdin(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs cat")
+	}
+	cmd := exec.Command("cat")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := StartChild("cat", cmd, 1, nil)
+	if err != nil {
+		t.Skip(err)
+	}
+	c.Stdin = stdin
+	c.Stop()
+	if c.Alive() {
+		t.Fatal("alive after Stop")
+	}
+}
