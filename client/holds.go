@@ -351,8 +351,8 @@ func (c *Client) release(ctx context.Context, hold string, n int) (held int, err
 	if err := c.post(ctx, k, epRelease); err != nil {
 		return 0, err
 	}
-	var released, h int64
-	if err := decodeInts(k.resp.Body(), "released", &released, "held", &h); err != nil {
+	_, h, err := decodeReleased(k.resp.Body())
+	if err != nil {
 		return 0, &agentError{err}
 	}
 	return int(h), nil
@@ -372,7 +372,7 @@ func (c *Client) transfer(ctx context.Context, hold string, n int, ttl time.Dura
 	if err := c.post(ctx, k, epTransfer); err != nil {
 		return "", err
 	}
-	id, err := decodeStringField(k.resp.Body(), "transfer")
+	id, err := decodeTransfer(k.resp.Body())
 	if err != nil {
 		return "", &agentError{err}
 	}

@@ -40,7 +40,7 @@ func (c *Client) Pace(ctx context.Context, resource string) (time.Duration, erro
 	err := c.post(ctx, k, epPace)
 	if err == nil {
 		var ms int64
-		if err = decodeInts(k.resp.Body(), "wait_ms", &ms, "", nil); err == nil {
+		if ms, err = decodeWait(k.resp.Body()); err == nil {
 			return time.Duration(max(ms, 0)) * time.Millisecond, nil
 		}
 		err = &agentError{err}

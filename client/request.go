@@ -405,7 +405,8 @@ func (c *Client) Refund(ctx context.Context, resource, domain string, copies int
 	err = c.post(ctx, k, epRefund)
 	var n int64
 	if err == nil {
-		if derr := decodeInts(k.resp.Body(), "remaining", &n, "", nil); derr != nil {
+		var derr error
+		if n, derr = decodeRemaining(k.resp.Body()); derr != nil {
 			err = &agentError{derr}
 		}
 	}

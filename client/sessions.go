@@ -58,7 +58,7 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 	if err := c.post(ctx, k, epSessions); err != nil {
 		return nil, err
 	}
-	id, err := decodeStringField(k.resp.Body(), "session")
+	id, err := decodeSession(k.resp.Body())
 	if err != nil {
 		return nil, &agentError{err}
 	}

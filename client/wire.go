@@ -2,7 +2,6 @@ package client
 
 import (
 	"errors"
-	"iter"
 	"strconv"
 
 	"github.com/obol-dev/obol/internal/wire/jsonwire"
@@ -10,12 +9,13 @@ import (
 )
 
 // The wire format is the agent's JSON (its wire contract). Bodies
-// are appended by hand into pooled buffers and replies read by a lenient
-// reader over the agent's own lexer (internal/wire/jsonwire) that knows the
-// reply shapes, so that a decision costs no allocation for encoding or
-// decoding. Unknown reply fields are skipped (the contract lets the agent
-// add fields), a field given twice counts as its last value, and integers
-// must be written as integers.
+// are appended by hand into pooled buffers and replies read by the wire
+// layer's readers (internal/wire/replies), the same package whose writers
+// hold the replies' fields, over the agent's own lexer, so that a decision
+// costs no allocation for encoding or decoding. Unknown reply fields are
+// skipped (the contract lets the agent add fields), a field given twice
+// counts as its last value, and integers must be written as integers. The
+// functions below turn the wire's replies into the client's types.
 
 // errMalformed is a 2xx reply the client cannot read: the agent (or
 // whatever answered) is broken, so the client fails open.
@@ -62,171 +62,22 @@ func ceilMs(d int64) int64 {
 	return (d + 999_999) / 1_000_000
 }
 
-// scanner reads one JSON reply, leniently, over the lexer. A reply that is
-// not JSON sets bad and every later read returns a zero value, so that a
-// decoder checks once, at the end.
-type scanner struct {
-	lx      jsonwire.Lexer
-	scratch []byte // strings unescaped (keys compared, values copied)
-	bad     bool
-}
-
-func newScanner(b []byte) *scanner {
-	return &scanner{lx: jsonwire.Lexer{B: b, LoneSurrogates: true}}
-}
-
-func (s *scanner) fail() { s.bad, s.lx.I = true, len(s.lx.B) }
-
-// peek returns the next non-space byte, or 0 at the end.
-func (s *scanner) peek() byte { return s.lx.Peek() }
-
-// end checks that nothing but space follows the reply.
-func (s *scanner) end() error {
-	if s.bad || !s.lx.Empty() {
+// decodeDecision reads the reply of /v1/request (or a batch item that is a
+// decision) into r, which it overwrites whole.
+func decodeDecision(b []byte, r *Reply) error {
+	var d replies.Decision
+	err := replies.ReadDecision(b, &d)
+	*r = replyOf(&d)
+	if err != nil {
 		return errMalformed
 	}
 	return nil
 }
 
-// object begins an object, whose keys key then reads.
-func (s *scanner) object() bool {
-	if s.bad || s.lx.Object("") != nil {
-		s.fail()
-		return false
-	}
-	return true
-}
-
-// key reads the next member's key; ok false after the last, or at an
-// error.
-func (s *scanner) key() (k []byte, ok bool) {
-	if s.bad {
-		return nil, false
-	}
-	s.scratch = s.scratch[:0]
-	k, ok, err := s.lx.Key("", &s.scratch)
-	if err != nil {
-		s.fail()
-		return nil, false
-	}
-	return k, ok
-}
-
-// array begins an array, whose elements elem then moves to.
-func (s *scanner) array() bool {
-	if s.bad {
-		return false
-	}
-	if _, err := s.lx.Array(""); err != nil {
-		s.fail()
-		return false
-	}
-	return true
-}
-
-// elem moves to the next element; false after the last, or at an error.
-func (s *scanner) elem() bool {
-	if s.bad {
-		return false
-	}
-	more, err := s.lx.Elem("")
-	if err != nil {
-		s.fail()
-		return false
-	}
-	return more
-}
-
-// members returns the keys of the object at s in turn; the caller reads
-// (or skips) each member's value before the next key.
-func (s *scanner) members() iter.Seq[[]byte] {
-	return func(yield func([]byte) bool) {
-		for ok := s.object(); ok; {
-			var k []byte
-			if k, ok = s.key(); ok {
-				ok = yield(k)
-			}
-		}
-	}
-}
-
-// elems moves to the elements of the array at s in turn; the caller reads
-// each.
-func (s *scanner) elems() iter.Seq[int] {
-	return func(yield func(int) bool) {
-		for i, ok := 0, s.array(); ok && s.elem(); i++ {
-			ok = yield(i)
-		}
-	}
-}
-
-// int reads a number written as an integer.
-func (s *scanner) int() int64 {
-	v, ok := s.lx.PlainInt()
-	if !ok {
-		s.fail()
-	}
-	return v
-}
-
-// bool reads true or false.
-func (s *scanner) bool() bool {
-	v, ok := s.lx.Bool()
-	if !ok {
-		s.fail()
-	}
-	return v
-}
-
-// str reads a string, unescaped.
-func (s *scanner) str() string {
-	if s.peek() != '"' {
-		s.fail()
-		return ""
-	}
-	v, err := s.lx.ReadString("", &s.scratch)
-	if err != nil {
-		s.fail()
-		return ""
-	}
-	return string(v)
-}
-
-// skip reads any value and drops it.
-func (s *scanner) skip() {
-	if _, err := s.lx.SkipValue("", 0); err != nil {
-		s.fail()
-	}
-}
-
-// decodeDecision reads the reply of /v1/request (or a batch item that is a
-// decision) into r, which it overwrites whole.
-func decodeDecision(b []byte, r *Reply) error {
-	s := newScanner(b)
-	s.decision(r)
-	return s.end()
-}
-
-// decision reads a decision reply, whose fields replies.Decision lists,
-// into r: a limit the reply leaves out is NoLimit.
-func (s *scanner) decision(r *Reply) {
-	d := replies.Decision{HardLimit: NoLimit, GlobalLimit: NoLimit}
-	seen := false
-	for k := range s.members() {
-		switch i, b := d.Field(k); {
-		case i != nil:
-			*i = s.int()
-			seen = seen || i == &d.Granted
-		case b != nil:
-			*b = s.bool()
-		default:
-			s.skip()
-		}
-	}
-	if !seen {
-		s.fail() // not a decision
-	}
-	*r = Reply{
+// replyOf returns the client's Reply of decision d: a limit the reply left
+// out is NoLimit.
+func replyOf(d *replies.Decision) Reply {
+	return Reply{
 		Granted: int(d.Granted), Remaining: int(d.Remaining), RetryAfterMs: d.RetryAfterMs, ResetAfterMs: d.ResetAfterMs,
 		Tier: int(d.Tier), TierLimit: int(d.TierLimit), TierHits: int(d.TierHits), Burst: d.Burst,
 		HardLimit: int(d.HardLimit), GlobalLimit: int(d.GlobalLimit),
@@ -235,109 +86,32 @@ func (s *scanner) decision(r *Reply) {
 	}
 }
 
+// The replies' NoLimit is the client's.
+var _ [0]struct{} = [NoLimit - replies.NoLimit]struct{}{}
+
 // decodeError reads an error reply {"error": {"code", "message"}}; ok is
 // false when b is not one.
-func decodeError(b []byte) (code, msg string, ok bool) {
-	s := newScanner(b)
-	code, msg, ok = s.errorObject()
-	return code, msg, ok && s.end() == nil
-}
+func decodeError(b []byte) (code, msg string, ok bool) { return replies.ReadError(b) }
 
-// errorObject reads {"error": {...}}.
-func (s *scanner) errorObject() (code, msg string, ok bool) {
-	for k := range s.members() {
-		if string(k) != "error" {
-			s.skip()
-			continue
-		}
-		code, msg, ok = s.errorBody()
-	}
-	return code, msg, ok && !s.bad
-}
-
-// errorBody reads the object {"code", "message"}.
-func (s *scanner) errorBody() (code, msg string, ok bool) {
-	for k := range s.members() {
-		switch string(k) {
-		case "code":
-			code, ok = s.str(), true
-		case "message":
-			msg = s.str()
-		default:
-			s.skip()
-		}
-	}
-	return code, msg, ok
-}
-
-// decodeReservation reads the reply of /v1/reserve.
+// decodeReservation reads the reply of /v1/reserve into r, which it
+// overwrites whole.
 func decodeReservation(b []byte, r *ReserveReply) error {
-	*r = ReserveReply{DomainLimit: NoLimit, GlobalLimit: NoLimit} // absent from the reply: none
-	s := newScanner(b)
-	seen := false
-	for k := range s.members() {
-		switch string(k) {
-		case "granted":
-			r.Granted, seen = int(s.int()), true
-		case "hold":
-			r.Hold = s.str()
-		case "domain_limit":
-			r.DomainLimit = int(s.int())
-		case "global_limit":
-			r.GlobalLimit = int(s.int())
-		case "domain_holds":
-			r.DomainHolds = int(s.int())
-		case "global_holds":
-			r.GlobalHolds = int(s.int())
-		case "groups":
-			r.Groups = s.groupHolds()
-		case "shadow":
-			r.Shadow = s.bool()
-		case "lenient":
-			r.Lenient = s.bool()
-		default:
-			s.skip()
-		}
-	}
-	if !seen || (r.Granted > 0 && r.Hold == "") {
+	var w replies.Reservation
+	if err := replies.ReadReservation(b, &w); err != nil {
+		*r = ReserveReply{}
 		return errMalformed
 	}
-	return s.end()
-}
-
-func (s *scanner) groupHolds() []GroupHolds {
-	var gs []GroupHolds
-	for range s.elems() {
-		g := GroupHolds{Limit: NoLimit}
-		for k := range s.members() {
-			switch string(k) {
-			case "name":
-				g.Name = s.str()
-			case "limit":
-				g.Limit = int(s.int())
-			case "holds":
-				g.Holds = int(s.int())
-			default:
-				s.skip()
-			}
+	*r = ReserveReply{
+		Granted: int(w.Granted), Hold: w.Hold, DomainLimit: int(w.DomainLimit), GlobalLimit: int(w.GlobalLimit),
+		DomainHolds: int(w.DomainHolds), GlobalHolds: int(w.GlobalHolds), Shadow: w.Shadow, Lenient: w.Lenient,
+	}
+	if w.Groups != nil {
+		r.Groups = make([]GroupHolds, len(w.Groups))
+		for i, g := range w.Groups {
+			r.Groups[i] = GroupHolds{Name: g.Name, Limit: int(g.Limit), Holds: int(g.Holds)}
 		}
-		gs = append(gs, g)
 	}
-	if s.bad {
-		return nil
-	}
-	return gs
-}
-
-func (s *scanner) strings() []string {
-	var out []string
-	for range s.elems() {
-		out = append(out, s.str())
-	}
-	if s.bad {
-		return nil
-	}
-	return out
+	return nil
 }
 
 // seized is the reply of /v1/seize.
@@ -348,125 +122,62 @@ type seized struct {
 }
 
 func decodeSeized(b []byte) (seized, error) {
-	var r seized
-	s := newScanner(b)
-	for k := range s.members() {
-		switch string(k) {
-		case "hold":
-			r.hold = s.str()
-		case "resource":
-			r.resource = s.str()
-		case "domain":
-			r.domain = s.str()
-		case "groups":
-			r.groups = s.strings()
-		case "copies":
-			r.copies = int(s.int())
-		default:
-			s.skip()
-		}
-	}
-	if r.hold == "" {
+	var w replies.Seized
+	err := replies.ReadSeized(b, &w)
+	r := seized{hold: w.Hold, resource: w.Resource, domain: w.Domain, groups: w.Groups, copies: int(w.Copies)}
+	if err != nil {
 		return r, errMalformed
 	}
-	return r, s.end()
+	return r, nil
 }
 
-// decodeInts reads a flat reply of integer fields: the value of name1 into
-// v1 and of name2 into v2 (name2 may be ""); name1 is required.
-func decodeInts(b []byte, name1 string, v1 *int64, name2 string, v2 *int64) error {
-	s := newScanner(b)
-	seen := false
-	for k := range s.members() {
-		switch {
-		case string(k) == name1:
-			*v1, seen = s.int(), true
-		case name2 != "" && string(k) == name2:
-			*v2 = s.int()
-		default:
-			s.skip()
-		}
+// decodeReleased reads the reply of /v1/release.
+func decodeReleased(b []byte) (released, held int64, err error) {
+	if released, held, err = replies.ReadReleased(b); err != nil {
+		return 0, 0, errMalformed
 	}
-	if !seen {
-		return errMalformed
-	}
-	return s.end()
+	return released, held, nil
 }
 
-// decodeStringField reads a flat reply's string field name, which is
-// required and non-empty.
-func decodeStringField(b []byte, name string) (string, error) {
-	s := newScanner(b)
-	var v string
-	for k := range s.members() {
-		if string(k) == name {
-			v = s.str()
-		} else {
-			s.skip()
-		}
+// decodeTransfer reads the reply of /v1/transfer: the transfer id.
+func decodeTransfer(b []byte) (string, error) { return orMalformed(replies.ReadTransfer(b)) }
+
+// decodeSession reads the reply of POST /v1/sessions: the session id.
+func decodeSession(b []byte) (string, error) { return orMalformed(replies.ReadSession(b)) }
+
+// decodeRemaining reads the reply of /v1/refund: what the bucket has left.
+func decodeRemaining(b []byte) (int64, error) {
+	return orMalformed(replies.ReadInt(b, replies.NameRemaining))
+}
+
+// decodeWait reads the wait of a pacing reply (/v1/pace), in ms.
+func decodeWait(b []byte) (int64, error) { return orMalformed(replies.ReadInt(b, replies.NameWaitMs)) }
+
+// orMalformed returns v, or errMalformed for any error.
+func orMalformed[T any](v T, err error) (T, error) {
+	if err != nil {
+		var zero T
+		return zero, errMalformed
 	}
-	if v == "" {
-		return "", errMalformed
-	}
-	return v, s.end()
+	return v, nil
 }
 
 // decodeBatch reads the reply of /v1/batch into out, one result per item
 // (len(out) items are expected). An item that is an error becomes an
 // *APIError.
 func decodeBatch(b []byte, out []BatchResult) error {
-	s := newScanner(b)
-	got := -1
-	for k := range s.members() {
-		if string(k) != "responses" {
-			s.skip()
-			continue
-		}
-		got = 0
-		for range s.elems() {
-			if got >= len(out) {
-				return errMalformed
-			}
-			s.batchItem(&out[got])
-			got++
-		}
-	}
-	if got != len(out) || s.bad {
-		return errMalformed
-	}
-	return s.end()
-}
-
-// batchItem reads one response of a batch: a decision or {"error": {...}}.
-func (s *scanner) batchItem(r *BatchResult) {
-	if s.peek() != '{' {
-		s.fail()
-		return
-	}
-	// Look at the first key: "error" means an error item.
-	start := s.lx.I
-	if k, ok := s.firstKey(); ok && string(k) == "error" {
-		s.lx.I = start
-		code, msg, ok := s.errorObject()
-		if !ok {
-			s.fail()
+	var d replies.Decision
+	err := replies.ReadBatch(b, len(out), &d, func(i int, isErr bool, code, msg string) {
+		if isErr {
+			out[i].Err = &APIError{Status: codeStatus(code), Code: code, Message: msg}
 			return
 		}
-		r.Err = &APIError{Status: codeStatus(code), Code: code, Message: msg}
-		return
+		out[i].Decision.Reply = replyOf(&d)
+	})
+	if err != nil {
+		return errMalformed
 	}
-	if !s.bad {
-		s.lx.I = start
-		s.decision(&r.Decision.Reply)
-	}
-}
-
-// firstKey reads the '{' of an object and its first key.
-func (s *scanner) firstKey() ([]byte, bool) {
-	if !s.object() {
-		return nil, false
-	}
-	return s.key()
+	return nil
 }
 
 // codeStatus returns the HTTP status the contract gives an error code, for

@@ -75,12 +75,11 @@ func TestDecodeOthers(t *testing.T) {
 	if err != nil || s.hold != "h-1" || s.domain != `a\"b` || !slices.Equal(s.groups, []string{"g1", "g2"}) || s.copies != 2 {
 		t.Fatalf("decodeSeized = %+v, %v", s, err)
 	}
-	var released, held int64
-	if err := decodeInts([]byte(`{"released":1,"held":4}`), "released", &released, "held", &held); err != nil || released != 1 || held != 4 {
-		t.Fatalf("decodeInts = %d %d %v", released, held, err)
+	if released, held, err := decodeReleased([]byte(`{"released":1,"held":4}`)); err != nil || released != 1 || held != 4 {
+		t.Fatalf("decodeReleased = %d %d %v", released, held, err)
 	}
-	if id, err := decodeStringField([]byte(`{"transfer":"x-9"}`), "transfer"); err != nil || id != "x-9" {
-		t.Fatalf("decodeStringField = %q, %v", id, err)
+	if id, err := decodeTransfer([]byte(`{"transfer":"x-9"}`)); err != nil || id != "x-9" {
+		t.Fatalf("decodeTransfer = %q, %v", id, err)
 	}
 	if code, msg, ok := decodeError([]byte(`{"error":{"code":"wrong_kind","message":"\"t/c\" is a copies resource\ud83d\ude00"}}`)); !ok ||
 		code != "wrong_kind" || msg != `"t/c" is a copies resource😀` {
@@ -151,9 +150,8 @@ func FuzzDecode(f *testing.F) {
 		_ = decodeReservation(b, &rr)
 		_, _ = decodeSeized(b)
 		_, _, _ = decodeError(b)
-		var x, y int64
-		_ = decodeInts(b, "released", &x, "held", &y)
-		_, _ = decodeStringField(b, "session")
+		_, _, _ = decodeReleased(b)
+		_, _ = decodeSession(b)
 		_ = decodeBatch(b, make([]BatchResult, 2))
 		_, _ = sfParam(string(b), 'r')
 	})

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/api"
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 	"github.com/obol-dev/obol/config"
 	timebase "github.com/obol-dev/obol/internal/clock"
 	"github.com/obol-dev/obol/internal/freeport"
@@ -158,17 +159,11 @@ func attackCaps(_ context.Context, a *agentProc) (string, error) {
 
 // rssOf returns a process's resident memory in bytes (0 if unknown).
 func rssOf(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := benchkit.ReadStatus(pid)
 	if err != nil {
 		return 0
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return st.RSSKiB << 10
 }
 
 // attackClock: a real wall clock cannot be stepped under a benchmark, so
@@ -195,12 +190,7 @@ func attackClock(ctx context.Context, _ *agentProc) (string, error) {
 	go func() { done <- srv.Serve(sctx, ls) }()
 	defer func() { stop(); <-done }()
 	c := &agentProc{client: unixClient(filepath.Join(dir, "c.sock"))}
-	for range 50 {
-		if _, err := os.Stat(filepath.Join(dir, "c.sock")); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	_ = benchkit.WaitSocket(context.Background(), filepath.Join(dir, "c.sock"), 500*time.Millisecond) // the requests below say if it did not come up
 	bg := context.Background()
 	c.post(bg, "/v1/request", `{"resource":"demo/export","domain":"d","copies":20}`)
 	mu.Lock()

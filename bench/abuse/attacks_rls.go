@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 	"github.com/obol-dev/obol/internal/freeport"
 	"github.com/obol-dev/obol/rls"
 )
@@ -83,18 +84,17 @@ func startRLSAgent(a *agentProc) (*rlsAgent, error) {
 		return nil, err
 	}
 	r.agentProc = p
-	ok := false
-	for range 100 {
-		if resp, err := http.Get("http://" + r.http + "/healthcheck"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				ok = true
-				break
-			}
+	if benchkit.Poll(context.Background(), 5*time.Second, 50*time.Millisecond, func() error {
+		resp, err := http.Get("http://" + r.http + "/healthcheck")
+		if err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !ok {
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("healthcheck: status %d", resp.StatusCode)
+		}
+		return nil
+	}) != nil {
 		p.stop()
 		return nil, fmt.Errorf("the rate limit service did not answer in 5 s: %s", p.stderr.String())
 	}
@@ -176,20 +176,10 @@ func (r *rlsAgent) metric(name string) (string, int) {
 	return "absent", len(b)
 }
 
-// cpuOf returns a process's user + system CPU time.
+// cpuOf returns a process's user + system CPU time (0 if unknown).
 func cpuOf(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	k, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+k) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+	d, _ := benchkit.CPUTime(pid)
+	return d
 }
 
 // probeDuring probes r's socket for d, idle first, then while attack runs;

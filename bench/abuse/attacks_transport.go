@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 	"github.com/obol-dev/obol/internal/freeport"
 	"github.com/obol-dev/obol/internal/netguard"
 )
@@ -83,17 +83,19 @@ func argOf(a *agentProc, name string) string {
 }
 
 // startedField returns a field of the agent's "obol agent started" line.
+// It waits up to 5 s for the line; "" when it does not come.
 func startedField(a *agentProc, name string) string {
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	var v string
+	_ = benchkit.Poll(context.Background(), 5*time.Second, 20*time.Millisecond, func() error {
 		for _, l := range strings.Split(a.stderr.String(), "\n") {
-			var m map[string]any
-			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "obol agent started" {
-				s, _ := m[name].(string)
-				return s
+			var ok bool
+			if v, ok = benchkit.StartedField(l, name); ok {
+				return nil
 			}
 		}
-	}
-	return ""
+		return errors.New("no started line yet")
+	})
+	return v
 }
 
 // metrics returns the agent's /metrics series whose names start with one

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 // attack is one replayed attack: run drives it until ctx ends and returns
@@ -82,9 +84,13 @@ func run(only string, d time.Duration) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "agent")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/obol-dev/obol/cmd/agent").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, out)
+	gobin, err := benchkit.GoTool()
+	if err != nil {
+		return err
+	}
+	bin, err := benchkit.BuildAgent(context.Background(), gobin, dir)
+	if err != nil {
+		return err
 	}
 	pin := newPinning()
 	fmt.Println(pin.describe())
@@ -248,11 +254,8 @@ func startAgentOn(cpus, bin, dir string, extra ...string) (*agentProc, error) {
 		return nil, err
 	}
 	a := &agentProc{bin: bin, dir: dir, cmd: cmd, socket: sock, stderr: stderr, client: unixClient(sock)}
-	for range 100 {
-		if st, err := os.Stat(sock); err == nil && st.Mode()&os.ModeSocket != 0 {
-			return a, nil
-		}
-		time.Sleep(50 * time.Millisecond)
+	if benchkit.WaitSocket(context.Background(), sock, 5*time.Second) == nil {
+		return a, nil
 	}
 	a.stop()
 	return nil, fmt.Errorf("the agent did not open its socket in 5 s: %s", stderr.String())

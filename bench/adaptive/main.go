@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/adaptive"
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 func main() {
@@ -84,7 +85,7 @@ func run(args []string, out io.Writer) error {
 			ws = ws[skip:]
 		}
 		fmt.Fprintf(tw, "%s\tthis run\t%d\t%d\t%.2f%%\t%d\t%d / %d / %d\t%d–%d\n", r, o.completed, o.timedOut, 100*o.ratio(), o.dropped,
-			percentile(ws, 0.05), percentile(ws, 0.5), percentile(ws, 0.95), percentile(ws, 0), percentile(ws, 1))
+			benchkit.Percentile(ws, 0.05), benchkit.Percentile(ws, 0.5), benchkit.Percentile(ws, 0.95), benchkit.Percentile(ws, 0), benchkit.Percentile(ws, 1))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -95,6 +96,6 @@ func run(args []string, out io.Writer) error {
 		ws = ws[skip:]
 	}
 	fmt.Fprintf(out, "\nRESULT ours_timedout_ratio=%.4f ours_completed=%d openziti_timedout_ratio=%.4f openziti_completed=%d ours_window_p50=%d\n",
-		ours.ratio(), ours.completed, oz.ratio(), oz.completed, percentile(ws, 0.5))
+		ours.ratio(), ours.completed, oz.ratio(), oz.completed, benchkit.Percentile(ws, 0.5))
 	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/obol-dev/obol/adaptive"
@@ -115,16 +114,6 @@ func simulate(wl workload, rules adaptive.Rules) outcome {
 		}
 	}
 	return out
-}
-
-// percentile returns the p-quantile (0 ≤ p ≤ 1, nearest rank) of xs.
-func percentile(xs []int, p float64) int {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[int(p*float64(len(s)-1)+0.5)]
 }
 
 // ratio returns the timed-out share of processed calls.

@@ -1,30 +1,23 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 // agent.go builds the agent, writes its config, starts it and stops it; or
 // attaches to one already running.
-
-// agentPackage is the agent's main package, built with `go build`.
-const agentPackage = "github.com/obol-dev/obol/cmd/agent"
 
 // Resource names of the config the generator writes.
 const (
@@ -68,151 +61,84 @@ resources:
 `, maxKeys)
 }
 
-// buildError is a failure of `go build` of the agent (for instance while
-// someone is editing it).
-type buildError struct {
-	err    error
-	output []byte
-}
-
-func (e *buildError) Error() string {
-	return fmt.Sprintf("go build %s: %v\n%s", agentPackage, e.err, bytes.TrimSpace(e.output))
-}
-
-func (e *buildError) Unwrap() error { return e.err }
-
 // goTool returns the path of the go command.
 func goTool() (string, error) {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p, nil
+	p, err := benchkit.GoTool()
+	if err != nil {
+		return "", fmt.Errorf("%w (it builds the agent; or attach with -agent-socket and -agent-pid)", err)
 	}
-	if root := os.Getenv("GOROOT"); root != "" {
-		p := filepath.Join(root, "bin", "go")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", errors.New("the go command is not on PATH (it builds the agent; or attach with -agent-socket and -agent-pid)")
+	return p, nil
 }
 
-// buildAgent builds the agent into dir and returns the binary's path. It must
-// run inside the module.
+// buildAgent builds the agent into dir and returns the binary's path (a
+// failed build is a *benchkit.BuildError). It must run inside the module.
 func buildAgent(ctx context.Context, dir string) (string, error) {
 	gobin, err := goTool()
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "obol-agent")
-	cmd := exec.CommandContext(ctx, gobin, "build", "-o", bin, agentPackage)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", &buildError{err: err, output: out}
-	}
-	return bin, nil
+	return benchkit.BuildAgent(ctx, gobin, dir)
 }
 
-// child is a process the generator started: the agent or the floor.
+// child is a process the generator started: the agent or the floor, with
+// the server it serves.
 type child struct {
 	server
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when the process has exited
-	stdin  io.Closer     // the floor stops when it is closed
-	logs   *tailBuffer   // the last lines of its stderr
+	*benchkit.Child
 }
 
-// stop ends the process: SIGTERM, then SIGKILL if it has not exited within
-// 5 s.
+// stop ends the process (benchkit.Child.Stop); a nil child, or one with no
+// process, is stopped already.
 func (c *child) stop() {
-	if c == nil || c.cmd == nil || c.cmd.Process == nil {
+	if c == nil || c.Child == nil {
 		return
 	}
-	if c.stdin != nil {
-		c.stdin.Close()
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.exited:
-	case <-time.After(5 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.exited
-	}
+	c.Child.Stop()
 }
 
 // startAgent starts the agent binary on cfgFile, its socket in dir and its
-// TCP listener on a free loopback port, and waits until it is ready.
+// TCP listener on a free loopback port, and waits until it is ready. Its
+// stderr's last 20 lines are kept (its stdout is dropped).
 func startAgent(ctx context.Context, bin, dir, cfgFile string) (*child, error) {
 	sock := filepath.Join(dir, "agent.sock")
 	cmd := exec.Command(bin, "--config", cfgFile, "--socket", sock, "--http", "127.0.0.1:0")
-	setParentDeathSignal(cmd)
-	stderr, err := cmd.StderrPipe()
+	cmd.Stdout = io.Discard
+	addr := make(chan string, 1)
+	proc, err := benchkit.StartChild("agent", cmd, 20, func(line string) {
+		if a, ok := startedAddr(line); ok {
+			select {
+			case addr <- a:
+			default:
+			}
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start agent: %w", err)
-	}
-	c := &child{
-		server: server{name: "agent", socket: sock, pid: cmd.Process.Pid},
-		cmd:    cmd, exited: make(chan struct{}), logs: newTailBuffer(20),
-	}
-	addr := make(chan string, 1)
-	var scanned sync.WaitGroup
-	scanned.Go(func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			c.logs.add(line)
-			if a, ok := startedAddr(line); ok {
-				select {
-				case addr <- a:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr) // a line too long for the scanner
-	})
-	go func() {
-		scanned.Wait() // read all of stderr before Wait closes the pipe
-		_ = cmd.Wait()
-		close(c.exited)
-	}()
+	c := &child{server: server{name: "agent", socket: sock, pid: proc.Pid()}, Child: proc}
 
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
 	select {
 	case c.http = <-addr:
-	case <-c.exited:
-		return nil, fmt.Errorf("the agent exited at start (%s):\n%s", cmd.ProcessState, c.logs)
+	case <-c.Exited:
+		return nil, fmt.Errorf("the agent exited at start (%s):\n%s", cmd.ProcessState, c.Logs)
 	case <-deadline.C:
 		c.stop()
-		return nil, fmt.Errorf("the agent did not report its listeners within 20 s:\n%s", c.logs)
+		return nil, fmt.Errorf("the agent did not report its listeners within 20 s:\n%s", c.Logs)
 	case <-ctx.Done():
 		c.stop()
 		return nil, ctx.Err()
 	}
 	if err := waitReady(ctx, &c.server, 10*time.Second); err != nil {
 		c.stop()
-		return nil, fmt.Errorf("%w\n%s", err, c.logs)
+		return nil, fmt.Errorf("%w\n%s", err, c.Logs)
 	}
 	return c, nil
 }
 
-// startedAddr returns the TCP address the agent logs when it has started
-// (a JSON log line with "msg": "obol agent started" and "http").
-func startedAddr(line string) (string, bool) {
-	if !strings.Contains(line, "obol agent started") {
-		return "", false
-	}
-	var m struct {
-		Msg  string `json:"msg"`
-		HTTP string `json:"http"`
-	}
-	if json.Unmarshal([]byte(line), &m) != nil || m.Msg != "obol agent started" {
-		return "", false
-	}
-	return m.HTTP, true
-}
+// startedAddr returns the TCP address the agent logs when it has started.
+func startedAddr(line string) (string, bool) { return benchkit.StartedField(line, "http") }
 
 // get sends GET path to srv over its Unix socket and returns the status and
 // body.
@@ -235,21 +161,17 @@ func get(srv *server, path string) (int, []byte, error) {
 
 // waitReady polls GET /readyz until it answers 200, for at most limit.
 func waitReady(ctx context.Context, srv *server, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	var last string
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	err := benchkit.Poll(ctx, limit, 50*time.Millisecond, func() error {
 		status, body, err := get(srv, "/readyz")
-		if err == nil && status == fasthttp.StatusOK {
-			return nil
+		if err == nil && status != fasthttp.StatusOK {
+			err = fmt.Errorf("status %d: %s", status, benchkit.Snippet(body))
 		}
-		if err != nil {
-			last = err.Error()
-		} else {
-			last = fmt.Sprintf("status %d: %s", status, snippet(body))
-		}
-		sleepUntil(ctx, time.Now().Add(50*time.Millisecond))
+		return err
+	})
+	if te := (*benchkit.TimeoutError)(nil); errors.As(err, &te) {
+		return fmt.Errorf("%s at %s not ready within %s: %v", srv.name, srv.socket, limit, te.Last)
 	}
-	return fmt.Errorf("%s at %s not ready within %s: %s", srv.name, srv.socket, limit, last)
+	return err
 }
 
 // goroutines returns the agent's goroutine count from the go_goroutines line
@@ -275,28 +197,4 @@ func metricValue(text []byte, name string) (int64, bool) {
 		}
 	}
 	return 0, false
-}
-
-// tailBuffer keeps the last lines written to it.
-type tailBuffer struct {
-	mu    sync.Mutex
-	n     int
-	lines []string
-}
-
-func newTailBuffer(n int) *tailBuffer { return &tailBuffer{n: n} }
-
-func (t *tailBuffer) add(line string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.lines = append(t.lines, line)
-	if len(t.lines) > t.n {
-		t.lines = t.lines[len(t.lines)-t.n:]
-	}
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.Join(t.lines, "\n")
 }

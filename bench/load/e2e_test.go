@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 	"github.com/obol-dev/obol/internal/sock"
 	"os"
 	"path/filepath"
@@ -18,7 +19,7 @@ import (
 // TestMain lets the test binary serve as the floor, as the real binary does:
 // the generator starts os.Executable() with -serve-floor.
 func TestMain(m *testing.M) {
-	if isFloor(os.Args[1:]) {
+	if benchkit.IsFloor(os.Args[1:]) {
 		if err := floorMain(os.Args[1:], os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -46,7 +47,7 @@ func needAgentBuild(t *testing.T) {
 // agent: someone may be editing it right now.
 func skipOnBuildError(t *testing.T, err error) {
 	t.Helper()
-	var be *buildError
+	var be *benchkit.BuildError
 	if errors.As(err, &be) {
 		t.Skipf("go build of the agent failed, perhaps because of a concurrent edit; not a failure of the load generator:\n%v", be)
 	}
@@ -129,7 +130,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("RESULT %s=%v, want > 0", k, r[k])
 		}
 	}
-	if rep.rss == nil || rep.rss.errors != 0 || rep.rss.driven != 5000 || rep.rss.after.rssKiB <= 0 {
+	if rep.rss == nil || rep.rss.errors != 0 || rep.rss.driven != 5000 || rep.rss.after.RSSKiB <= 0 {
 		t.Errorf("RSS: %+v", rep.rss)
 	}
 	// err is nil unless something was not measured, which checkRows allowed.

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 // floor.go is the floor: a bare fasthttp handler answering every request with
@@ -24,14 +26,6 @@ import (
 // process of its own so that its CPU time can be read from /proc exactly as
 // the agent's is. It is what the same transport costs with no decision
 // behind it.
-
-// floorFlag is the hidden first argument that makes the binary the floor.
-const floorFlag = "-serve-floor"
-
-// isFloor reports whether args (os.Args[1:]) ask for the floor.
-func isFloor(args []string) bool {
-	return len(args) > 0 && (args[0] == floorFlag || args[0] == "-"+floorFlag)
-}
 
 // floorMain serves the floor: `-serve-floor SOCKET -body FILE -type CT`. It
 // listens on the Unix socket and on a free loopback TCP port, prints
@@ -124,8 +118,7 @@ func startFloor(ctx context.Context, dir string, body []byte, ctype string) (*ch
 		return nil, fmt.Errorf("floor: %w", err)
 	}
 	sock := filepath.Join(dir, "floor.sock")
-	cmd := exec.Command(exe, floorFlag, sock, "-body", bodyFile, "-type", ctype)
-	setParentDeathSignal(cmd)
+	cmd := exec.Command(exe, benchkit.FloorFlag, sock, "-body", bodyFile, "-type", ctype)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -134,15 +127,12 @@ func startFloor(ctx context.Context, dir string, body []byte, ctype string) (*ch
 	if err != nil {
 		return nil, err
 	}
-	logs := newTailBuffer(20)
-	cmd.Stderr = logWriter{logs}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start floor: %w", err)
+	proc, err := benchkit.StartChild("floor", cmd, 20, nil) // its stderr's last lines
+	if err != nil {
+		return nil, err
 	}
-	c := &child{
-		server: server{name: "floor", socket: sock, pid: cmd.Process.Pid},
-		cmd:    cmd, exited: make(chan struct{}), stdin: stdin, logs: logs,
-	}
+	proc.Stdin = stdin
+	c := &child{server: server{name: "floor", socket: sock, pid: proc.Pid()}, Child: proc}
 	addr := make(chan string, 1)
 	go func() {
 		r := bufio.NewReader(stdout)
@@ -152,32 +142,18 @@ func startFloor(ctx context.Context, dir string, body []byte, ctype string) (*ch
 		}
 		_, _ = io.Copy(io.Discard, r)
 	}()
-	go func() {
-		_ = cmd.Wait()
-		close(c.exited)
-	}()
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
 	select {
 	case c.http = <-addr:
-	case <-c.exited:
-		return nil, fmt.Errorf("the floor exited at start (%s):\n%s", cmd.ProcessState, logs)
+	case <-c.Exited:
+		return nil, fmt.Errorf("the floor exited at start (%s):\n%s", cmd.ProcessState, c.Logs)
 	case <-deadline.C:
 		c.stop()
-		return nil, fmt.Errorf("the floor did not start within 20 s:\n%s", logs)
+		return nil, fmt.Errorf("the floor did not start within 20 s:\n%s", c.Logs)
 	case <-ctx.Done():
 		c.stop()
 		return nil, ctx.Err()
 	}
 	return c, nil
-}
-
-// logWriter adds what is written to it to a tailBuffer, line by line.
-type logWriter struct{ t *tailBuffer }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	for line := range strings.SplitSeq(strings.TrimRight(string(p), "\n"), "\n") {
-		w.t.add(line)
-	}
-	return len(p), nil
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 // load.go drives one server (the agent or the floor) with C persistent
@@ -257,7 +259,7 @@ func describeStatus(status int, contentType, body []byte) string {
 	if e, ok := errorReply(contentType, body); ok {
 		return fmt.Sprintf("status %d %s: %s", status, e.Code, e.Message)
 	}
-	return fmt.Sprintf("status %d: %q", status, snippet(body))
+	return fmt.Sprintf("status %d: %q", status, benchkit.Snippet(body))
 }
 
 // sampleReply sends the first n bodies to srv and returns the reply of median

@@ -19,11 +19,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 	"github.com/obol-dev/obol/internal/sock"
 )
 
 func main() {
-	if isFloor(os.Args[1:]) {
+	if benchkit.IsFloor(os.Args[1:]) {
 		if err := floorMain(os.Args[1:], os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -123,7 +124,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	o.set = benchkit.SetFlags(fs)
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
@@ -215,7 +216,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		defer stopProfile()
 	}
-	hz, hzRead := clockTicks()
+	hz, hzRead := benchkit.ClockTicks()
 	dir, err := os.MkdirTemp("", "obol-load-")
 	if err != nil {
 		return nil, err
@@ -226,14 +227,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	how := "attached"
 	if o.attached() {
 		b.agent = &server{name: "agent", socket: o.agentSocket, http: o.agentHTTP, pid: o.agentPID}
-		if _, err := readStat(o.agentPID); err != nil {
+		if _, err := benchkit.ReadStat(o.agentPID); err != nil {
 			return nil, fmt.Errorf("-agent-pid %d: %w", o.agentPID, err)
 		}
 		if err := waitReady(ctx, b.agent, 5*time.Second); err != nil {
 			return nil, err
 		}
 	} else {
-		fmt.Fprintf(stderr, "building the agent (go build %s)…\n", agentPackage)
+		fmt.Fprintf(stderr, "building the agent (go build %s)…\n", benchkit.AgentPackage)
 		bin, err := buildAgent(ctx, dir)
 		if err != nil {
 			return nil, err

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 // phase.go measures one phase: a warm-up, then a measured interval over which
@@ -98,16 +100,16 @@ func runPhase(ctx context.Context, spec loadSpec, t phaseTiming) (phaseResult, e
 	if err != nil {
 		return res, err
 	}
-	sleepUntil(ctx, from)
+	_ = benchkit.SleepUntil(ctx, from)
 	l.collect() // drop the warm-up
-	cpu0, cpuErr0 := cpuOf(spec.srv.pid)
-	gen0, genErr0 := cpuOf(os.Getpid())
+	cpu0, cpuErr0 := benchkit.CPUTicks(spec.srv.pid)
+	gen0, genErr0 := benchkit.CPUTicks(os.Getpid())
 	t0 := time.Now()
 
-	sleepUntil(ctx, end)
+	_ = benchkit.SleepUntil(ctx, end)
 	res.hist, res.counts = l.collect()
-	cpu1, cpuErr1 := cpuOf(spec.srv.pid)
-	gen1, genErr1 := cpuOf(os.Getpid())
+	cpu1, cpuErr1 := benchkit.CPUTicks(spec.srv.pid)
+	gen1, genErr1 := benchkit.CPUTicks(os.Getpid())
 	res.elapsed = time.Since(t0)
 	l.wait()
 
@@ -118,30 +120,4 @@ func runPhase(ctx context.Context, spec loadSpec, t phaseTiming) (phaseResult, e
 		res.genTicks, res.genOK = gen1-gen0, true
 	}
 	return res, ctx.Err()
-}
-
-// cpuOf returns the CPU time of process pid in clock ticks.
-func cpuOf(pid int) (uint64, error) {
-	if pid <= 0 {
-		return 0, os.ErrNotExist
-	}
-	s, err := readStat(pid)
-	if err != nil {
-		return 0, err
-	}
-	return s.cpu(), nil
-}
-
-// sleepUntil sleeps until t or until ctx is done.
-func sleepUntil(ctx context.Context, t time.Time) {
-	d := time.Until(t)
-	if d <= 0 {
-		return
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-	}
 }

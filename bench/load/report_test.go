@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 // resultPattern is the RESULT line's exact shape.
@@ -107,7 +109,7 @@ func TestWriteTable(t *testing.T) {
 }
 
 func TestGrowthOf(t *testing.T) {
-	s := func(kib int64) soakSample { return soakSample{rss: procStatus{rssKiB: kib}} }
+	s := func(kib int64) soakSample { return soakSample{rss: benchkit.Status{RSSKiB: kib}} }
 	// The first minute's report is the base, not the start.
 	if _, _, g := growthOf([]soakSample{s(10), s(100), s(110), s(115)}); math.Abs(g-0.15) > 1e-9 {
 		t.Errorf("growth %g, want 0.15", g)

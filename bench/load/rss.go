@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 // rss.go measures the agent's resident memory after it has tracked many gcra
@@ -28,7 +30,7 @@ type rssResult struct {
 	keys          int    // keys asked for
 	driven        int64  // keys whose request was answered
 	via           string // how they were driven
-	before, after procStatus
+	before, after benchkit.Status
 	statusErr     error
 	errors        int64
 	firstErr      string
@@ -47,7 +49,7 @@ func driveKeys(ctx context.Context, srv *server, tcp bool, conns, keys int, reso
 		per, sc, res.via = 1, scenario{enc: encJSON}, "/v1/request json (no /v1/batch)"
 	}
 	var err error
-	if res.before, err = readStatus(srv.pid); err != nil {
+	if res.before, err = benchkit.ReadStatus(srv.pid); err != nil {
 		res.statusErr = err
 	}
 	ctx, cancel := context.WithTimeout(ctx, rssTimeLimit)
@@ -115,7 +117,7 @@ func driveKeys(ctx context.Context, srv *server, tcp bool, conns, keys int, reso
 	wg.Wait()
 	res.elapsed = time.Since(start)
 	res.driven, res.errors = driven.Load(), errs.Load()
-	if res.after, err = readStatus(srv.pid); err != nil && res.statusErr == nil {
+	if res.after, err = benchkit.ReadStatus(srv.pid); err != nil && res.statusErr == nil {
 		res.statusErr = err
 	}
 	return res
@@ -133,11 +135,11 @@ func (r *rssResult) write(w io.Writer) {
 	}
 	perKey := "-"
 	if r.driven > 0 {
-		perKey = fmt.Sprintf("%.0f B/key", float64(r.after.rssKiB-r.before.rssKiB)*1024/float64(r.driven))
+		perKey = fmt.Sprintf("%.0f B/key", float64(r.after.RSSKiB-r.before.RSSKiB)*1024/float64(r.driven))
 	}
 	fmt.Fprintf(w, "RSS: agent %s after tracking %d gcra keys (was %s before them: +%s, %s; %d threads; keys driven via %s in %.1fs, %d errors)\n",
-		mib(r.after.rssKiB), r.driven, mib(r.before.rssKiB), mib(r.after.rssKiB-r.before.rssKiB), perKey,
-		r.after.threads, r.via, r.elapsed.Seconds(), r.errors)
+		mib(r.after.RSSKiB), r.driven, mib(r.before.RSSKiB), mib(r.after.RSSKiB-r.before.RSSKiB), perKey,
+		r.after.Threads, r.via, r.elapsed.Seconds(), r.errors)
 	if int(r.driven) < r.keys {
 		fmt.Fprintf(w, "! RSS: only %d of %d keys were driven (time limit %s or errors)\n", r.driven, r.keys, rssTimeLimit)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 // soak.go runs /v1/request JSON for a long time at a fixed fraction of the
@@ -22,7 +24,7 @@ const soakMaxGrowth = 0.20
 // soakSample is one report of the soak.
 type soakSample struct {
 	at         time.Duration // since the soak began
-	rss        procStatus
+	rss        benchkit.Status
 	statusErr  error
 	goroutines int64
 	hasGor     bool
@@ -49,8 +51,8 @@ func growthOf(samples []soakSample) (first, last soakSample, growth float64) {
 	if len(samples) > 2 {
 		first = samples[1]
 	}
-	if first.rss.rssKiB > 0 {
-		growth = float64(last.rss.rssKiB-first.rss.rssKiB) / float64(first.rss.rssKiB)
+	if first.rss.RSSKiB > 0 {
+		growth = float64(last.rss.RSSKiB-first.rss.RSSKiB) / float64(first.rss.RSSKiB)
 	}
 	return first, last, growth
 }
@@ -90,7 +92,7 @@ func (b *bench) runSoak(ctx context.Context) (*runReport, error) {
 	res := &soakResult{rate: rate}
 	sample := func(at time.Duration) soakSample {
 		s := soakSample{at: at}
-		s.rss, s.statusErr = readStatus(b.agent.pid)
+		s.rss, s.statusErr = benchkit.ReadStatus(b.agent.pid)
 		s.goroutines, s.hasGor = goroutines(b.agent)
 		return s
 	}
@@ -109,7 +111,7 @@ func (b *bench) runSoak(ctx context.Context) (*runReport, error) {
 		if at.After(end) {
 			at = end
 		}
-		sleepUntil(ctx, at)
+		_ = benchkit.SleepUntil(ctx, at)
 		h, c := l.collect()
 		now := time.Now()
 		s := sample(now.Sub(start))
@@ -134,7 +136,7 @@ func (b *bench) runSoak(ctx context.Context) (*runReport, error) {
 		verdict = "FAIL"
 	}
 	fmt.Fprintf(b.stdout, "SOAK %s rate=%.0f requests=%d errors=%d rss_first_mib=%.1f rss_end_mib=%.1f rss_growth_pct=%.1f\n",
-		verdict, rate, res.requests, res.errors, float64(first.rss.rssKiB)/1024, float64(final.rss.rssKiB)/1024, 100*growth)
+		verdict, rate, res.requests, res.errors, float64(first.rss.RSSKiB)/1024, float64(final.rss.RSSKiB)/1024, 100*growth)
 	rep := &runReport{soak: res}
 	switch {
 	case ctx.Err() != nil:
@@ -145,7 +147,7 @@ func (b *bench) runSoak(ctx context.Context) (*runReport, error) {
 		return rep, fmt.Errorf("soak: cannot read the agent's /proc status: %w", final.statusErr)
 	case growth > soakMaxGrowth:
 		return rep, fmt.Errorf("soak: the agent's RSS grew %.1f%% from %s to %s (limit %.0f%%)",
-			100*growth, mib(first.rss.rssKiB), mib(final.rss.rssKiB), 100*soakMaxGrowth)
+			100*growth, mib(first.rss.RSSKiB), mib(final.rss.RSSKiB), 100*soakMaxGrowth)
 	case !res.pass:
 		return rep, errors.New("soak failed")
 	}
@@ -169,7 +171,7 @@ func writeSoakLine(w io.Writer, s soakSample, every time.Duration, p *phaseResul
 		fmt.Fprintf(w, " rss=? (%v)\n", s.statusErr)
 		return
 	}
-	fmt.Fprintf(w, " rss=%s threads=%d", mib(s.rss.rssKiB), s.rss.threads)
+	fmt.Fprintf(w, " rss=%s threads=%d", mib(s.rss.RSSKiB), s.rss.Threads)
 	if s.hasGor {
 		fmt.Fprintf(w, " goroutines=%d", s.goroutines)
 	}

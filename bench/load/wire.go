@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 // wire.go is the generator's own HTTP/1.1 on the load path: every request is
@@ -83,7 +85,7 @@ func parseReply(b []byte) (r reply, n, want int, err error) {
 		}
 		// Fail early on what cannot become a reply.
 		if m := min(len(b), len(httpPrefix)); !bytes.Equal(b[:m], httpPrefix[:m]) {
-			return r, 0, 0, wireErr("status line %q", snippet(b))
+			return r, 0, 0, wireErr("status line %q", benchkit.Snippet(b))
 		}
 		return r, 0, 0, nil
 	}
@@ -93,15 +95,15 @@ func parseReply(b []byte) (r reply, n, want int, err error) {
 	// nothing.
 	if len(line) < 12 || !bytes.HasPrefix(line, httpPrefix) || line[8] != ' ' ||
 		(len(line) > 12 && line[12] != ' ') {
-		return r, 0, 0, wireErr("status line %q", snippet(line))
+		return r, 0, 0, wireErr("status line %q", benchkit.Snippet(line))
 	}
 	minor := line[7]
 	if minor != '0' && minor != '1' {
-		return r, 0, 0, wireErr("status line %q", snippet(line))
+		return r, 0, 0, wireErr("status line %q", benchkit.Snippet(line))
 	}
 	for _, c := range line[9:12] {
 		if c < '0' || c > '9' {
-			return r, 0, 0, wireErr("status line %q", snippet(line))
+			return r, 0, 0, wireErr("status line %q", benchkit.Snippet(line))
 		}
 	}
 	r.status = int(line[9]-'0')*100 + int(line[10]-'0')*10 + int(line[11]-'0')
@@ -116,14 +118,14 @@ func parseReply(b []byte) (r reply, n, want int, err error) {
 		h, rest, _ = bytes.Cut(rest, crlf)
 		name, value, ok := bytes.Cut(h, []byte(":"))
 		if !ok || len(name) == 0 || name[0] == ' ' || name[0] == '\t' {
-			return r, 0, 0, wireErr("header line %q", snippet(h))
+			return r, 0, 0, wireErr("header line %q", benchkit.Snippet(h))
 		}
 		value = bytes.Trim(value, " \t")
 		switch {
 		case bytes.EqualFold(name, []byte("Content-Length")):
 			v, ok := parseLength(value)
 			if !ok {
-				return r, 0, 0, wireErr("Content-Length %q", snippet(value))
+				return r, 0, 0, wireErr("Content-Length %q", benchkit.Snippet(value))
 			}
 			if length >= 0 && v != length {
 				return r, 0, 0, wireErr("two Content-Lengths, %d and %d", length, v)
@@ -135,7 +137,7 @@ func parseReply(b []byte) (r reply, n, want int, err error) {
 			r.close = r.close || hasToken(value, "close")
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
 			if !bytes.EqualFold(value, []byte("identity")) {
-				return r, 0, 0, wireErr("Transfer-Encoding %q is not supported", snippet(value))
+				return r, 0, 0, wireErr("Transfer-Encoding %q is not supported", benchkit.Snippet(value))
 			}
 		}
 	}

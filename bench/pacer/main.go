@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/adaptive"
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 func main() {
@@ -144,8 +145,7 @@ func median(runs []metrics) metrics {
 		for i, m := range runs {
 			v[i] = f(m)
 		}
-		slices.Sort(v)
-		return v[len(v)/2]
+		return benchkit.Percentile(v, 0.5)
 	}
 	return metrics{
 		retryRate: pick(func(m metrics) float64 { return m.retryRate }),
@@ -166,7 +166,7 @@ func spread(runs []metrics, f func(metrics) float64, format string) string {
 	if len(v) == 1 {
 		return fmt.Sprintf(format, v[0])
 	}
-	q := func(p float64) float64 { return v[int(p*float64(len(v)-1)+0.5)] }
+	q := func(p float64) float64 { return benchkit.Percentile(v, p) }
 	return fmt.Sprintf(format+" ["+format+", "+format+"]", q(0.5), q(0.1), q(0.9))
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 // client.go dials the services with grpc-go and go-control-plane's generated
@@ -31,29 +34,24 @@ var probeRequest = &rlsv3.RateLimitRequest{
 
 // waitServing calls ShouldRateLimit on target until it answers, for at most
 // 30 s, or fails early when the child c exits.
-func waitServing(ctx context.Context, c *child, target string) error {
+func waitServing(ctx context.Context, c *benchkit.Child, target string) error {
 	conn, err := dial(target)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	cl := rlsv3.NewRateLimitServiceClient(conn)
-	deadline := time.Now().Add(30 * time.Second)
-	var last error
-	for time.Now().Before(deadline) {
-		if !c.alive() {
-			return c.failure("exited at start")
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+	err = benchkit.Poll(ctx, 30*time.Second, 50*time.Millisecond, func() error {
+		if !c.Alive() {
+			return benchkit.Stop(c.Failure("exited at start"))
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, last = cl.ShouldRateLimit(cctx, probeRequest)
-		cancel()
-		if last == nil {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
+		defer cancel()
+		_, err := cl.ShouldRateLimit(cctx, probeRequest)
+		return err
+	})
+	if te := (*benchkit.TimeoutError)(nil); errors.As(err, &te) {
+		return c.Failure(fmt.Sprintf("did not answer ShouldRateLimit on %s within 30 s: %v", target, te.Last))
 	}
-	return c.failure(fmt.Sprintf("did not answer ShouldRateLimit on %s within 30 s: %v", target, last))
+	return err
 }

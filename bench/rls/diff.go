@@ -6,6 +6,8 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 // diff.go sends the trace to several services in lockstep and compares
@@ -60,7 +62,7 @@ func replay(ctx context.Context, callers []caller, trace []step) (*replayResult,
 	}
 	for i, st := range trace {
 		second := s0.Add(time.Duration(st.tick) * time.Second)
-		if err := sleepUntil(ctx, second.Add(tickStart)); err != nil {
+		if err := benchkit.SleepUntil(ctx, second.Add(tickStart)); err != nil {
 			return nil, err
 		}
 		res.sentAt[i] = time.Now()
@@ -99,22 +101,6 @@ func firstSecond(now time.Time, ticks int) time.Time {
 		s = now.Truncate(time.Minute).Add(time.Minute + time.Second)
 	}
 	return s
-}
-
-// sleepUntil waits for t or ctx's end.
-func sleepUntil(ctx context.Context, t time.Time) error {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err()
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // resetTolerance is how far apart two services' duration_until_reset may

@@ -10,12 +10,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 // TestMain lets the test binary serve as the floor, as the real binary does:
 // run starts os.Executable() with -serve-floor.
 func TestMain(m *testing.M) {
-	if isFloor(os.Args[1:]) {
+	if benchkit.IsFloor(os.Args[1:]) {
 		if err := floorMain(os.Args[1:]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 	"github.com/obol-dev/obol/internal/freeport"
 )
 
@@ -26,14 +27,6 @@ import (
 // gRPC over the same transport costs with no decision behind it. It runs as
 // a child process (this binary with the hidden -serve-floor flag) so that
 // its CPU time is read from /proc exactly as the services' is.
-
-// floorFlag is the hidden first argument that makes the binary the floor.
-const floorFlag = "-serve-floor"
-
-// isFloor reports whether args (os.Args[1:]) ask for the floor.
-func isFloor(args []string) bool {
-	return len(args) > 0 && (args[0] == floorFlag || args[0] == "-"+floorFlag)
-}
 
 // floorHandler is the floor's RateLimitService: every call gets reply.
 type floorHandler struct {
@@ -121,13 +114,13 @@ func startFloor(ctx context.Context, dir string) (*service, error) {
 	}
 	sock := filepath.Join(dir, "floor.sock")
 	tcp := "127.0.0.1:" + strconv.Itoa(port)
-	c, err := startChild("floor", exec.Command(self, floorFlag, sock, "-tcp", tcp))
+	c, err := startChild("floor", exec.Command(self, benchkit.FloorFlag, sock, "-tcp", tcp))
 	if err != nil {
 		return nil, err
 	}
 	if err := waitServing(ctx, c, "unix://"+sock); err != nil {
-		c.stop()
+		c.Stop()
 		return nil, err
 	}
-	return &service{name: "floor", socket: sock, tcp: tcp, pids: []int{c.pid()}, stop: c.stop}, nil
+	return &service{name: "floor", socket: sock, tcp: tcp, pids: []int{c.Pid()}, stop: c.Stop}, nil
 }

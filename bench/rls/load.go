@@ -15,6 +15,8 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 // load.go is the load: a closed loop of unary ShouldRateLimit calls, c in
@@ -189,29 +191,29 @@ func runLoad(ctx context.Context, spec loadSpec, pids []int) (*loadResult, error
 	}
 	res := &loadResult{hist: hdrhistogram.New(1, 10_000_000, 3)}
 	err := func() error {
-		if err := sleepUntil(ctx, time.Now().Add(spec.warmup)); err != nil {
+		if err := benchkit.SleepUntil(ctx, time.Now().Add(spec.warmup)); err != nil {
 			return err
 		}
-		cpu0, err := cpuTime(pids...)
+		cpu0, err := benchkit.CPUTime(pids...)
 		if err != nil {
 			return err
 		}
-		gen0, err := cpuTime(os.Getpid())
+		gen0, err := benchkit.CPUTime(os.Getpid())
 		if err != nil {
 			return err
 		}
 		t0 := time.Now()
 		measuring.Store(true)
-		if err := sleepUntil(ctx, t0.Add(spec.duration)); err != nil {
+		if err := benchkit.SleepUntil(ctx, t0.Add(spec.duration)); err != nil {
 			return err
 		}
 		measuring.Store(false)
 		res.elapsed = time.Since(t0)
-		cpu1, err := cpuTime(pids...)
+		cpu1, err := benchkit.CPUTime(pids...)
 		if err != nil {
 			return err
 		}
-		gen1, err := cpuTime(os.Getpid())
+		gen1, err := benchkit.CPUTime(os.Getpid())
 		if err != nil {
 			return err
 		}

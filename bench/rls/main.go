@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 )
 
 // options are bench/rls's flags.
@@ -26,7 +28,7 @@ type options struct {
 }
 
 func main() {
-	if isFloor(os.Args[1:]) {
+	if benchkit.IsFloor(os.Args[1:]) {
 		if err := floorMain(os.Args[1:]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

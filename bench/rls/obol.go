@@ -1,20 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 	"github.com/obol-dev/obol/internal/freeport"
 )
 
 // obol.go builds obol's agent and runs it as Envoy's rate limit service.
-
-// agentPackage is the agent's main package, built with `go build`.
-const agentPackage = "github.com/obol-dev/obol/cmd/agent"
 
 // buildAgent builds the agent into dir and returns the binary's path. It
 // must run inside the module.
@@ -23,12 +19,7 @@ func buildAgent(ctx context.Context, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "obol-agent")
-	out, err := exec.CommandContext(ctx, gobin, "build", "-o", bin, agentPackage).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build %s: %v\n%s", agentPackage, err, bytes.TrimSpace(out))
-	}
-	return bin, nil
+	return benchkit.BuildAgent(ctx, gobin, dir)
 }
 
 // startObol starts the agent bin alone (no gossip), its own API on a socket
@@ -51,8 +42,8 @@ func startObol(ctx context.Context, bin, dir, cfgDir string) (*service, error) {
 		return nil, err
 	}
 	if err := waitServing(ctx, c, "unix://"+sock); err != nil {
-		c.stop()
+		c.Stop()
 		return nil, err
 	}
-	return &service{name: "obol", socket: sock, tcp: tcp, pids: []int{c.pid()}, stop: c.stop}, nil
+	return &service{name: "obol", socket: sock, tcp: tcp, pids: []int{c.Pid()}, stop: c.Stop}, nil
 }

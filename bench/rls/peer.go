@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 	"github.com/obol-dev/obol/internal/freeport"
 )
 
@@ -37,16 +38,11 @@ const howToRun = "install redis-server (apt-get install -y redis-server, or .ci/
 
 // goTool returns the path of the go command.
 func goTool() (string, error) {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p, nil
+	p, err := benchkit.GoTool()
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", errUnavailable, err)
 	}
-	if root := os.Getenv("GOROOT"); root != "" {
-		p := filepath.Join(root, "bin", "go")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%w: the go command is not on PATH", errUnavailable)
+	return p, nil
 }
 
 // buildRatelimit builds envoyproxy/ratelimit's service at the pinned version
@@ -91,7 +87,7 @@ func buildRatelimit(ctx context.Context, dir string) (string, error) {
 
 // startRedis starts redis-server on a Unix socket in dir, with no TCP port
 // and no persistence, and waits until it answers PING.
-func startRedis(ctx context.Context, dir string) (*child, string, error) {
+func startRedis(ctx context.Context, dir string) (*benchkit.Child, string, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: redis-server is not on PATH", errUnavailable)
@@ -104,17 +100,17 @@ func startRedis(ctx context.Context, dir string) (*child, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %v", errUnavailable, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if redisPing(sock) == nil {
-			return c, sock, nil
+	if err := benchkit.Poll(ctx, 10*time.Second, 20*time.Millisecond, func() error {
+		err := redisPing(sock)
+		if err != nil && !c.Alive() {
+			return benchkit.Stop(err)
 		}
-		if !c.alive() || time.Now().After(deadline) || ctx.Err() != nil {
-			c.stop()
-			return nil, "", c.failure("did not answer PING on its socket within 10 s")
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err
+	}); err != nil {
+		c.Stop()
+		return nil, "", c.Failure("did not answer PING on its socket within 10 s")
 	}
+	return c, sock, nil
 }
 
 // redisPing sends PING over the socket and expects +PONG.
@@ -156,7 +152,7 @@ func startRatelimit(ctx context.Context, bin, dir, runtimeRoot string) (*service
 	ports := make([]int, 3)
 	for i := range ports {
 		if ports[i], err = freeport.Loopback(); err != nil {
-			redis.stop()
+			redis.Stop()
 			return nil, err
 		}
 	}
@@ -178,16 +174,16 @@ func startRatelimit(ctx context.Context, bin, dir, runtimeRoot string) (*service
 	)
 	proc, err := startChild("ratelimit", cmd)
 	if err != nil {
-		redis.stop()
+		redis.Stop()
 		return nil, err
 	}
 	stop := func() {
-		proc.stop()
-		redis.stop()
+		proc.Stop()
+		redis.Stop()
 	}
 	if err := waitServing(ctx, proc, "unix://"+sock); err != nil {
 		stop()
 		return nil, err
 	}
-	return &service{name: "ratelimit", socket: sock, pids: []int{proc.pid(), redis.pid()}, stop: stop}, nil
+	return &service{name: "ratelimit", socket: sock, pids: []int{proc.Pid(), redis.Pid()}, stop: stop}, nil
 }

@@ -11,34 +11,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-func TestParseCPUTicks(t *testing.T) {
-	tests := []struct {
-		name, line string
-		want       uint64
-		wantErr    string
-	}{
-		{"plain", "42 (redis-server) S 1 42 42 0 -1 4194560 100 0 0 0 7 5 0 0 20 0 4", 12, ""},
-		{"comm with spaces and parens", "7 (a (b) c) R 1 7 7 0 -1 0 0 0 0 0 300 11 0 0", 311, ""},
-		{"no comm", "7 a R 1", 0, "no (comm)"},
-		{"too short", "7 (x) R 1 2 3", 0, "fields after (comm)"},
-		{"bad utime", "7 (x) R 1 7 7 0 -1 0 0 0 0 0 x 11 0 0", 0, "utime"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseCPUTicks([]byte(tt.line))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("parseCPUTicks = %d, %v; want %d", got, err, tt.want)
-			}
-		})
-	}
-}
-
 func TestFirstSecond(t *testing.T) {
 	at := func(s string) time.Time {
 		v, err := time.Parse(time.RFC3339Nano, s)

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/obol-dev/obol/bench/internal/benchkit"
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/sim/cluster"
 )
@@ -105,7 +106,7 @@ func run(args []string, out, log io.Writer) error {
 		return err
 	}
 	var err error
-	if *val && !flagSet(fs, "n") {
+	if *val && !benchkit.SetFlags(fs)["n"] {
 		*n = "3,10"
 	}
 	if o.ns, err = ints(*n); err != nil {
@@ -157,12 +158,6 @@ func writeHeap(path string, log io.Writer) {
 	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
 		fmt.Fprintln(log, "-memprofile:", err)
 	}
-}
-
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }
 
 // row is one run's figures.

@@ -7,8 +7,8 @@
 //   - mpwire: the typed MessagePack reader (the agent's bodies; made to
 //     serve the gossip packet codec too) and the MessagePack appenders;
 //   - replies: the Writer of replies, which appends JSON or MessagePack
-//     with the same members in the same order, and the decision reply, the
-//     one list of its fields.
+//     with the same members in the same order; each reply's one list of
+//     fields, with its writer and the client's reader of it.
 //
 // This package holds what the strict readers of both formats share: the
 // Reader interface they implement, over which each request body has one

@@ -14,6 +14,14 @@
 //
 // Decision is a rate decision as its reply carries it, AppendDecision its
 // one writer (the order of its fields and when each is present) and
-// DecisionField the lookup a reader of replies uses: the agent writes it,
-// the Go client reads it.
+// Decision.Field the lookup its reader uses. The replies of the copies
+// endpoints (Reservation, Seized, a release, a transfer, a session) and the
+// error object have their writer beside their reader in holds.go, over one
+// list of member names.
+//
+// The Read functions (read.go) are the Go client's readers of the JSON
+// replies, lenient where the contract lets the agent grow (unknown members
+// are skipped), strict on the shape; what one cannot read is ErrMalformed.
+// So the agent's writer and the client's reader of a reply name its members
+// in one place, and the round-trip tests hold them to each other.
 package replies
