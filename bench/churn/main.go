@@ -39,6 +39,7 @@ type options struct {
 	pushPull time.Duration
 	owner    int
 	profile  string
+	still    bool
 }
 
 func run(args []string, out, log io.Writer) error {
@@ -52,6 +53,7 @@ func run(args []string, out, log io.Writer) error {
 	fs.Float64Var(&o.drift, "drift", 0.05, "drift tolerance of both resources")
 	fs.DurationVar(&o.pushPull, "push-pull", 0, "model memberlist's periodic push/pull at this interval (0: not modelled; memberlist's default is 30s)")
 	fs.IntVar(&o.owner, "owner-nodes", 0, "members of the owner-mode roll (0: 1,000, or 300 with -quick; at least 100, owner mode's threshold)")
+	fs.BoolVar(&o.still, "no-churn", false, "run each scenario's mesh with nothing joining, leaving or restarting (what the churn adds, for the tiers rows too)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the run to this file (also on interrupt)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -89,6 +91,9 @@ func run(args []string, out, log io.Writer) error {
 				continue
 			}
 			sc := s.sc
+			if o.still {
+				sc.Restarts, sc.Starts, sc.Leaves = nil, nil, nil
+			}
 			sc.Seed, sc.SyncInterval, sc.PushPullEvery, sc.MaxEvents = o.seed, o.sync, o.pushPull, 2_000_000_000
 			sc.Encrypt, sc.Label = true, "obol"
 			// Each key's limit is half of what it is offered, over the
