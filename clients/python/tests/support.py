@@ -4,6 +4,7 @@ named by OBOL_AGENT_BIN), and a fake agent that misbehaves on purpose."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import socket
@@ -167,3 +168,9 @@ def answer(status: int, body: bytes, ctype: str = "application/json") -> Callabl
             conn.sendall(b"HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s"
                          % (status, ctype.encode(), len(body), body))
     return h
+
+
+# The logger of clients whose log lines the tests do not read.
+QUIET = logging.getLogger("obol.test.quiet")
+QUIET.addHandler(logging.NullHandler())
+QUIET.propagate = False

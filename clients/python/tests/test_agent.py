@@ -8,7 +8,7 @@ import unittest
 import obol
 from obol import Client
 
-from .support import TIMEOUT, Agent
+from .support import QUIET, TIMEOUT, Agent
 
 agent: Agent
 
@@ -26,6 +26,7 @@ class AgentTest(unittest.TestCase):
     def client(self, **kw) -> Client:
         kw.setdefault("timeout", TIMEOUT)
         kw.setdefault("environ", {})
+        kw.setdefault("logger", QUIET)
         c = Client(socket=agent.socket, **kw)
         self.addCleanup(c.close)
         return c

@@ -15,7 +15,7 @@ from typing import Any, Callable, List, Tuple
 import obol
 from obol import Client
 
-from .support import PATIENCE, FakeAgent, answer, read_request, short_dir
+from .support import PATIENCE, QUIET, FakeAgent, answer, read_request, short_dir
 
 
 def hang(agent_ref: List[FakeAgent]) -> Callable[[socket.socket], None]:
@@ -89,7 +89,7 @@ class MatrixTest(unittest.TestCase):
     def client(self, sock: str, **kw: Any) -> Client:
         kw.setdefault("timeout", 0.05)
         kw.setdefault("environ", {})
-        kw.setdefault("logger", logging.getLogger("obol.test.quiet"))
+        kw.setdefault("logger", QUIET)
         c = Client(socket=sock, **kw)
         self.addCleanup(c.close)
         return c
