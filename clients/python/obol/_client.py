@@ -1002,7 +1002,8 @@ class Client:
                  timeout: float = 10.0) -> List[Decision]:
         """Runs requests ({"at_ms", "domain", "copies", "min_copies", "op"})
         against a fresh engine with one resource's config, on virtual time
-        (POST /v1/simulate; nothing live is touched). It does not fail open:
+        (POST /v1/simulate; nothing live is touched), and returns a Decision
+        per request (a refund's has only remaining). It does not fail open:
         AgentUnavailable when the agent cannot answer."""
         if self._closed:
             raise ClientClosed("obol: the client is closed")
@@ -1012,7 +1013,13 @@ class Client:
             ds = _json(raw).get("decisions")
             if not isinstance(ds, list):
                 raise Unavailable("unreadable reply: no decisions")
-            return [Decision.from_reply(d) for d in ds]
+            out = []
+            for d in ds:
+                if isinstance(d, dict) and "granted" not in d:  # a refund item: {"remaining"}
+                    out.append(Decision(remaining=_int(d, "remaining"), reply=d))
+                else:
+                    out.append(Decision.from_reply(d))
+            return out
         except (Unavailable, ValueError, AttributeError) as e:
             raise AgentUnavailable("obol: simulate: %s" % e) from None
         except APIError as e:
