@@ -300,3 +300,56 @@ class ConfigTest(unittest.TestCase):
             kw.setdefault("environ", {})
             with self.subTest(kw=kw), self.assertRaises(ValueError):
                 Client(**kw)
+
+
+class WireTest(unittest.TestCase):
+    """Replies in the forms HTTP/1.1 allows beside the agent's own (a proxy's)."""
+
+    def grant_with(self, reply: bytes) -> obol.Decision:
+        def h(conn: socket.socket) -> None:
+            while read_request(conn) is not None:
+                conn.sendall(reply)
+                if b"close" in reply or b"Content-Length" not in reply and b"chunked" not in reply:
+                    conn.close()
+                    return
+        f = FakeAgent(h)
+        self.addCleanup(f.stop)
+        c = Client(socket=f.socket, timeout=PATIENCE, environ={}, logger=QUIET)
+        self.addCleanup(c.close)
+        d = c.request("r", "d")
+        self.assertEqual(c.request("r", "d").granted, d.granted)  # a second call, on a new or kept connection
+        return d
+
+    body = b'{"granted":1,"remaining":7,"retry_after_ms":0,"reset_after_ms":1}'
+
+    def test_chunked(self) -> None:
+        b = self.body
+        reply = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n"
+                 % (10, b[:10], len(b) - 10, b[10:]))
+        d = self.grant_with(reply)
+        self.assertEqual((d.granted, d.remaining, d.degraded), (1, 7, False))
+
+    def test_connection_close(self) -> None:
+        d = self.grant_with(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s"
+                            % (len(self.body), self.body))
+        self.assertEqual((d.remaining, d.degraded), (7, False))
+
+    def test_body_until_close(self) -> None:
+        d = self.grant_with(b"HTTP/1.0 200 OK\r\n\r\n" + self.body)
+        self.assertEqual((d.remaining, d.degraded), (7, False))
+
+    def test_malformed_heads_degrade(self) -> None:
+        for reply in (b"HTTP/1.1 2000 OK\r\n\r\n", b"HTTP/1.1 200 OK\r\nbad header\r\n\r\n",
+                      b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+                      b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+                      b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70000 + b"\r\n\r\n"):
+            with self.subTest(reply=reply[:40]):
+                def h(conn: socket.socket, reply: bytes = reply) -> None:
+                    read_request(conn)
+                    conn.sendall(reply)
+                    conn.close()
+                f = FakeAgent(h)
+                self.addCleanup(f.stop)
+                c = Client(socket=f.socket, timeout=PATIENCE, environ={}, logger=QUIET)
+                self.addCleanup(c.close)
+                self.assertTrue(c.request("r", "d").degraded)
