@@ -149,6 +149,13 @@ class Transport:
                 return
         conn.close()
 
+    def close_idle(self) -> None:
+        """Closes the kept-alive connections (later calls connect anew)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for c, _ in idle:
+            c.close()
+
     def close(self) -> None:
         with self._lock:
             self._closed = True

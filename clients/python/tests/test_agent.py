@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 import unittest
 
 import obol
 from obol import Client
 
-from .support import QUIET, TIMEOUT, Agent
+from .support import PATIENCE, QUIET, TIMEOUT, Agent
 
 agent: Agent
 
@@ -294,3 +296,31 @@ class AdaptiveAndPacerTest(AgentTest):
             c.observe("t/pacer", 200, remaining=1, headers={"RateLimit-Remaining": "1"})
         with self.assertRaises(obol.WrongKind):
             c.pace("t/gcra")
+
+    def test_release_while_the_agent_is_gone_is_queued_and_retried(self) -> None:
+        c = self.client(session_ttl_ms=3000)
+        h = c.reserve("t/two", self.domain(), copies=2)
+        away = agent.socket + ".away"
+        os.rename(agent.socket, away)  # the agent is gone, as far as new connections go
+        try:
+            c._t.close_idle()
+            h.release()
+            self.assertEqual(c.stats().pending_releases, 1)
+        finally:
+            os.rename(away, agent.socket)
+        deadline = time.monotonic() + PATIENCE
+        while c.stats().pending_releases:  # the background loop retries it
+            self.assertLess(time.monotonic(), deadline, "the queued release was not retried")
+            time.sleep(0.01)
+        self.assertEqual(self.client().reserve("t/two", self.domain(), copies=2).granted, 2)
+
+    def test_a_lost_session_is_reopened(self) -> None:
+        c = self.client()
+        h = c.reserve("t/two", self.domain())
+        sid = c._default_session().id
+        self.client()._t.call("DELETE", "/v1/sessions/" + str(sid))  # the agent forgets it
+        h2 = c.reserve("t/two", self.domain())
+        self.assertEqual(h2.granted, 1)
+        self.assertNotEqual(c._default_session().id, sid)
+        h.release()  # its session is gone: nothing to do
+        self.assertEqual(c.stats().sessions, 2)
