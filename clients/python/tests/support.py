@@ -31,6 +31,12 @@ resources:
   t/two: {kind: copies, domain_limit: 2}
   t/adaptive: {kind: adaptive, min_window: 1, max_window: 2}
   t/pacer: {kind: pacer, quota: 3600, period: 1h}
+  # the resources of the examples in docs/client-python.md
+  api/search: {kind: tiers, tiers: "5,1,1,0,50,5,5,15"}
+  api/export: {kind: gcra, burst: 10, count: 10, period: 1m}
+  jobs/sandbox: {kind: copies, domain_limit: 5}
+  auth/login: {kind: adaptive, min_window: 5, max_window: 250}
+  github/api: {kind: pacer, quota: 5000, period: 1h}
 """
 
 # How long the tests wait for something that takes microseconds when the
