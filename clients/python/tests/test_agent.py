@@ -297,6 +297,8 @@ class AdaptiveAndPacerTest(AgentTest):
         with self.assertRaises(obol.WrongKind):
             c.pace("t/gcra")
 
+
+class SessionRecoveryTest(AgentTest):
     def test_release_while_the_agent_is_gone_is_queued_and_retried(self) -> None:
         c = self.client(session_ttl_ms=3000)
         h = c.reserve("t/two", self.domain(), copies=2)
