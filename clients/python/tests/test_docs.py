@@ -11,7 +11,9 @@ import re
 import unittest
 from unittest import mock
 
-from .support import Agent
+import obol
+
+from .support import TIMEOUT, Agent
 
 DOC = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "client-python.md")
 
@@ -32,7 +34,13 @@ class DocsTest(unittest.TestCase):
             with self.subTest(block=i, first_line=code.splitlines()[0]):
                 out = io.StringIO()
                 ns: dict = {"__name__": "docs_example_%d" % i}
-                with mock.patch.dict(os.environ, env), contextlib.redirect_stdout(out):
+                # The examples use the production timeout (20 ms), which a
+                # loaded machine can miss: the test gives Client() its own.
+                defaults = obol.Client.__init__.__defaults__
+                assert defaults is not None and defaults[2] == obol.DEFAULT_TIMEOUT
+                patched = defaults[:2] + (TIMEOUT,) + defaults[3:]
+                with mock.patch.dict(os.environ, env), contextlib.redirect_stdout(out), \
+                        mock.patch.object(obol.Client.__init__, "__defaults__", patched):
                     exec(compile(code, "%s block %d" % (DOC, i), "exec"), ns)
                 client = ns.get("client")
                 if client is not None:
