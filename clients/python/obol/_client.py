@@ -10,6 +10,7 @@ import os
 import random
 import threading
 import time
+import weakref
 from typing import (Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional,
                     Sequence, Tuple, Union)
 from urllib.parse import quote
@@ -501,6 +502,26 @@ class Admission:
 Need = Union[Tuple[str, str], Tuple[str, str, int], Tuple[str, str, int, Optional[int]], Mapping[str, Any]]
 
 
+# Every client, so that a forked child starts its own background loop and
+# sessions rather than sharing its parent's.
+_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for c in list(_clients):
+        c._lock = threading.Lock()
+        c._rand_lock = threading.Lock()
+        c._loop = None
+        c._stop = threading.Event()
+        c._sessions = set()
+        c._pending = []
+        c._default = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Client:
     """A client of the obol agent, safe to share between threads.
 
@@ -560,6 +581,7 @@ class Client:
         self._loop: Optional[threading.Thread] = None
         self._session_ttl_ms = session_ttl_ms
         self._default: Optional[Session] = None
+        _clients.add(self)
 
     # ---- bookkeeping ----
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import socket
+import os
 import threading
 import time
+import weakref
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import urlsplit
 
@@ -74,6 +76,24 @@ def _snippet(b: bytes) -> str:
     return s + ("…" if len(b) > 120 else "")
 
 
+# Every transport, so that a forked child (a pre-forking web server's
+# worker) drops the connections it inherited instead of sharing them with
+# its parent.
+_transports: "weakref.WeakSet[Transport]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for t in list(_transports):
+        t._lock = threading.Lock()
+        idle, t._idle = t._idle, []
+        for c, _ in idle:
+            c.close()  # the child's copy of the descriptor: the parent's connection lives on
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Transport:
     """One agent's address and a pool of kept-alive connections."""
 
@@ -84,6 +104,7 @@ class Transport:
         self._closed = False
         self.paused_until = 0.0
         self.pause = 0.1
+        _transports.add(self)
         if url is not None:
             u = urlsplit(url)
             if u.scheme not in ("http", "https") or not u.hostname or u.query or u.fragment:

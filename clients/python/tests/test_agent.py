@@ -326,3 +326,28 @@ class SessionRecoveryTest(AgentTest):
         self.assertNotEqual(c._default_session().id, sid)
         h.release()  # its session is gone: nothing to do
         self.assertEqual(c.stats().sessions, 2)
+
+
+@unittest.skipUnless(hasattr(os, "fork"), "no os.fork here")
+class ForkTest(AgentTest):
+    def test_a_forked_child_uses_connections_of_its_own(self) -> None:
+        c = self.client()
+        self.assertEqual(c.request("open/fork", "parent").granted, 1)  # a kept-alive connection
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report its decision through the pipe, then leave at once
+            code = 1
+            try:
+                d = c.request("open/fork", "child")
+                h = c.reserve("t/two", self.domain())
+                os.write(w, b"%d %d %d %d" % (d.granted, int(d.degraded), h.granted, len(c._t._idle)))
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        with os.fdopen(r, "rb") as f:
+            got = f.read()
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(status, 0)
+        self.assertEqual(got, b"1 0 1 1")
+        self.assertEqual(c.request("open/fork", "parent").granted, 1)
