@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 from typing import Any, Awaitable, Callable, Iterable, List, Optional, Tuple, Union
 
 from ._client import Client, Decision
 from .errors import APIError
-
-log = logging.getLogger("obol")
 
 BODY_429 = b"429 too many requests\n"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import http.client
-import logging
 import os
 import threading
 import unittest
