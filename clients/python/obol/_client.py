@@ -758,6 +758,9 @@ class Client:
         cannot answer degrades its items. No max_wait."""
         if self._closed:
             raise ClientClosed("obol: the client is closed")
+        if not isinstance(needs, (list, tuple)):
+            raise self._fail(bad("needs: want a list of (resource, domain[, copies[, min_copies]]), got %r"
+                                 % (type(needs).__name__,)))
         out: List[Union[Decision, APIError, None]] = [None] * len(needs)
         items: List[Tuple[int, Dict[str, Any], bytes]] = []
         for i, n in enumerate(needs):
@@ -1004,6 +1007,9 @@ class Client:
                     raise bad("give remaining or headers, not both")
                 body["remaining"] = _check_count("remaining", remaining, 10 ** 18 - 1)
             elif headers:
+                if not hasattr(headers, "items"):
+                    raise bad("headers: want a mapping of the reply's headers (a dict, an http.client "
+                              "HTTPMessage...), got %r" % (type(headers).__name__,))
                 low = {str(k).lower(): v for k, v in headers.items()}
                 if low.get("ratelimit"):
                     body["ratelimit"] = str(low["ratelimit"])

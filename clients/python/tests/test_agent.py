@@ -105,12 +105,20 @@ class RateTest(AgentTest):
             (lambda: c.complete("t", "maybe"), "outcome"),
             (lambda: c.observe("t/pacer", 42), "status"),
             (lambda: c.seize("degraded:x"), "transfer"),
+            (lambda: c.batch(None), "needs"),  # type: ignore[arg-type]
+            (lambda: c.observe("t/pacer", 200, headers=[("RateLimit", "x")]), "headers"),  # type: ignore[arg-type]
+            (lambda: c.session(ttl_ms=0), "ttl_ms"),
+            (lambda: c.reserve("t/two", "d").transfer(ttl_ms=-1), "ttl_ms"),
         ]
         for call, name in cases:
             with self.assertRaises(obol.BadRequest, msg=name) as e:
                 call()
             self.assertIn(name, str(e.exception))
             self.assertEqual(e.exception.status, 0)
+        out = c.batch([("t/gcra",), ("t/gcra", "d", -1)])  # an item's error is returned, not raised
+        self.assertIsInstance(out[0], obol.BadRequest)
+        self.assertIn("batch item 0", str(out[0]))
+        self.assertIn("copies", str(out[1]))
 
     def test_refund(self) -> None:
         c = self.client()
