@@ -40,10 +40,10 @@ class AgentTest(unittest.TestCase):
 class RateTest(AgentTest):
     def test_request_grants_then_rejects(self) -> None:
         c = self.client()
-        d = c.request("t/one", self.domain())
+        d = c.request("t/slow", self.domain())
         self.assertEqual((d.granted, d.degraded, d.killed), (1, False, False))
         self.assertTrue(d)
-        d = c.request("t/one", self.domain())
+        d = c.request("t/slow", self.domain())
         self.assertEqual(d.granted, 0)
         self.assertFalse(d)
         self.assertGreater(d.retry_after_ms, 0)
@@ -57,10 +57,10 @@ class RateTest(AgentTest):
 
     def test_min_copies_and_peek(self) -> None:
         c = self.client()
-        d = c.request("t/gcra", self.domain(), copies=15)
-        d = c.request("t/gcra", self.domain(), copies=10, min_copies=0)
+        d = c.request("t/bucket", self.domain(), copies=15)
+        d = c.request("t/bucket", self.domain(), copies=10, min_copies=0)
         self.assertEqual(d.granted, 5)
-        d = c.request("t/gcra", self.domain(), copies=0)
+        d = c.request("t/bucket", self.domain(), copies=0)
         self.assertEqual((d.granted, d.killed), (0, False))
 
     def test_check_ratelimit_fields(self) -> None:
@@ -69,13 +69,13 @@ class RateTest(AgentTest):
         self.assertEqual(d.granted, 1)
         self.assertEqual(d.policies[0], ("t1", {"q": 5, "w": 1}))
         self.assertTrue(d.ratelimit.startswith('"'), d.ratelimit)
-        c.request("t/one", self.domain())
-        d = c.check("t/one", self.domain())
+        c.request("t/slow", self.domain())
+        d = c.check("t/slow", self.domain())
         self.assertEqual(d.granted, 0)
         self.assertGreater(d.retry_after_ms, 0)
         self.assertTrue(d.ratelimit_policy)
         with self.assertRaises(obol.BadRequest):
-            c.check("t/one", self.domain(), copies=2, max_wait=-1)
+            c.check("t/slow", self.domain(), copies=2, max_wait=-1)
 
     def test_client_errors_are_typed(self) -> None:
         c = self.client()
@@ -122,8 +122,8 @@ class RateTest(AgentTest):
 
     def test_refund(self) -> None:
         c = self.client()
-        c.request("t/gcra", self.domain(), copies=5)
-        self.assertEqual(c.refund("t/gcra", self.domain(), 2), 17)
+        c.request("t/bucket", self.domain(), copies=5)
+        self.assertEqual(c.refund("t/bucket", self.domain(), 2), 17)
 
     def test_batch(self) -> None:
         c = self.client()
@@ -152,13 +152,13 @@ class RateTest(AgentTest):
     def test_kill_switch_turns_rejections_into_grants(self) -> None:
         c = self.client(environ={"OBOL_KILL_SWITCH": "1"})
         self.assertTrue(c.kill_switch)
-        c.request("t/one", self.domain())
-        d = c.request("t/one", self.domain(), copies=1, max_wait=5)
+        c.request("t/slow", self.domain())
+        d = c.request("t/slow", self.domain(), copies=1, max_wait=5)
         self.assertEqual((d.granted, d.killed, d.retry_after_ms, d.retries), (1, True, 0, 0))
         self.assertEqual(d.reply["granted"], 0)
-        self.assertEqual(c.request("t/one", self.domain(), copies=0).killed, False)
+        self.assertEqual(c.request("t/slow", self.domain(), copies=0).killed, False)
         c.set_kill_switch(False)
-        self.assertEqual(c.request("t/one", self.domain()).granted, 0)
+        self.assertEqual(c.request("t/slow", self.domain()).granted, 0)
         self.assertEqual(c.stats().killed, 1)
 
     def test_max_wait_retries_until_granted(self) -> None:
