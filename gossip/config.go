@@ -93,7 +93,11 @@ type Config struct {
 	// sides may go on thinking the other dead until a push/pull or a
 	// rejoin, tens of seconds later. A peer that hears a beacon after a
 	// silence resyncs at once (ResyncAfter), which revives both views and
-	// exchanges what the partition kept apart. 0: 200 ms; negative: never.
+	// exchanges what the partition kept apart. The same loop asks each
+	// live member never heard from in ResyncAfter × the heartbeat stretch
+	// since memberlist reported it for a push/pull (it most likely does
+	// not know of this node, and ships its counts to the others only).
+	// 0: 200 ms; negative: never (neither).
 	BeaconInterval time.Duration
 	// Clock is the node's own time: it drives the rejoin and beacon loops
 	// and stamps what it hears (the silences ResyncAfter measures, the five

@@ -141,6 +141,39 @@ func (n *Node) beaconStep(now time.Time) int {
 	return len(to)
 }
 
+// unheardStep is the beacon loop's second step (with beacons off, it does
+// not run): it queues a push/pull (at most
+// one per ResyncAfter per member) with every live member this node has
+// never heard from although memberlist reported it more than ResyncAfter
+// × the heartbeat stretch before now, and returns how many it queued.
+//
+// Every member that knows of this node sends it a heartbeat at least once
+// in that time, so one never heard from most likely does not know of this
+// node: memberlist's news of this node's join did not reach it (seen with
+// ten agents on a loaded machine, one member still unaware of two joiners
+// after 5 s). It then ships its counts to the others only, and this node
+// misses them until the news arrives. The push/pull tells it of this node
+// (memberlist merges the two lists) and brings its counts here at once.
+func (n *Node) unheardStep(now time.Time) int {
+	if n.stopped() || n.resyncAfter <= 0 {
+		return 0
+	}
+	after := n.resyncAfter * time.Duration(max(n.stretch.Load(), 1))
+	queued := 0
+	n.mu.Lock()
+	for name, ps := range n.peers {
+		if name == n.name || ps.state != "alive" || !ps.lastSync.IsZero() || now.Sub(ps.changed) <= after {
+			continue
+		}
+		if n.queueResyncLocked(name, ps, now) {
+			queued++
+		}
+	}
+	n.mu.Unlock()
+	n.unheardResyncs.Add(uint64(queued))
+	return queued
+}
+
 // rejoinStep is the rejoin loop's step: it resolves the seeds and joins
 // every resolved address that is not a live member (nor this node), and
 // returns how many it joined. What it does depends on the membership and

@@ -353,3 +353,58 @@ func waitUntil(d time.Duration, f func() bool) bool {
 	}
 	return true
 }
+
+// TestUnheardStep: a live member never heard from for ResyncAfter (× the
+// heartbeat stretch) after memberlist reported it is most likely unaware
+// of this node (memberlist's news of its join was lost), and ships its
+// counts to the others only: this node asks it for a push/pull, once per
+// ResyncAfter, which tells it of this node and brings its counts. Seen
+// as two of ten agents missing a third's hits for over 5 s on a loaded
+// machine (cmd/agent's rolling restart test, before its roll).
+func TestUnheardStep(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	tests := []struct {
+		name  string
+		heard bool          // x sent this node a packet after it joined
+		state string        // x's last state: alive or dead
+		at    time.Duration // after t0, when x was reported
+		want  int
+	}{
+		{name: "never heard, reported long ago", state: "alive", at: defaultResyncAfter + time.Millisecond, want: 1},
+		{name: "never heard, reported just now", state: "alive", at: defaultResyncAfter, want: 0},
+		{name: "heard from", heard: true, state: "alive", at: time.Minute, want: 0},
+		{name: "dead", state: "dead", at: time.Minute, want: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fn := gossiptest.NewFaultNet()
+			fake := clock.NewFake(t0)
+			nd := start(t, fn, "solo", func(c *Config) { c.Tune, c.Clock = quiet, fake })
+			x := start(t, fn, "x", func(c *Config) { c.Tune = quiet })
+			host, port, _ := net.SplitHostPort(x.Addr())
+			pn, _ := strconv.Atoi(port)
+			d := (*delegate)(nd.Node)
+			m := &memberlist.Node{Name: "x", Addr: net.ParseIP(host), Port: uint16(pn), Meta: encodeMeta(1, false)}
+			d.NotifyJoin(m)
+			if tc.state == "dead" {
+				d.NotifyLeave(m)
+			}
+			if tc.heard {
+				nd.received(&packet.Packet{From: "x", Incarnation: 1}, 10)
+			}
+			now := t0.Add(tc.at)
+			if got := nd.unheardStep(now); got != tc.want {
+				t.Fatalf("unheardStep = %d, want %d", got, tc.want)
+			}
+			if got := nd.Stats().UnheardResyncs; got != uint64(tc.want) {
+				t.Errorf("UnheardResyncs = %d, want %d", got, tc.want)
+			}
+			if tc.want > 0 {
+				// Once per ResyncAfter: the next step finds it asked.
+				if got := nd.unheardStep(now.Add(time.Millisecond)); got != 0 {
+					t.Errorf("a second step within ResyncAfter queued %d, want 0", got)
+				}
+			}
+		})
+	}
+}

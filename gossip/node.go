@@ -78,6 +78,7 @@ type Stats struct {
 	StatesSkipped         uint64 // snapshots not sent because they exceeded the push/pull limit
 	StatesTrimmed         uint64 // states sent with some of the origins they hold left out, to fit the push/pull limit
 	Resyncs               uint64 // push/pulls started with a peer back from a silence or a death
+	UnheardResyncs        uint64 // push/pulls queued with a live member never heard from (it may not know of this node)
 	QueueDrops            uint64 // sync messages dropped because their receive worker's queue was full (not in Dropped)
 	// Repair of sequenced streams: seqs this node asked its peers for,
 	// messages it sent again when asked, push/pulls started because a gap
@@ -123,7 +124,7 @@ type Node struct {
 	statesSkipped, resyncs, queueDrops       atomic.Uint64
 	statesTrimmed                            atomic.Uint64
 	asked, resent, repairResyncs, duplicates atomic.Uint64
-	notMember                                atomic.Uint64
+	notMember, unheardResyncs                atomic.Uint64
 	namesAsked, namesSent                    atomic.Uint64
 	targeted, reshipsAsked, reshipsMade      atomic.Uint64
 
@@ -279,7 +280,11 @@ func New(cfg Config, h Handler) (*Node, error) {
 		} else {
 			n.beacon = b
 			n.wg.Add(1)
-			go n.every(set.clk, func() time.Duration { return set.beaconEvery }, n.beaconStep)
+			// One loop reaches the members that cannot hear this node:
+			// the dead ones (beacons) and the live ones that never spoke.
+			go n.every(set.clk, func() time.Duration { return set.beaconEvery }, func(now time.Time) int {
+				return n.beaconStep(now) + n.unheardStep(now)
+			})
 		}
 	}
 	n.wg.Add(1)
@@ -441,7 +446,7 @@ func (n *Node) Stats() Stats {
 		Resyncs:    n.resyncs.Load(),
 		QueueDrops: n.queueDrops.Load(),
 		Asked:      n.asked.Load(), Resent: n.resent.Load(),
-		RepairResyncs: n.repairResyncs.Load(), Duplicates: n.duplicates.Load(), NotMember: n.notMember.Load(),
+		RepairResyncs: n.repairResyncs.Load(), Duplicates: n.duplicates.Load(), NotMember: n.notMember.Load(), UnheardResyncs: n.unheardResyncs.Load(),
 		NamesAsked: n.namesAsked.Load(), NamesSent: n.namesSent.Load(),
 		Targeted: n.targeted.Load(), ReshipsAsked: n.reshipsAsked.Load(), ReshipsMade: n.reshipsMade.Load(),
 	}
