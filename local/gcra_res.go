@@ -225,7 +225,7 @@ func (gr *gcraRes) load() (keys, holds, peerHolds int) { return gr.keys.len(), 0
 func (gr *gcraRes) adopt(old kindRes, rc *config.Resource) kindRes {
 	o := old.(*gcraRes)
 	gr.keys, gr.spill, gr.idle = o.keys, o.spill, o.idle
-	maxKeys := int64(maxKeysOf(rc))
+	maxKeys := int64(rc.MaxKeys)
 	gr.keys.max.Store(maxKeys)
 	if gr.idle != nil {
 		gr.idle.max.Store(maxKeys)
