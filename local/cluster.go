@@ -87,8 +87,8 @@ func TierSpans(ts []config.Tier) []Span {
 
 // GCRALife returns how long, in ms, a spend or a refund matters to a gcra
 // bucket of burst, refilled by count per period: its burst offset
-// burst·⌊period/count⌋ (the emission interval at least 1 ns), rounded up,
-// at least 1 ms; a second when count is not positive.
+// burst·⌊period/count⌋, rounded up, at least 1 ms; a second when count is
+// not positive.
 func GCRALife(burst, count int, period time.Duration) int64 {
 	if count <= 0 {
 		return second
