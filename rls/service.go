@@ -39,7 +39,7 @@ type Options struct {
 	NearLimitRatio float32
 	// Headers selects the response_headers_to_add (HeadersOff: none).
 	Headers HeaderMode
-	// MaxKeys bounds the counters kept (0 = DefaultMaxKeys); past it a
+	// MaxKeys bounds the counters kept (0 = DefaultMaxCounters); past it a
 	// new key takes an idle key's place or is counted in the overflow
 	// table (store.go): limiting never switches off.
 	MaxKeys int

@@ -32,13 +32,15 @@ import (
 // the cluster; no configured resource has it (they are NAMESPACE/NAME).
 const ResourcePrefix = "rls:"
 
-// DefaultMaxKeys is how many counters a store keeps at most (Options.MaxKeys,
-// NewStore). A new key past it first takes the place of a counter whose
+// DefaultMaxCounters is how many counters a store keeps at most (Options.MaxKeys,
+// NewStore): one counter per cache key and window, over every limit of the
+// service (config.DefaultMaxKeys is another bound: the keys one resource of
+// the engine tracks). A new key past it first takes the place of a counter whose
 // window has ended (an idle key: evictScan of its shard's counters are
 // looked at, the one whose window ended first goes); when none has, it is
 // counted in its shard's overflow table (below): still limited, never
 // stored.
-const DefaultMaxKeys = 1 << 20
+const DefaultMaxCounters = 1 << 20
 
 const shards = 64
 
@@ -108,11 +110,11 @@ type Store struct {
 }
 
 // NewStore returns an empty store keeping at most maxKeys counters (0 =
-// DefaultMaxKeys).
+// DefaultMaxCounters).
 func NewStore(maxKeys int) *Store {
 	s := &Store{maxKeys: int64(maxKeys), recs: map[uint64]local.Recorder{}}
 	if s.maxKeys <= 0 {
-		s.maxKeys = DefaultMaxKeys
+		s.maxKeys = DefaultMaxCounters
 	}
 	for i := range s.shards {
 		s.shards[i].m = map[string]*window{}
