@@ -224,7 +224,7 @@ func (a *adaptiveRes) adopt(old kindRes, rc *config.Resource) kindRes {
 type perAgent struct{}
 
 func (perAgent) release() int64                                     { return 0 }
-func (perAgent) attach(Cluster, string, *config.Resource)           {}
+func (perAgent) attach(Cluster, string, *config.Resource, Applier)  {}
 func (perAgent) applyCount(string, int, int64, int64, int64, int64) {}
 func (perAgent) applyEntry(string, int, int64, int64)               {}
 func (perAgent) addRemote(string, int64)                            {}

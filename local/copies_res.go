@@ -112,7 +112,9 @@ func (r *copiesRes) release() int64 { return r.book.dropRes(r) }
 
 // attach makes the cluster know the resource: copies ship holds (gauges),
 // never counts, so nothing is recorded.
-func (r *copiesRes) attach(c Cluster, name string, rc *config.Resource) { c.Recorder(name, rc) }
+func (r *copiesRes) attach(c Cluster, name string, rc *config.Resource, a Applier) {
+	c.Register(name, ClusterSpecOf(rc), a)
+}
 
 // addRemote changes the copies peers hold of domain by n.
 func (r *copiesRes) addRemote(domain string, n int64) {

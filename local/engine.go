@@ -38,7 +38,7 @@ type Engine struct {
 
 	book  *book // shared with the engines Reload makes from this one
 	stats *Stats
-	clu   Cluster // nil when the node runs alone
+	att   *attachment // its place in the cluster; nil when the node runs alone
 }
 
 // Stats counts what the engine did past its caps. Read with Load.

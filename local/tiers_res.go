@@ -185,8 +185,8 @@ func (tr *tiersRes) adopt(old kindRes, rc *config.Resource) kindRes {
 	return tr
 }
 
-func (tr *tiersRes) attach(c Cluster, name string, rc *config.Resource) {
-	tr.rec = recorder{c.Recorder(name, rc)}
+func (tr *tiersRes) attach(c Cluster, name string, rc *config.Resource, a Applier) {
+	tr.rec = recorder{c.Register(name, ClusterSpecOf(rc), a)}
 }
 
 // keyOrNew returns domain's state in a locked shard, fitted to p, adding

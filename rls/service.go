@@ -133,7 +133,8 @@ func (s *Service) SetConfig(cfg *Config) {
 // Config returns the config in force (nil when none).
 func (s *Service) Config() *Config { return s.cfg.Load() }
 
-// Store returns the service's counters (reconcile.Applier for the cluster).
+// Store returns the service's counters (the local.Applier of its limit
+// values in the cluster: Store.Attach).
 func (s *Service) Store() *Store { return s.store }
 
 // Stats returns the service's metrics.
