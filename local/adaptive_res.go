@@ -41,7 +41,7 @@ func adaptiveFromConfig(rc *config.Resource, ignore bool) *adaptiveRes {
 	cfg := adaptiveConfig(rc)
 	tr, err := adaptive.NewTracker(cfg)
 	if err != nil {
-		panic(fmt.Sprintf("local: adaptive config %+v: %v", rc, err)) // adaptiveConfig makes it valid
+		panic(fmt.Sprintf("local: adaptive config %+v: %v", rc, err)) // config's validation refuses what adaptive would
 	}
 	return &adaptiveRes{tr: tr, epoch: rand.Uint32(), key: newTicketKey(), share: newClientShare(shareOf(rc), cfg.Timeout), cfg: cfg}
 }
@@ -176,12 +176,8 @@ func (e *Engine) AdaptiveState(resource string) (st AdaptiveState, ok bool) {
 
 // stateNow returns the window's state as of its last decision or sweep.
 func (a *adaptiveRes) stateNow() AdaptiveState {
-	st := AdaptiveState{Window: a.tr.Window(), Outstanding: a.tr.Outstanding(), Expired: a.tr.Expired(),
+	return AdaptiveState{Window: a.tr.Window(), Outstanding: a.tr.Outstanding(), Expired: a.tr.Expired(),
 		MinWindow: a.cfg.MinWindow, MaxWindow: a.cfg.MaxWindow, Timeout: a.cfg.Timeout}
-	if st.Timeout == 0 {
-		st.Timeout = adaptive.DefaultTimeout
-	}
-	return st
 }
 
 // state reports the window, swept as of t; the domain plays no part.
@@ -216,7 +212,7 @@ func (a *adaptiveRes) adopt(old kindRes, rc *config.Resource) kindRes {
 		return a
 	}
 	if err := o.tr.Reconfigure(a.cfg); err != nil {
-		return a // cannot happen (adaptiveConfig makes it valid): keep the fresh tracker
+		return a // cannot happen (config's validation refuses what adaptive would): keep the fresh tracker
 	}
 	o.share.configure(shareOf(rc), a.cfg.Timeout)
 	return &adaptiveRes{tr: o.tr, epoch: o.epoch, key: o.key, share: o.share, cfg: a.cfg}
@@ -228,7 +224,7 @@ func (a *adaptiveRes) adopt(old kindRes, rc *config.Resource) kindRes {
 type perAgent struct{}
 
 func (perAgent) release() int64                                     { return 0 }
-func (perAgent) attach(Cluster, string, *config.Resource)           {}
+func (perAgent) attach(Cluster, string, *config.Resource, Applier)  {}
 func (perAgent) applyCount(string, int, int64, int64, int64, int64) {}
 func (perAgent) applyEntry(string, int, int64, int64)               {}
 func (perAgent) addRemote(string, int64)                            {}

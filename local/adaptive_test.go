@@ -193,7 +193,7 @@ func BenchmarkAdaptiveAdmitComplete(b *testing.B) {
 	cfg := &config.Config{Resources: map[string]*config.Resource{
 		"b/login": {Kind: config.KindAdaptive, MinWindow: 5, MaxWindow: 1000, GrowEvery: 10, Margin: 10, Timeout: time.Minute},
 	}}
-	e := New(cfg)
+	e := New(normal(cfg))
 	t0 := time.Unix(1_700_000_000, 0)
 	buf := make([]byte, 0, 64)
 	b.ReportAllocs()
@@ -215,7 +215,7 @@ func BenchmarkAdaptiveAdmit(b *testing.B) {
 	cfg := &config.Config{Resources: map[string]*config.Resource{
 		"b/login": {Kind: config.KindAdaptive, MinWindow: 5, MaxWindow: 10, GrowEvery: 10, Margin: 10, Timeout: time.Minute},
 	}}
-	e := New(cfg)
+	e := New(normal(cfg))
 	t0 := time.Unix(1_700_000_000, 0)
 	for range 10 { // a full window: every further admit is a rejection
 		_, _ = e.Admit(t0, "b/login")

@@ -16,13 +16,13 @@ import (
 // so the benchmark measures grants and rejections alike) and a two-tier
 // resource "b/tiers".
 func benchEngine() *Engine {
-	return New(&config.Config{Resources: map[string]*config.Resource{
+	return New(normal(&config.Config{Resources: map[string]*config.Resource{
 		"b/gcra": {Kind: config.KindGCRA, Burst: 100, Count: 1000, Period: time.Second},
 		"b/tiers": {Kind: config.KindTiers, Tiers: []config.Tier{
 			{Limit: 50, Window: time.Second, Active: time.Second},
 			{Limit: 500, Window: 5 * time.Second, Active: 5 * time.Second, Cooldown: 15 * time.Second},
 		}},
-	}})
+	}}))
 }
 
 func domains(n int) []string {

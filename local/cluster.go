@@ -1,6 +1,7 @@
 package local
 
 import (
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -8,25 +9,117 @@ import (
 )
 
 // cluster.go is the engine's side of the cluster, with no network in it:
-// the two interfaces a cluster implements (Cluster, Recorder), the slots
-// and spans in which the engine's records are counted, Attach, and the
-// Applier methods through which a cluster applies its peers' counts,
+// the interfaces a cluster and the engine meet through (Cluster, Recorder,
+// Applier), what a cluster needs to know of a resource (ClusterSpec, the
+// slots and spans in which the engine's records are counted), Attach, and
+// the Applier methods through which a cluster applies its peers' counts,
 // entries and holds to the engine's own state, so that a decision reads
-// the merged view from memory and never waits for the network.
+// the merged view from memory and never waits for the network. These
+// types live here, below the cluster, so that whatever registers with a
+// cluster (the engine, the rate limit service's store) names them without
+// linking it.
 
-// Cluster is what Attach joins an engine to: package reconcile's Cluster
-// implements it. Its methods are called by Attach only.
+// Cluster is what resources register with to be counted cluster-wide:
+// package reconcile's Cluster implements it. The engine registers its
+// resources in Attach (and again in each engine Reload makes).
 type Cluster interface {
-	// Recorder returns the recorder of resource name, configured as rc
-	// (a configured tiers, gcra or copies resource: copies ship holds, not
-	// counts, and record nothing). A reload calls it again for each
-	// resource with its new config; the recorder a name gets may be the
-	// same.
-	Recorder(name string, rc *config.Resource) Recorder
-	// SetEngine makes e the engine the cluster applies its peers' counts,
-	// tier entries and holds to (Applier), and asks of this node's holds;
-	// an engine made by Reload replaces its predecessor.
-	SetEngine(e *Engine)
+	// Register makes resource name known to the cluster, as spec
+	// describes it, with a the applier of its peers' records, and returns
+	// the recorder of this node's. A later call for the same name (a
+	// reload) replaces its spec and applier; the recorder may be the same.
+	Register(name string, spec ClusterSpec, a Applier) Recorder
+}
+
+// Applier is what a cluster applies its peers' records of a resource to:
+// the growth of their counts and their holds. Implemented by *Engine.
+// Methods are safe for concurrent use, take the instant now (Unix ms),
+// never block on the network and ignore keys of resources they do not
+// know.
+type Applier interface {
+	// ApplyCount adds n of a peer's hits (or gcra spends, refunds) of
+	// resource/domain in slot, made in the bucket [at, at+width).
+	ApplyCount(resource, domain string, slot int, at, width, n, now int64)
+	// ApplyEntry says a peer entered tier slot of resource/domain at at.
+	ApplyEntry(resource, domain string, slot int, at, now int64)
+	// AddRemoteHolds changes the copies peers hold for resource/domain by n.
+	AddRemoteHolds(resource, domain string, n int64)
+	// EachHold calls fn for every resource/domain this node holds copies of.
+	EachHold(fn func(resource, domain string, holds int64))
+}
+
+// ClusterSpec is what a cluster needs to know of one resource to count it:
+// how long each slot's records matter, and the limits its drift thresholds
+// are taken of. Each registrant builds it from what it owns: the engine
+// from a resource's normalized config (ClusterSpecOf), the rate limit
+// service from its limit values. A resource that only ships holds
+// (copies) has no slots.
+type ClusterSpec struct {
+	// Drift is the drift tolerance, a fraction of a limit in [0, 1]: a key
+	// is shipped at once when its unshipped hits reach max(1,
+	// Drift·limit/N) for N live nodes; 0 ships every hit at once.
+	Drift float64
+	// Spans are, per slot, how long a record of it matters (Span).
+	Spans []Span
+	// Limits are, per slot, the limit the slot's drift threshold is taken
+	// of (0: none, so no hurry).
+	Limits []int64
+	// Hard is the limit of one key's hits of every tier (a threshold on
+	// slot 0), Global the limit of every key's together (a threshold on
+	// the resource's unshipped hits); 0: none.
+	Hard, Global int64
+	// ShipLate ships, once, a bucket that left its span before it was ever
+	// shipped (gcra: a spend keeps pushing a busy bucket's TAT long after
+	// its own span, so peers must see it); otherwise such a bucket counts
+	// in no window any more and goes unshipped.
+	ShipLate bool
+}
+
+// ClusterSpecOf returns the cluster spec of rc, a validated and normalized
+// resource: for tiers, each slot's spans the longest of the default's and
+// every override's (so that no hit is dropped before its window ends),
+// slot 0's limit the hard limit (else the global one) and slot i's the
+// least limit of tier i; for gcra, both slots the longest burst offset
+// and the default's burst; no slots for the other kinds.
+func ClusterSpecOf(rc *config.Resource) ClusterSpec {
+	s := ClusterSpec{Drift: *rc.Drift}
+	switch rc.Kind {
+	case config.KindTiers:
+		n := len(rc.Tiers)
+		for _, o := range rc.Domains {
+			n = max(n, len(o.Tiers))
+		}
+		s.Hard, s.Global = int64(config.LimitOr(rc.HardLimit, 0)), int64(config.LimitOr(rc.GlobalLimit, 0))
+		s.Spans, s.Limits = make([]Span, n+1), make([]int64, n+1)
+		s.Limits[SlotTotal] = s.Hard
+		if s.Hard == 0 {
+			s.Limits[SlotTotal] = s.Global
+		}
+		widen := func(ts []config.Tier) {
+			for i, sp := range tierSpans(ts) {
+				s.Spans[i].Hits = max(s.Spans[i].Hits, sp.Hits)
+				s.Spans[i].Entry = max(s.Spans[i].Entry, sp.Entry)
+				if i == SlotTotal {
+					continue
+				}
+				if l := int64(ts[i-1].Limit); s.Limits[i] == 0 || l < s.Limits[i] {
+					s.Limits[i] = l
+				}
+			}
+		}
+		widen(rc.Tiers)
+		for _, o := range rc.Domains {
+			widen(o.Tiers)
+		}
+	case config.KindGCRA:
+		life := gcraLife(rc.Burst, rc.Count, rc.Period)
+		for _, o := range rc.Domains {
+			life = max(life, gcraLife(o.Burst, o.Count, o.Period))
+		}
+		s.Spans = []Span{{Hits: life}, {Hits: life}}
+		s.Limits = []int64{int64(rc.Burst), int64(rc.Burst)}
+		s.ShipLate = true
+	}
+	return s
 }
 
 // Recorder records what the engine commits on one clustered resource, for
@@ -72,10 +165,10 @@ const (
 // that has none).
 type Span struct{ Hits, Entry int64 }
 
-// TierSpans returns the spans of a tiers key's slots under the tier list
+// tierSpans returns the spans of a tiers key's slots under the tier list
 // ts, as the engine decides them: slot 0, the last second; slot i, tier i's
 // window, and its active plus cooldown.
-func TierSpans(ts []config.Tier) []Span {
+func tierSpans(ts []config.Tier) []Span {
 	p := tiersParamsOf(ts, NoLimit, NoLimit)
 	out := make([]Span, len(p.tiers)+1)
 	out[SlotTotal] = Span{Hits: second}
@@ -85,11 +178,11 @@ func TierSpans(ts []config.Tier) []Span {
 	return out
 }
 
-// GCRALife returns how long, in ms, a spend or a refund matters to a gcra
+// gcraLife returns how long, in ms, a spend or a refund matters to a gcra
 // bucket of burst, refilled by count per period: its burst offset
-// burst·⌊period/count⌋ (the emission interval at least 1 ns), rounded up,
-// at least 1 ms; a second when count is not positive.
-func GCRALife(burst, count int, period time.Duration) int64 {
+// burst·⌊period/count⌋, rounded up, at least 1 ms; a second when count is
+// not positive.
+func gcraLife(burst, count int, period time.Duration) int64 {
 	if count <= 0 {
 		return second
 	}
@@ -97,22 +190,71 @@ func GCRALife(burst, count int, period time.Duration) int64 {
 	return max(1, msCeil(time.Duration(p.b)))
 }
 
-// Attach joins e to cluster c: every hit e commits on a configured tiers or
-// gcra resource is recorded in c for shipping, and c applies its peers'
-// counts and holds to e. Call it once, before e decides anything; an engine
-// made by Reload is attached to the same cluster.
+// Attach joins e to cluster c: it registers each configured tiers, gcra
+// and copies resource of e with c (ClusterSpecOf), so that every hit e
+// commits on a tiers or gcra one is recorded in c for shipping and c
+// applies its peers' counts and holds to e. Call it once, before e decides
+// anything; an engine made by Reload registers its resources with the same
+// cluster, and peers' records go to it from then on.
 func (e *Engine) Attach(c Cluster) {
-	e.clu = c
+	a := &attachment{c: c}
+	a.cur.Store(e)
+	e.register(a)
+}
+
+// register registers e's resources with a's cluster, a their applier. An
+// unlimited rate resource records nothing and applies nothing, so it is
+// not registered; an unlimited copies one still counts its peers' holds.
+func (e *Engine) register(a *attachment) {
+	e.att = a
 	for name, r := range e.res {
-		if !r.unlimited {
-			r.k.attach(c, name, e.cfg.Resources[name])
+		if !r.unlimited || r.kind == config.KindCopies {
+			r.k.attach(a.c, name, e.cfg.Resources[name], a)
 		}
 	}
-	c.SetEngine(e)
+}
+
+// attachment is an engine's place in its cluster, shared with the engines
+// Reload makes from it: the applier its resources are registered with,
+// which passes peers' records on to the engine in force (the last one
+// registered). So a reload needs no call from the cluster back, and a
+// resource it removed leaves its registration pointing at the engine in
+// force, which ignores it, rather than at a retired engine.
+type attachment struct {
+	c   Cluster
+	cur atomic.Pointer[Engine]
+}
+
+var _ Applier = (*attachment)(nil)
+
+func (a *attachment) ApplyCount(resource, domain string, slot int, at, width, n, now int64) {
+	a.cur.Load().ApplyCount(resource, domain, slot, at, width, n, now)
+}
+
+func (a *attachment) ApplyEntry(resource, domain string, slot int, at, now int64) {
+	a.cur.Load().ApplyEntry(resource, domain, slot, at, now)
+}
+
+func (a *attachment) AddRemoteHolds(resource, domain string, n int64) {
+	a.cur.Load().AddRemoteHolds(resource, domain, n)
+}
+
+func (a *attachment) EachHold(fn func(resource, domain string, holds int64)) {
+	a.cur.Load().EachHold(fn)
+}
+
+// EachTAT is the engine in force's (Engine.EachTAT).
+func (a *attachment) EachTAT(now int64, fn func(resource, domain string, tat int64)) {
+	a.cur.Load().EachTAT(now, fn)
 }
 
 // Cluster returns the cluster e is attached to, or nil.
-func (e *Engine) Cluster() Cluster { return e.clu }
+func (e *Engine) Cluster() Cluster {
+	if e.att == nil {
+		return nil
+	}
+	return e.att.c
+}
 
 // ApplyCount adds n hits a peer made (or, for gcra, tokens it spent or
 // refunded) to resource/domain's slot, made in the time bucket [at,

@@ -35,12 +35,12 @@ func TestDequeInsertKeepsTimeOrder(t *testing.T) {
 // peerCfg is one tiers resource (5 per second, then a prison tier of 1 per
 // 10 s), one gcra bucket and one copies resource.
 func peerCfg() *config.Config {
-	return &config.Config{Resources: map[string]*config.Resource{
+	return normal(&config.Config{Resources: map[string]*config.Resource{
 		"t/r": {Kind: config.KindTiers, Tiers: tiers(tier(5, s, s, 0, false), tier(1, 10*s, 10*s, 0, false)), HardLimit: config.Limit(8)},
 		"g/r": {Kind: config.KindGCRA, Burst: 10, Count: 10, Period: s},
 		"c/r": {Kind: config.KindCopies, DomainLimit: config.Limit(3), GlobalLimit: config.Limit(5),
 			Groups: []config.Group{{Name: "big", Limit: config.Limit(4), Domains: []string{"a", "b"}}}},
-	}}
+	}})
 }
 
 func TestApplyCountTiers(t *testing.T) {
@@ -177,7 +177,7 @@ func TestGCRAPeerSpendInPartsKeepsItsKey(t *testing.T) {
 	cfg := &config.Config{Resources: map[string]*config.Resource{
 		"g/h": {Kind: config.KindGCRA, Burst: 1000, Count: 1000, Period: time.Hour},
 	}}
-	e := New(cfg)
+	e := New(normal(cfg))
 	gr := e.res["g/h"].k.(*gcraRes)
 	gr.idle = newStore[idleLog](100) // clustered, as attach makes it
 	b := int64(1_795_817_220_000)    // a bucket's start, ms

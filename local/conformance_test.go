@@ -321,7 +321,7 @@ const confEngineName = "sim/r"
 type confEngine struct{ e *Engine }
 
 func newConfEngine(res *config.Resource) *confEngine {
-	return &confEngine{e: New(&config.Config{Resources: map[string]*config.Resource{confEngineName: res}})}
+	return &confEngine{e: New(normal(&config.Config{Resources: map[string]*config.Resource{confEngineName: res}}))}
 }
 
 // do runs one vector request through the engine; an error is reported as the

@@ -14,18 +14,12 @@ import (
 var _ kindRes = (*copiesRes)(nil)
 
 // copiesFromConfig returns the state of a copy-limited resource, whose
-// counts the book b guards.
+// counts the book b guards. Its limits are rc's as they are: normalization
+// has lowered every one above global_limit, or absent, to it.
 func copiesFromConfig(name string, rc *config.Resource, unlimited bool, b *book) *copiesRes {
-	g := int64(limitOf(rc.GlobalLimit))
-	eff := func(l *int) int64 { // a limit above the global one, or none, is the global one
-		v := int64(limitOf(l))
-		if g >= 0 && (v < 0 || v > g) {
-			return g
-		}
-		return v
-	}
+	eff := func(l *int) int64 { return int64(limitOf(l)) }
 	r := &copiesRes{
-		name: name, domainLimit: eff(rc.DomainLimit), global: g,
+		name: name, domainLimit: eff(rc.DomainLimit), global: eff(rc.GlobalLimit),
 		byDomain: make(map[string][]int), perDom: make(map[string]int64),
 		unlimited: unlimited, shadow: rc.Shadow, book: b,
 	}
@@ -118,7 +112,9 @@ func (r *copiesRes) release() int64 { return r.book.dropRes(r) }
 
 // attach makes the cluster know the resource: copies ship holds (gauges),
 // never counts, so nothing is recorded.
-func (r *copiesRes) attach(c Cluster, name string, rc *config.Resource) { c.Recorder(name, rc) }
+func (r *copiesRes) attach(c Cluster, name string, rc *config.Resource, a Applier) {
+	c.Register(name, ClusterSpecOf(rc), a)
+}
 
 // addRemote changes the copies peers hold of domain by n.
 func (r *copiesRes) addRemote(domain string, n int64) {

@@ -24,7 +24,10 @@
 // (the API's unit); gcra keeps nanoseconds, as Boulder does.
 //
 // The engine knows no network. Attach joins it to a Cluster (package
-// reconcile's implements it): the engine records what it commits on each
-// resource's Recorder, and the cluster applies its peers' counts, tier
-// entries and holds through the engine's Applier methods (cluster.go).
+// reconcile's implements it): the engine registers each resource with it,
+// once, with what the cluster needs to know of the resource (ClusterSpec)
+// and the applier of its peers' records, and gets back the resource's
+// Recorder, on which it records what it commits; the cluster applies its
+// peers' counts, tier entries and holds through the engine's Applier
+// methods (cluster.go).
 package local

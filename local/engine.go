@@ -38,7 +38,7 @@ type Engine struct {
 
 	book  *book // shared with the engines Reload makes from this one
 	stats *Stats
-	clu   Cluster // nil when the node runs alone
+	att   *attachment // its place in the cluster; nil when the node runs alone
 }
 
 // Stats counts what the engine did past its caps. Read with Load.
@@ -100,11 +100,11 @@ func (e *Engine) buildResource(name string, rc *config.Resource, ignore bool) *r
 	r := &resource{name: name, kind: rc.Kind, shadow: rc.Shadow, unlimited: ignore}
 	switch rate := rc.Kind == config.KindTiers || rc.Kind == config.KindGCRA; {
 	case rate && ignore:
-		r.kind, r.k = config.KindTiers, unlimitedTiers(maxKeysOf(rc), e.stats)
+		r.kind, r.k = config.KindTiers, unlimitedTiers(rc.MaxKeys, e.stats)
 	case rc.Kind == config.KindTiers:
-		r.k = tiersFromConfig(rc, maxKeysOf(rc), e.stats)
+		r.k = tiersFromConfig(rc, rc.MaxKeys, e.stats)
 	case rc.Kind == config.KindGCRA:
-		r.k = gcraFromConfig(rc, maxKeysOf(rc), e.stats)
+		r.k = gcraFromConfig(rc, rc.MaxKeys, e.stats)
 	case rc.Kind == config.KindCopies:
 		r.k = copiesFromConfig(name, rc, ignore, e.book)
 	case rc.Kind == config.KindAdaptive:

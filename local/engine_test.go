@@ -22,11 +22,19 @@ const s = time.Second
 
 func engine(t *testing.T, cfg *config.Config) *Engine {
 	t.Helper()
-	return New(cfg)
+	return New(normal(cfg))
+}
+
+// normal returns cfg normalized in place, as config.Parse returns every
+// config: the engine takes config's defaults and lowered limits as they
+// are, so a config a test writes out goes through normalization too.
+func normal(cfg *config.Config) *config.Config {
+	cfg.Normalize()
+	return cfg
 }
 
 func one(name string, r *config.Resource) *config.Config {
-	return &config.Config{Resources: map[string]*config.Resource{name: r}}
+	return normal(&config.Config{Resources: map[string]*config.Resource{name: r}})
 }
 
 type step struct {

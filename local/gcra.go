@@ -14,11 +14,12 @@ type gcraParams struct {
 	period time.Duration
 }
 
+// newGCRAParams returns the numbers of a bucket of burst, refilled by
+// count per period. Precondition: count ≥ 1 and period/count ≥ 1 ns, which
+// config's validation checks of every gcra resource and override; with a
+// zero emission interval gcraDecide would divide by zero.
 func newGCRAParams(burst, count int, period time.Duration) gcraParams {
 	ei := int64(period) / int64(count)
-	if ei < 1 {
-		ei = 1
-	}
 	return gcraParams{burst: int64(burst), ei: ei, b: ei * int64(burst), period: period}
 }
 

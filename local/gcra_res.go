@@ -225,7 +225,7 @@ func (gr *gcraRes) load() (keys, holds, peerHolds int) { return gr.keys.len(), 0
 func (gr *gcraRes) adopt(old kindRes, rc *config.Resource) kindRes {
 	o := old.(*gcraRes)
 	gr.keys, gr.spill, gr.idle = o.keys, o.spill, o.idle
-	maxKeys := int64(maxKeysOf(rc))
+	maxKeys := int64(rc.MaxKeys)
 	gr.keys.max.Store(maxKeys)
 	if gr.idle != nil {
 		gr.idle.max.Store(maxKeys)
@@ -235,8 +235,8 @@ func (gr *gcraRes) adopt(old kindRes, rc *config.Resource) kindRes {
 
 // attach records the resource's spends and refunds in c, and keeps its
 // buckets' idle gaps from now on.
-func (gr *gcraRes) attach(c Cluster, name string, rc *config.Resource) {
-	gr.rec = recorder{c.Recorder(name, rc)}
+func (gr *gcraRes) attach(c Cluster, name string, rc *config.Resource, a Applier) {
+	gr.rec = recorder{c.Register(name, ClusterSpecOf(rc), a)}
 	if gr.idle == nil {
 		gr.idle = newStore[idleLog](int(gr.keys.max.Load()))
 	}

@@ -49,9 +49,10 @@ type kindRes interface {
 	// book's lock.
 	release() int64
 
-	// attach records, from now on, what the resource commits in cluster c,
-	// under name and config rc.
-	attach(c Cluster, name string, rc *config.Resource)
+	// attach registers the resource with cluster c under name and config
+	// rc, a the applier of its peers' records, and records from now on
+	// what it commits there.
+	attach(c Cluster, name string, rc *config.Resource, a Applier)
 	// applyCount adds a peer's n hits (gcra: spends, refunds) of domain in
 	// slot, made in the bucket [at, at+width) (Unix ms), as of now.
 	applyCount(domain string, slot int, at, width, n, now int64)

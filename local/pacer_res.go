@@ -32,7 +32,7 @@ func pacerFromConfig(rc *config.Resource, ignore bool) *pacerRes {
 	cfg := pacerConfig(rc)
 	p, err := adaptive.NewPacer(cfg)
 	if err != nil {
-		panic(fmt.Sprintf("local: pacer config %+v: %v", rc, err)) // pacerConfig makes it valid
+		panic(fmt.Sprintf("local: pacer config %+v: %v", rc, err)) // config's validation refuses what adaptive would
 	}
 	return &pacerRes{p: p, cfg: cfg}
 }

@@ -69,8 +69,9 @@ func (e *Engine) Reload(cfg *config.Config) (*Engine, Changes) {
 		ch.Released += int(r.k.release())
 	}
 	e.dynMu.RUnlock()
-	if e.clu != nil {
-		n.Attach(e.clu)
+	if e.att != nil {
+		n.register(e.att)
+		e.att.cur.Store(n)
 	}
 	for _, l := range [][]string{ch.Added, ch.Removed, ch.Changed, ch.KindChanged} {
 		sort.Strings(l)

@@ -20,7 +20,7 @@ func TestReloadKeepsCountsAndHolds(t *testing.T) {
 			"r/flipped": {Kind: config.KindTiers, Tiers: tiers(tier(1, s, s, 0, false))},
 		},
 	}
-	e := New(cfg1)
+	e := New(normal(cfg1))
 	mustGrant := func(e *Engine, res, dom string, n int, want int) {
 		t.Helper()
 		d, err := e.Request(at(0), res, dom, n, 0)
@@ -50,7 +50,7 @@ func TestReloadKeepsCountsAndHolds(t *testing.T) {
 			"r/new":     {Kind: config.KindGCRA, Burst: 1, Count: 1, Period: s},
 		},
 	}
-	n, ch := e.Reload(cfg2)
+	n, ch := e.Reload(normal(cfg2))
 	want := Changes{Added: []string{"r/new"}, Removed: []string{"r/gone"}, Changed: []string{"r/jobs", "r/tiers"}, KindChanged: []string{"r/flipped"}, Unchanged: 1, Released: 2}
 	if !reflect.DeepEqual(ch, want) {
 		t.Fatalf("changes %+v, want %+v", ch, want)

@@ -181,20 +181,12 @@ func (tr *tiersRes) load() (keys, holds, peerHolds int) { return tr.keys.len(), 
 func (tr *tiersRes) adopt(old kindRes, rc *config.Resource) kindRes {
 	o := old.(*tiersRes)
 	tr.keys, tr.spill, tr.ring = o.keys, o.spill, o.ring
-	tr.keys.max.Store(int64(maxKeysOf(rc)))
+	tr.keys.max.Store(int64(rc.MaxKeys))
 	return tr
 }
 
-// maxKeysOf returns rc's max_keys, or its default.
-func maxKeysOf(rc *config.Resource) int {
-	if rc.MaxKeys <= 0 {
-		return config.DefaultMaxKeys
-	}
-	return rc.MaxKeys
-}
-
-func (tr *tiersRes) attach(c Cluster, name string, rc *config.Resource) {
-	tr.rec = recorder{c.Recorder(name, rc)}
+func (tr *tiersRes) attach(c Cluster, name string, rc *config.Resource, a Applier) {
+	tr.rec = recorder{c.Register(name, ClusterSpecOf(rc), a)}
 }
 
 // keyOrNew returns domain's state in a locked shard, fitted to p, adding

@@ -106,7 +106,7 @@ func BenchmarkStep(b *testing.B) {
 	t0 := time.Unix(1_700_000_000, 0)
 	c := New(Options{Name: "self", Clock: clock.NewFake(t0)})
 	c.SetSender(nopSender{})
-	r := c.Recorder("t/one", cfg.Resources["t/one"])
+	r := c.Register("t/one", local.ClusterSpecOf(cfg.Resources["t/one"]), nil)
 	ds := make([]string, benchKeys)
 	for i := range ds {
 		ds[i] = "d" + strconv.Itoa(i)

@@ -3,11 +3,11 @@ package reconcile
 import (
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/gossip"
 	"github.com/obol-dev/obol/gossip/packet"
 	"github.com/obol-dev/obol/internal/clock"
@@ -15,29 +15,20 @@ import (
 )
 
 // cluster.go is the hub of this node's side of the cluster model: the
-// Cluster, its options and the two seams it runs on, Applier (the engine)
-// and Sender (gossip), with what every step reads (resources, windows,
-// lifetimes). The steps have a file each, as memberlist's state is split
-// by probe, gossip and push/pull: tick.go (the loop, Step and Flush),
+// Cluster, its options and the two seams it runs on, the registered
+// resources (Register: each with its spec and its Applier, the engine or
+// the rate limit service's store) and Sender (gossip), with what every
+// step reads (resources, windows, lifetimes). The steps have a file each,
+// as memberlist's state is split by probe, gossip and push/pull: tick.go (the loop, Step and Flush),
 // ship.go (sending to every peer, and to owners), receive.go (merging what
 // peers send: HandlePacket, NodeGone) and repair.go (Snapshot, follow-ups,
 // reships and re-placement); owner.go is owner mode's relay.
 
-// Applier is the engine as reconcile changes it: the growth of peers' counts
-// and their holds. Implemented by *local.Engine. Methods are safe for
-// concurrent use, take the instant now (Unix ms), never block on the network
-// and ignore keys of resources they do not know.
-type Applier interface {
-	// ApplyCount adds n of a peer's hits (or gcra spends, refunds) of
-	// resource/domain in slot, made in the bucket [at, at+width).
-	ApplyCount(resource, domain string, slot int, at, width, n, now int64)
-	// ApplyEntry says a peer entered tier slot of resource/domain at at.
-	ApplyEntry(resource, domain string, slot int, at, now int64)
-	// AddRemoteHolds changes the copies peers hold for resource/domain by n.
-	AddRemoteHolds(resource, domain string, n int64)
-	// EachHold calls fn for every resource/domain this node holds copies of.
-	EachHold(fn func(resource, domain string, holds int64))
-}
+// Applier is what peers' records of a registered resource are applied to
+// (local.Applier, which the engine implements): the growth of their counts
+// and their holds. It is named here too because the cluster is where it is
+// used.
+type Applier = local.Applier
 
 // Sender ships packets to peers: gossip.Node. Send must not block for long.
 type Sender interface {
@@ -143,10 +134,10 @@ type Cluster struct {
 	resMu sync.RWMutex
 	res   map[string]*Res
 
-	applier atomic.Pointer[applierBox]
-	side    atomic.Pointer[sideBox]
-	sender  atomic.Pointer[senderBox]
-	live    atomic.Int64
+	tap      atomic.Pointer[applierBox] // SetApplier's, in place of every registered applier; nil: none
+	appliers []Applier                  // every applier a resource is registered with, once each, in order of registration (resMu)
+	sender   atomic.Pointer[senderBox]
+	live     atomic.Int64
 
 	ownerFrom int
 	agg       atomic.Bool       // owner mode, as of the last Step
@@ -176,10 +167,6 @@ type Cluster struct {
 }
 
 type applierBox struct{ a Applier }
-type sideBox struct {
-	prefix string
-	a      Applier
-}
 type senderBox struct{ s Sender }
 
 type ownGauge struct {
@@ -239,50 +226,90 @@ func (c *Cluster) Incarnation() uint64 { return c.inc }
 // SyncInterval returns the tick between shipments.
 func (c *Cluster) SyncInterval() time.Duration { return c.interval }
 
-// Recorder returns the handle of resource name, configured as rc (its
-// params are replaced when a reload calls it again): a *Res, stable for
-// the cluster's life (local.Cluster).
-func (c *Cluster) Recorder(name string, rc *config.Resource) local.Recorder {
-	p := paramsOf(rc)
+// Register makes resource name known to the cluster as spec describes it,
+// a the applier of its peers' records, and returns the resource's
+// recorder: a *Res, stable for the cluster's life (local.Cluster). A later
+// call for the same name (a reload) replaces its spec and applier. Each
+// resource's records are applied to the applier it was registered with;
+// records of a name nobody registered are applied nowhere. a must be
+// comparable (a pointer, as the engine's and the rate limit service's
+// are): the holds and gcra TATs of this node are asked of each distinct
+// applier once.
+func (c *Cluster) Register(name string, spec local.ClusterSpec, a Applier) local.Recorder {
+	p := paramsOf(spec, a)
 	c.resMu.Lock()
 	defer c.resMu.Unlock()
 	r, ok := c.res[name]
+	var was Applier // the applier r was registered with
 	if !ok {
 		r = &Res{c: c, name: name}
 		c.res[name] = r
+	} else {
+		was = r.p.Load().applier
 	}
 	r.p.Store(p)
 	var least int64
+	wasUsed := false
 	for _, x := range c.res {
-		for _, l := range x.p.Load().life {
+		xp := x.p.Load()
+		for _, l := range xp.life {
 			if l > 0 && (least == 0 || l < least) {
 				least = l
 			}
 		}
+		wasUsed = wasUsed || was != nil && xp.applier == was
 	}
 	c.minLife.Store(least)
+	if was != nil && !wasUsed { // no resource is applied to it any more
+		c.appliers = slices.DeleteFunc(slices.Clone(c.appliers), func(x Applier) bool { return x == was })
+	}
+	if a != nil && !slices.Contains(c.appliers, a) {
+		c.appliers = append(slices.Clip(c.appliers), a)
+	}
 	return r
 }
 
-// SetApplier sets the engine peers' counts are applied to (a reload sets the
-// new engine).
-func (c *Cluster) SetApplier(a Applier) { c.applier.Store(&applierBox{a}) }
-
-// SetSideApplier makes a the applier of every resource whose name starts
-// with prefix and has no '/' (so that no configured resource, always
-// NAMESPACE/NAME, is one: the Envoy rate limit service's counters,
-// "rls:..."), beside the engine's; an engine reload does not replace it.
-func (c *Cluster) SetSideApplier(prefix string, a Applier) {
-	c.side.Store(&sideBox{prefix, a})
+// SetApplier makes a the applier of every resource's records in place of
+// the one it was registered with, and the one asked for this node's holds
+// and TATs (nil: back to the registered ones): a tap that watches what is
+// applied and passes it on, as the simulators' and benches' do.
+func (c *Cluster) SetApplier(a Applier) {
+	if a == nil {
+		c.tap.Store(nil)
+		return
+	}
+	c.tap.Store(&applierBox{a})
 }
 
-// SetEngine is SetApplier(e): local.Engine.Attach calls it (local.Cluster).
-func (c *Cluster) SetEngine(e *local.Engine) { c.SetApplier(e) }
+// applierOf returns the applier of r's records: the tap, else r's own (nil
+// when r is nil: a name nobody registered).
+func (c *Cluster) applierOf(tap *applierBox, r *Res) Applier {
+	switch {
+	case tap != nil:
+		return tap.a
+	case r == nil:
+		return nil
+	}
+	return r.p.Load().applier
+}
 
-var (
-	_ local.Cluster = (*Cluster)(nil)
-	_ Applier       = (*local.Engine)(nil)
-)
+// eachApplier calls fn with the tap, or else with each distinct registered
+// applier once, in order of registration: what this node's holds and gcra
+// TATs are asked of.
+func (c *Cluster) eachApplier(fn func(Applier)) {
+	if b := c.tap.Load(); b != nil {
+		fn(b.a)
+		return
+	}
+	c.resMu.RLock()
+	as := c.appliers
+	c.resMu.RUnlock()
+	for _, a := range as {
+		fn(a)
+	}
+}
+
+var _ local.Cluster = (*Cluster)(nil)
 
 // SetSender sets what ships packets; until it is set nothing is shipped.
 func (c *Cluster) SetSender(s Sender) { c.sender.Store(&senderBox{s}) }
@@ -312,16 +339,10 @@ func (c *Cluster) silence() int64 {
 	return max(20*int64(c.interval/time.Millisecond), 10_000)
 }
 
-// width returns the bucket size of resource's slot (1 ms when unknown).
-func (c *Cluster) width(resource string, slot int) int64 {
-	c.resMu.RLock()
-	r, ok := c.res[resource]
-	c.resMu.RUnlock()
-	if !ok {
-		return 1
-	}
-	p := r.p.Load()
-	if slot < 0 || slot >= len(p.bucket) {
+// widthOf returns the bucket size of slot under p (1 ms when p is nil, a
+// resource nobody registered, or the slot is not p's).
+func widthOf(p *params, slot int) int64 {
+	if p == nil || slot < 0 || slot >= len(p.bucket) {
 		return 1
 	}
 	return p.bucket[slot]

@@ -293,7 +293,7 @@ func TestFlushAtKeepsTheGap(t *testing.T) {
 		want time.Time
 	}{{0, ms(13)}, {7 * time.Millisecond, ms(17)}} {
 		c := reconcile.New(reconcile.Options{Name: "c", Incarnation: 1, Clock: clock.NewFake(t0), FlushGap: tc.gap})
-		c.Recorder("t/short", short)
+		c.Register("t/short", local.ClusterSpecOf(short), nil)
 		c.Flush(ms(10))
 		if got := c.FlushAt(ms(11)); !got.Equal(tc.want) {
 			t.Errorf("FlushGap %v, a 300 ms window: FlushAt = %v, want %v", tc.gap, got.Sub(t0), tc.want.Sub(t0))

@@ -27,9 +27,13 @@
 // bucket the greater of sums and direct counts, both lower bounds.
 //
 // The engine (package local) knows no network: a Cluster is its
-// local.Cluster, each resource's Res its local.Recorder (own.go), and it is
-// an Applier to the Cluster (cluster.go). How long a slot's records matter
-// comes from the engine's rules (local.TierSpans, local.GCRALife; params.go);
+// local.Cluster, with which it registers each resource (Register: a
+// local.ClusterSpec, which says how long a slot's records matter and the
+// limits of its drift thresholds, and the applier of its peers' records)
+// and gets the resource's Res, its local.Recorder (own.go), back. The rate
+// limit service's store registers its limit values the same way. Peers'
+// records are applied to the applier their resource was registered with
+// (receive.go); the buckets come from the spec's spans (params.go);
 // merge.go is the merge of peers' packets, pure, and sum.go owner mode's.
 // The Cluster's steps have a file each: tick.go (Run, Step, Flush),
 // ship.go, receive.go (HandlePacket) and repair.go (Snapshot, reships).

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/local"
 )
 
 // TestDriftAbsentIsDefaultZeroShipsEveryHit: "`drift` absent is 0.05;
@@ -21,7 +22,9 @@ func TestDriftAbsentIsDefaultZeroShipsEveryHit(t *testing.T) {
 		{name: "zero", drift: config.Fraction(0), want: 1},
 		{name: "0.1", drift: config.Fraction(0.1), want: 100},
 	} {
-		p := paramsOf(&config.Resource{Kind: config.KindTiers, Tiers: tiers, Drift: tc.drift})
+		rc := &config.Resource{Kind: config.KindTiers, Tiers: tiers, Drift: tc.drift}
+		rc.Normalize() // as Parse does: an absent drift becomes the default
+		p := paramsOf(local.ClusterSpecOf(rc), nil)
 		if got := threshold(p.drift, p.limit[1], 1); got != tc.want {
 			t.Errorf("%s: threshold %d, want %d", tc.name, got, tc.want)
 		}

@@ -401,25 +401,26 @@ const joinFloors = 10 * time.Second
 // holds whose bucket is not full at now (ms), as a mark of slot
 // local.SlotTAT, with the keys' names.
 func (c *Cluster) addTATs(pkt *packet.Packet, now int64) {
-	b := c.applier.Load()
-	if b == nil {
-		return
-	}
-	ts, ok := b.a.(TATSource)
-	if !ok {
-		return
-	}
-	named := make(map[uint64]bool, len(pkt.Names))
-	for _, n := range pkt.Names {
-		named[n.Hash] = true
-	}
-	ts.EachTAT(now, func(resource, domain string, tat int64) {
-		h := KeyHash(resource, domain)
-		pkt.Marks = append(pkt.Marks, packet.Mark{Hash: h, Slot: local.SlotTAT, At: tat})
-		if !named[h] {
-			named[h] = true
-			pkt.Names = append(pkt.Names, packet.Name{Hash: h, Resource: resource, Domain: domain})
+	var named map[uint64]bool
+	c.eachApplier(func(a Applier) {
+		ts, ok := a.(TATSource)
+		if !ok {
+			return
 		}
+		if named == nil {
+			named = make(map[uint64]bool, len(pkt.Names))
+			for _, n := range pkt.Names {
+				named[n.Hash] = true
+			}
+		}
+		ts.EachTAT(now, func(resource, domain string, tat int64) {
+			h := KeyHash(resource, domain)
+			pkt.Marks = append(pkt.Marks, packet.Mark{Hash: h, Slot: local.SlotTAT, At: tat})
+			if !named[h] {
+				named[h] = true
+				pkt.Names = append(pkt.Names, packet.Name{Hash: h, Resource: resource, Domain: domain})
+			}
+		})
 	})
 }
 

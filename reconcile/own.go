@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/gossip/packet"
 	"github.com/obol-dev/obol/local"
 )
@@ -248,7 +247,7 @@ func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt, cp *packet
 	shipped, late, ahead, marked := false, false, false, false
 	for _, c := range k.counts {
 		if int(c.slot) < len(p.life) && c.bucket+p.life[c.slot] <= now {
-			if c.unsent && !all && p.kind == config.KindGCRA {
+			if c.unsent && !all && p.shipLate {
 				cp.Counts = append(cp.Counts, packet.Count{Hash: k.hash, Slot: c.slot, Bucket: c.bucket, Value: c.value})
 				shipped = true
 			}

@@ -5,11 +5,12 @@ import (
 	"github.com/obol-dev/obol/local"
 )
 
-// params.go is what reconcile knows of a resource's config: how long each
-// slot's records matter, which it takes from the engine's own rules
-// (local.TierSpans, local.GCRALife) rather than deriving them again, the
-// bucket it counts them in, and the limits its drift thresholds are taken
-// of. Slots are local's (local.SlotTotal, ...).
+// params.go is what reconcile knows of a registered resource: its spec
+// (local.ClusterSpec, which the registrant builds from what it owns: the
+// engine from the resource's config, the rate limit service from its limit
+// values), the bucket each slot's records are counted in, derived here
+// from the slot's span, and the applier its peers' records go to. Slots
+// are local's (local.SlotTotal, ...).
 
 // Bucket sizes: a slot's bucket is a fiftieth of its window, between 1 ms
 // and a minute, so a remote hit placed at its bucket's start leaves the
@@ -20,84 +21,56 @@ const (
 	maxBucket = int64(60_000)
 )
 
-// params is what reconcile knows of one resource's config.
+// params is what reconcile knows of one registered resource.
 type params struct {
-	kind   config.Kind
-	drift  float64
-	global int64   // tiers global limit (0 = none or zero: a limit of 0 grants nothing, so ships nothing)
-	hard   int64   // tiers hard limit (0 = none or zero, as global)
-	limit  []int64 // per slot: the limit a drift threshold is taken of
-	bucket []int64 // per slot: bucket size, ms
-	life   []int64 // per slot: how long a bucket's hits count, ms
-	mark   []int64 // per tier slot: active + cooldown, ms (how long an entry matters)
+	drift    float64
+	shipLate bool    // ship a bucket that aged out unshipped, once (local.ClusterSpec.ShipLate)
+	global   int64   // the limit of every key together (0 = none or zero: a limit of 0 grants nothing, so ships nothing)
+	hard     int64   // the limit of one key's hits of every tier (0 = none or zero, as global)
+	limit    []int64 // per slot: the limit a drift threshold is taken of
+	bucket   []int64 // per slot: bucket size, ms (0 for a slot of no span)
+	life     []int64 // per slot: how long a bucket's hits count, ms
+	mark     []int64 // per slot: how long a tier entry matters (active + cooldown), ms
+	applier  local.Applier
 }
 
 func bucketFor(window int64) int64 {
 	return min(max(window/bucketDiv, minBucket), maxBucket)
 }
 
-// paramsOf derives a resource's params from its (normalized) config. Per-domain
-// overrides are not looked at: buckets and lifetimes come from the default,
-// widened to the longest window any override has, so that no hit is dropped
-// before its window ends.
-func paramsOf(rc *config.Resource) *params {
-	p := &params{kind: rc.Kind, drift: config.DefaultDrift}
-	if rc.Drift != nil {
-		p.drift = *rc.Drift // 0: every hit is its own threshold
-	}
-	switch rc.Kind {
-	case config.KindTiers:
-		n := len(rc.Tiers)
-		for _, o := range rc.Domains {
-			n = max(n, len(o.Tiers))
-		}
-		p.hard, p.global = int64(config.LimitOr(rc.HardLimit, 0)), int64(config.LimitOr(rc.GlobalLimit, 0))
-		p.limit = make([]int64, n+1)
-		p.bucket = make([]int64, n+1)
-		p.life = make([]int64, n+1)
-		p.mark = make([]int64, n+1)
-		p.limit[local.SlotTotal] = p.hard
-		if p.limit[local.SlotTotal] == 0 {
-			p.limit[local.SlotTotal] = p.global
-		}
-		widen := func(ts []config.Tier) {
-			for s, sp := range local.TierSpans(ts) {
-				if sp.Hits > p.life[s] {
-					p.life[s], p.bucket[s] = sp.Hits, bucketFor(sp.Hits)
-				}
-				p.mark[s] = max(p.mark[s], sp.Entry)
-				if s == local.SlotTotal {
-					continue
-				}
-				if l := int64(ts[s-1].Limit); p.limit[s] == 0 || l < p.limit[s] {
-					p.limit[s] = l
-				}
+// paramsOf returns the params of a resource registered with spec s and
+// applier a. The spec's values are taken as they are: the registrant has
+// validated them.
+func paramsOf(s local.ClusterSpec, a local.Applier) *params {
+	p := &params{drift: s.Drift, shipLate: s.ShipLate, global: s.Global, hard: s.Hard, applier: a}
+	entries := false
+	if len(s.Spans) > 0 {
+		p.bucket = make([]int64, len(s.Spans))
+		p.life = make([]int64, len(s.Spans))
+		p.mark = make([]int64, len(s.Spans))
+		for i, sp := range s.Spans {
+			p.life[i], p.mark[i] = sp.Hits, sp.Entry
+			if sp.Hits > 0 {
+				p.bucket[i] = bucketFor(sp.Hits)
 			}
+			entries = entries || sp.Entry > 0
 		}
-		widen(rc.Tiers)
-		for _, o := range rc.Domains {
-			widen(o.Tiers)
-		}
-	case config.KindGCRA:
-		life := local.GCRALife(rc.Burst, rc.Count, rc.Period)
-		for _, o := range rc.Domains {
-			life = max(life, local.GCRALife(o.Burst, o.Count, o.Period))
-		}
-		p.limit = []int64{int64(rc.Burst), int64(rc.Burst)}
-		p.bucket = []int64{bucketFor(life), bucketFor(life)}
-		p.life = []int64{life, life}
-	default:
-		// copies ship gauges only; adaptive windows are per node.
+	}
+	if !entries {
+		p.mark = nil // no slot has entries: a peer's entry of one matters nowhere (life)
+	}
+	if len(s.Limits) > 0 {
+		p.limit = append([]int64(nil), s.Limits...)
 	}
 	return p
 }
 
 // BucketWidths returns the bucket size, ms, of each slot of a resource
-// configured as rc (normalized): a hit made at t counts in the bucket
-// starting at t − t mod width. Simulators use it to tell which shipped
-// bucket holds a given hit.
+// configured as rc (normalized), as the engine registers it: a hit made at
+// t counts in the bucket starting at t − t mod width. Simulators use it to
+// tell which shipped bucket holds a given hit.
 func BucketWidths(rc *config.Resource) []int64 {
-	return append([]int64(nil), paramsOf(rc).bucket...)
+	return paramsOf(local.ClusterSpecOf(rc), nil).bucket
 }
 
 // threshold is the unshipped hits of a key at which it is shipped at once:

@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"strings"
 	"sync"
 
 	"github.com/obol-dev/obol/gossip/packet"
@@ -120,30 +119,56 @@ var opBufs = sync.Pool{New: func() any { return new([]op) }}
 
 const maxPooledOps = 4096
 
+// apply applies ops to the applier of each op's resource (applierOf): the
+// one its registrant gave, or the tap. An op of a resource nobody
+// registered is applied nowhere (but counted, as every count merged is);
+// with no applier at all (nothing registered one, no tap) nothing is
+// applied or counted.
 func (c *Cluster) apply(ops []op, now int64) {
-	b := c.applier.Load()
-	if b == nil {
-		return
+	tap := c.tap.Load()
+	if tap == nil {
+		c.resMu.RLock()
+		none := len(c.appliers) == 0
+		c.resMu.RUnlock()
+		if none {
+			return
+		}
 	}
-	side := c.side.Load()
+	var (
+		r      *Res   // the resource of the last op (nil: nobody registered it)
+		name   string // its name
+		looked bool
+	)
 	for i := range ops {
 		o := &ops[i]
-		a := b.a
-		if side != nil && strings.HasPrefix(o.resource, side.prefix) && !strings.Contains(o.resource, "/") {
-			a = side.a
+		if !looked || o.resource != name { // a packet's ops come key by key
+			c.resMu.RLock()
+			r, name, looked = c.res[o.resource], o.resource, true
+			c.resMu.RUnlock()
 		}
+		a := c.applierOf(tap, r)
 		switch o.kind {
 		case opEntry:
-			a.ApplyEntry(o.resource, o.domain, o.slot, o.at, now)
+			if a != nil {
+				a.ApplyEntry(o.resource, o.domain, o.slot, o.at, now)
+			}
 		case opCount:
-			if l, ok := c.life(o.resource, uint32(o.slot), false); ok && o.at+l+c.grace() <= now {
+			p := (*params)(nil)
+			if r != nil {
+				p = r.p.Load()
+			}
+			if p != nil && o.slot >= 0 && o.slot < len(p.life) && o.at+p.life[o.slot]+c.grace() <= now {
 				c.stats.tooOld.Add(uint64(o.n))
 				continue
 			}
-			a.ApplyCount(o.resource, o.domain, o.slot, o.at, c.width(o.resource, o.slot), o.n, now)
+			if a != nil {
+				a.ApplyCount(o.resource, o.domain, o.slot, o.at, widthOf(p, o.slot), o.n, now)
+			}
 			c.stats.countsApplied.Add(o.n)
 		case opHolds:
-			a.AddRemoteHolds(o.resource, o.domain, o.n)
+			if a != nil {
+				a.AddRemoteHolds(o.resource, o.domain, o.n)
+			}
 		}
 	}
 }

@@ -47,10 +47,6 @@ func (c *Cluster) shipTargets(up *packet.Packet, next, s uint32, now int64, flus
 // set, else on the resend schedule). A gauge that fell to zero is
 // forgotten once its shipments are over.
 func (c *Cluster) stepGauges(pkt *packet.Packet, s uint32, all, once bool) {
-	b := c.applier.Load()
-	if b == nil {
-		return
-	}
 	c.gmu.Lock()
 	defer c.gmu.Unlock()
 	if c.scratch == nil {
@@ -58,14 +54,16 @@ func (c *Cluster) stepGauges(pkt *packet.Packet, s uint32, all, once bool) {
 	}
 	cur := c.scratch
 	clear(cur)
-	b.a.EachHold(func(resource, domain string, holds int64) {
-		h := KeyHash(resource, domain)
-		if g, ok := c.gauges[h]; !ok {
-			c.gauges[h] = &ownGauge{resource: resource, domain: domain, names: resends}
-		} else if g.resource != resource || g.domain != domain {
-			return // a hash collision: keep the first
-		}
-		cur[h] += holds
+	c.eachApplier(func(a Applier) {
+		a.EachHold(func(resource, domain string, holds int64) {
+			h := KeyHash(resource, domain)
+			if g, ok := c.gauges[h]; !ok {
+				c.gauges[h] = &ownGauge{resource: resource, domain: domain, names: resends}
+			} else if g.resource != resource || g.domain != domain {
+				return // a hash collision: keep the first
+			}
+			cur[h] += holds
+		})
 	})
 	refresh := s%8 == 0
 	for h, g := range c.gauges {

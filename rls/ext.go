@@ -13,23 +13,11 @@ import (
 // obol resource (kind gcra or tiers) are decided by obol's own engine, one
 // resource per such limit, named "rls:x:" and the limit's config path
 // (with '/' escaped), each cache key a domain of it. The engine is
-// attached to the same cluster as the fixed windows, so its counts gossip
-// with its kind's own rules; a reload carries its state over
-// (local.Engine.Reload).
-
-// extCluster is the cluster the extension engine is attached to: the
-// store's cluster records its hits, and the engine it names is the one
-// the store applies peers' counts of "rls:x:" resources to.
-type extCluster struct {
-	c Cluster
-	s *Store
-}
-
-func (x extCluster) Recorder(name string, rc *config.Resource) local.Recorder {
-	return x.c.Recorder(name, rc)
-}
-
-func (x extCluster) SetEngine(e *local.Engine) { x.s.ext.Store(e) }
+// attached to the store's cluster, with which it registers its resources
+// as any engine does (local.Engine.Attach), so its counts gossip with its
+// kind's own rules and its peers' counts are applied to it; a reload
+// carries its state over (local.Engine.Reload), and registers the reloaded
+// resources in turn.
 
 // extEngines builds and reloads the extension engine. Its methods are
 // called under the service's config lock.
@@ -54,14 +42,11 @@ func (x *extEngines) setConfig(cfg *Config, s *Store) {
 	var e *local.Engine
 	if x.cur == nil {
 		e = local.New(cc)
-		s.recMu.RLock()
-		clu := s.clu
-		s.recMu.RUnlock()
-		if clu != nil {
-			e.Attach(extCluster{clu, s}) // stores e in s
+		if clu := s.cluster(); clu != nil {
+			e.Attach(clu)
 		}
 	} else {
-		e, _ = x.cur.Reload(cc) // attached to the same cluster, which stores e in s
+		e, _ = x.cur.Reload(cc) // registered with the same cluster
 	}
 	s.ext.Store(e)
 	x.cur = e

@@ -39,7 +39,7 @@ type Options struct {
 	NearLimitRatio float32
 	// Headers selects the response_headers_to_add (HeadersOff: none).
 	Headers HeaderMode
-	// MaxKeys bounds the counters kept (0 = DefaultMaxKeys); past it a
+	// MaxKeys bounds the counters kept (0 = DefaultMaxCounters); past it a
 	// new key takes an idle key's place or is counted in the overflow
 	// table (store.go): limiting never switches off.
 	MaxKeys int
@@ -133,7 +133,8 @@ func (s *Service) SetConfig(cfg *Config) {
 // Config returns the config in force (nil when none).
 func (s *Service) Config() *Config { return s.cfg.Load() }
 
-// Store returns the service's counters (reconcile.Applier for the cluster).
+// Store returns the service's counters (the local.Applier of its limit
+// values in the cluster: Store.Attach).
 func (s *Service) Store() *Store { return s.store }
 
 // Stats returns the service's metrics.

@@ -2,6 +2,7 @@ package rls
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,26 +20,31 @@ import (
 // decision reads the cluster's count from memory.
 //
 // In the cluster each limit value is a resource named "rls:LIMIT" (and
-// "rls:LIMIT:s" for limits per second) of one tier of that limit:
-// reconcile ships a key's hits at its drift threshold (drift × LIMIT /
-// nodes unshipped hits) and on its ticks, in buckets that divide the unit
+// "rls:LIMIT:s" for limits per second), which the store registers with the
+// cluster (Attach, Register) as one tier of that limit: reconcile ships a
+// key's hits at its drift threshold (drift × LIMIT / nodes unshipped hits,
+// obol's default drift) and on its ticks, in buckets that divide the unit
 // (1.2 s for the tier of a minute, 20 ms for the tier of a second, aligned
 // to the epoch as the windows are), so a peer's bucket falls in the window
-// it was counted in. The tier's window (a minute, or a second) is how long
+// it was counted in, and applies its peers' counts of it to the store
+// (ApplyCount). The tier's window (a minute, or a second) is how long
 // reconcile keeps a bucket for resends: a node that joins late learns only
 // the last minute of a longer window from its peers' snapshots.
 
-// ResourcePrefix starts the name of every resource this package records in
-// the cluster; no configured resource has it (they are NAMESPACE/NAME).
+// ResourcePrefix starts the name of every resource this package registers
+// with the cluster; no configured resource has it (they are
+// NAMESPACE/NAME).
 const ResourcePrefix = "rls:"
 
-// DefaultMaxKeys is how many counters a store keeps at most (Options.MaxKeys,
-// NewStore). A new key past it first takes the place of a counter whose
+// DefaultMaxCounters is how many counters a store keeps at most (Options.MaxKeys,
+// NewStore): one counter per cache key and window, over every limit of the
+// service (config.DefaultMaxKeys is another bound: the keys one resource of
+// the engine tracks). A new key past it first takes the place of a counter whose
 // window has ended (an idle key: evictScan of its shard's counters are
 // looked at, the one whose window ended first goes); when none has, it is
 // counted in its shard's overflow table (below): still limited, never
 // stored.
-const DefaultMaxKeys = 1 << 20
+const DefaultMaxCounters = 1 << 20
 
 const shards = 64
 
@@ -68,11 +74,6 @@ type overSlot struct {
 	count uint64
 }
 
-// Cluster is what a store records its hits in: reconcile.Cluster.
-type Cluster interface {
-	Recorder(name string, rc *config.Resource) local.Recorder
-}
-
 type window struct {
 	key   string // the map's key, kept for the recorder
 	start int64  // the window's start, Unix seconds
@@ -99,8 +100,7 @@ type Store struct {
 	// the overflow table (decisions, and peers' counts applied).
 	Overflowed atomic.Int64
 
-	clu   Cluster
-	drift *float64
+	clu local.Cluster // nil when the store counts alone
 	// ext is the extension engine in force (ext.go), nil when none.
 	ext   atomic.Pointer[local.Engine]
 	recMu sync.RWMutex
@@ -108,11 +108,11 @@ type Store struct {
 }
 
 // NewStore returns an empty store keeping at most maxKeys counters (0 =
-// DefaultMaxKeys).
+// DefaultMaxCounters).
 func NewStore(maxKeys int) *Store {
 	s := &Store{maxKeys: int64(maxKeys), recs: map[uint64]local.Recorder{}}
 	if s.maxKeys <= 0 {
-		s.maxKeys = DefaultMaxKeys
+		s.maxKeys = DefaultMaxCounters
 	}
 	for i := range s.shards {
 		s.shards[i].m = map[string]*window{}
@@ -120,13 +120,23 @@ func NewStore(maxKeys int) *Store {
 	return s
 }
 
-// Attach records, from now on, this store's hits in c, with drift
-// tolerance drift (nil = obol's default).
-func (s *Store) Attach(c Cluster, drift *float64) {
+// Attach joins the store to cluster c (reconcile.Cluster): from now on
+// each limit value's resource is registered with c when first used (or
+// by Register), the store its applier, and its hits are recorded there;
+// the extension engine a later SetConfig makes is attached to c too.
+// Attach before the service's first SetConfig.
+func (s *Store) Attach(c local.Cluster) {
 	s.recMu.Lock()
-	s.clu, s.drift = c, drift
+	s.clu = c
 	clear(s.recs)
 	s.recMu.Unlock()
+}
+
+// cluster returns the cluster the store is attached to, nil when none.
+func (s *Store) cluster() local.Cluster {
+	s.recMu.RLock()
+	defer s.recMu.RUnlock()
+	return s.clu
 }
 
 // Register makes sure the cluster knows the resource of every limit of
@@ -139,8 +149,9 @@ func (s *Store) Register(cfg *Config) {
 	}
 }
 
-// recorder returns the cluster's recorder of limit value limit, nil when
-// the store runs alone.
+// recorder returns the cluster's recorder of limit value limit (per
+// second when seconds is 1), registering it on first use; nil when the
+// store runs alone.
 func (s *Store) recorder(limit uint32, seconds int64) local.Recorder {
 	id := uint64(limit) << 1
 	if seconds == 1 {
@@ -158,18 +169,30 @@ func (s *Store) recorder(limit uint32, seconds int64) local.Recorder {
 	if r, ok := s.recs[id]; ok {
 		return r
 	}
-	// One tier whose window is a minute: the bucket is what reconcile
-	// derives from the tier's window (a fiftieth, at most a minute), and a
-	// minute's buckets (1.2 s) divide every unit from a minute up; a
-	// second's limits get their own tier of a second (20 ms buckets).
+	r = clu.Register(ResourcePrefix+strconv.FormatUint(uint64(limit), 10)+unitSuffix(seconds), limitSpec(limit, seconds), s)
+	s.recs[id] = r
+	return r
+}
+
+// limitSpec is the cluster spec of limit value limit (per second when
+// seconds is 1): one tier of that limit (at least 1) whose window is a
+// minute, or a second. The bucket is what reconcile derives from the
+// tier's window (a fiftieth, at most a minute), and a minute's buckets
+// (1.2 s) divide every unit from a minute up; a second's limits get their
+// own tier of a second (20 ms buckets). Slot 0, every tier's hits, is kept
+// a second, as the engine's is, and has no limit; a fixed window enters
+// no tier, so no slot has entries. The drift is obol's default: the
+// service's config has none.
+func limitSpec(limit uint32, seconds int64) local.ClusterSpec {
 	w := time.Minute
 	if seconds == 1 {
 		w = time.Second
 	}
-	rc := &config.Resource{Kind: config.KindTiers, Drift: s.drift, Tiers: []config.Tier{{Limit: int(max(limit, 1)), Window: w}}}
-	r = clu.Recorder(ResourcePrefix+strconv.FormatUint(uint64(limit), 10)+unitSuffix(seconds), rc)
-	s.recs[id] = r
-	return r
+	return local.ClusterSpec{
+		Drift:  config.DefaultDrift,
+		Spans:  []local.Span{local.SlotTotal: {Hits: time.Second.Milliseconds()}, 1: {Hits: w.Milliseconds()}},
+		Limits: []int64{local.SlotTotal: 0, 1: int64(max(limit, 1))},
+	}
 }
 
 func unitSuffix(seconds int64) string {
@@ -336,31 +359,25 @@ func (s *Store) add(key []byte, start int64, n uint64, rec local.Recorder, nowMs
 }
 
 // ApplyCount adds a peer's n hits of key (domain) made in the bucket
-// starting at at (Unix ms) of tier slot 1 (reconcile.Applier). Other slots
-// and resources without ResourcePrefix are not this store's. n is clamped
+// starting at at (Unix ms) of tier slot 1 of a limit value's resource
+// (local.Applier: the cluster applies the resources the store registered
+// to it). Other slots, and names that are no limit value's, are ignored.
+// n is clamped
 // to the limit + 1 of its resource ("rls:LIMIT"): a count past the limit
 // already puts every window holding it over the limit, so the clamp
 // changes no decision a real count makes, and a peer's claim, however
 // large, does no more than that. A key that finds no room is counted in
 // the overflow table, as a decision's would be.
 func (s *Store) ApplyCount(resource, domain string, slot int, at, width, n, now int64) {
-	if isExt(resource) {
-		if e := s.ext.Load(); e != nil {
-			e.ApplyCount(resource, domain, slot, at, width, n, now)
-		}
+	if slot != 1 || n <= 0 || len(domain) < 2 {
 		return
 	}
-	if slot != 1 || n <= 0 || len(domain) < 2 || len(resource) < len(ResourcePrefix) || resource[:len(ResourcePrefix)] != ResourcePrefix {
-		return
-	}
+	lim, ok := limitOfResource(resource)
 	secs := unitSeconds(Unit(domain[0] - '0'))
-	if secs == 0 {
+	if !ok || secs == 0 {
 		return
 	}
-	c := uint64(n)
-	if lim, ok := limitOfResource(resource); ok {
-		c = min(c, lim+1)
-	}
+	c := min(uint64(n), lim+1)
 	start := floorDiv(floorDiv(at, 1000), secs) * secs
 	sh, h := s.shard([]byte(domain))
 	sh.mu.Lock()
@@ -384,9 +401,12 @@ func (s *Store) ApplyCount(resource, domain string, slot int, at, width, n, now 
 }
 
 // limitOfResource returns the limit of a fixed window's resource,
-// "rls:LIMIT" or "rls:LIMIT:s".
+// "rls:LIMIT" or "rls:LIMIT:s"; ok is false for any other name.
 func limitOfResource(resource string) (uint64, bool) {
-	v := resource[len(ResourcePrefix):]
+	v, ok := strings.CutPrefix(resource, ResourcePrefix)
+	if !ok {
+		return 0, false
+	}
 	if len(v) > 2 && v[len(v)-2:] == ":s" {
 		v = v[:len(v)-2]
 	}
@@ -394,22 +414,13 @@ func limitOfResource(resource string) (uint64, bool) {
 	return lim, err == nil
 }
 
-// ApplyEntry applies a peer's tier entry of an extension limit (a fixed
-// window has none).
-func (s *Store) ApplyEntry(resource, domain string, slot int, at, now int64) {
-	if e := s.ext.Load(); e != nil && isExt(resource) {
-		e.ApplyEntry(resource, domain, slot, at, now)
-	}
-}
-
-func isExt(resource string) bool {
-	return len(resource) >= len(extPrefix) && resource[:len(extPrefix)] == extPrefix
-}
-
-// AddRemoteHolds and EachHold complete reconcile.Applier: no limit here
-// holds copies.
+// ApplyEntry, AddRemoteHolds and EachHold complete local.Applier: a fixed
+// window enters no tier, and no limit here holds copies.
+func (s *Store) ApplyEntry(string, string, int, int64, int64)        {}
 func (s *Store) AddRemoteHolds(string, string, int64)                {}
 func (s *Store) EachHold(func(resource, domain string, holds int64)) {}
+
+var _ local.Applier = (*Store)(nil)
 
 // Sweep forgets the counters whose window ended before now, and what the
 // extension engine has fully reset.

@@ -177,8 +177,7 @@ type rlsRun struct {
 func newRLS(p *rlsPlan, rec *reconcile.Cluster) *rls.Service {
 	svc := rls.New(nil, p.opt)
 	if rec != nil {
-		svc.Store().Attach(rec, nil)
-		rec.SetSideApplier(rls.ResourcePrefix, svc.Store())
+		svc.Store().Attach(rec)
 	}
 	svc.SetConfig(p.cfg)
 	return svc

@@ -66,12 +66,10 @@ func (sm *sim) judgeSetup() {
 }
 
 // tolerance is how far a view may be from the oracle's and agree: drift
-// × the limit, at least one hit.
+// × the limit, at least one hit. The drift is the normalized resource's
+// (Scenario.Resource), or the scenario's own.
 func (sm *sim) tolerance() float64 {
-	d := config.DefaultDrift
-	if sm.rc.Drift != nil {
-		d = *sm.rc.Drift
-	}
+	d := *sm.rc.Drift
 	limit := float64(sm.rc.Count)
 	if sm.rc.Kind == config.KindTiers {
 		limit = float64(sm.rc.Tiers[0].Limit)

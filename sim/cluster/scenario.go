@@ -330,8 +330,13 @@ func (s *Scenario) Validate() error {
 	return s.validateChurn()
 }
 
-// checkResource refuses what the oracle cannot judge.
+// checkResource refuses what the oracle cannot judge, and a resource not
+// normalized: the engine and the cluster take its drift and max_keys as
+// they are.
 func checkResource(rc *config.Resource) error {
+	if rc.Drift == nil || rc.MaxKeys == 0 {
+		return bad("resource", "not normalized (drift or max_keys absent): parse it with config.ParseResource, or call its Normalize")
+	}
 	if rc.Shadow {
 		return bad("resource.shadow", "a shadow resource grants everything; the simulator needs it off")
 	}

@@ -237,6 +237,8 @@ func TestValidate(t *testing.T) {
 		{"copies", Scenario{Resource: resource(t, `{"kind":"copies","domain_limit":3}`), Nodes: 2}, `resource.kind: must be gcra or tiers, got "copies"`},
 		{"two tiers", Scenario{Resource: resource(t, `{"kind":"tiers","tiers":"10,1,1,0,20,1,1,0"}`), Nodes: 2}, "resource.tiers: the oracle takes exactly one tier, got 2"},
 		{"rate", Scenario{Resource: rc, Nodes: 2, Rate: -1}, "rate: must be a finite number ≥ 0, got -1"},
+		{"not normalized", Scenario{Resource: &config.Resource{Kind: config.KindGCRA, Burst: 2, Count: 10, Period: time.Second}, Nodes: 2},
+			"resource: not normalized (drift or max_keys absent)"},
 	}
 	for _, c := range cases {
 		err := c.s.Validate()
