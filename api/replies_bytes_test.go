@@ -18,10 +18,10 @@ var replyCases = []struct {
 	name  string
 	write func(w replies.Writer, b []byte) []byte
 }{
-	{"session", func(w replies.Writer, b []byte) []byte { return writeSession(w, b, "s-1f", 30000) }},
-	{"released", func(w replies.Writer, b []byte) []byte { return writeReleased(w, b, 1, 2) }},
-	{"session ended", func(w replies.Writer, b []byte) []byte { return writeInt(w, b, `,"released":`, 3) }},
-	{"transfer", func(w replies.Writer, b []byte) []byte { return writeTransfer(w, b, "x-9") }},
+	{"session", func(w replies.Writer, b []byte) []byte { return replies.AppendSession(w, b, "s-1f", 30000) }},
+	{"released", func(w replies.Writer, b []byte) []byte { return replies.AppendReleased(w, b, 1, 2) }},
+	{"session ended", func(w replies.Writer, b []byte) []byte { return replies.AppendInt(w, b, replies.KeyReleased, 3) }},
+	{"transfer", func(w replies.Writer, b []byte) []byte { return replies.AppendTransfer(w, b, "x-9") }},
 	{"reservation", func(w replies.Writer, b []byte) []byte {
 		return writeReservation(w, b, &local.Reservation{Granted: 3, Hold: "h-1", DomainLimit: 5, GlobalLimit: 100,
 			DomainHolds: 3, GlobalHolds: 40, Groups: []local.GroupHolds{{Name: "partners", Limit: 20, Holds: 3},
@@ -39,9 +39,9 @@ var replyCases = []struct {
 		return writeSeized(w, b, &local.Seized{Hold: "h-3", Resource: "t/copies", Domain: "solo", Copies: 1})
 	}},
 	{"error", func(w replies.Writer, b []byte) []byte {
-		return writeErrorObject(w, b, "bad_request", "domain \"a\xffb\": too long")
+		return replies.AppendError(w, b, "bad_request", "domain \"a\xffb\": too long")
 	}},
-	{"refund", func(w replies.Writer, b []byte) []byte { return writeInt(w, b, `,"remaining":`, 17) }},
+	{"refund", func(w replies.Writer, b []byte) []byte { return replies.AppendInt(w, b, replies.KeyRemaining, 17) }},
 	{"pace", func(w replies.Writer, b []byte) []byte {
 		return writePacing(w, b, &local.Pacing{Wait: 1500 * time.Microsecond, Remaining: 4, Rate: 2.5}, false)
 	}},
