@@ -159,3 +159,18 @@ func BenchmarkFromJSON(b *testing.B) {
 		})
 	}
 }
+
+// FuzzFromJSON holds AppendFromJSON to the appenders' transcoding on any
+// input: the same bytes, or an error from both.
+func FuzzFromJSON(f *testing.F) {
+	for _, s := range []string{string(transcodeInput), `[]`, `{"a":null}`, `-1.5e-7`, `"\ud800"`, `[1,]`, `{"a":1}x`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		got, err := AppendFromJSON(nil, in)
+		want, werr := fromJSONByAppenders(nil, in)
+		if (err == nil) != (werr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("%q: %x, %v; the appenders: %x, %v", in, got, err, want, werr)
+		}
+	})
+}
