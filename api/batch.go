@@ -196,7 +196,7 @@ func (s *Server) batch(ctx *fasthttp.RequestCtx, _ params) {
 	f := replyFormat(ctx)
 	w := replies.NewWriter(f)
 	out := w.Object(st.out[:0], 1)
-	out = w.Array(w.First(out, `,"responses":`), len(st.items))
+	out = w.Array(w.First(out, replies.KeyResponses), len(st.items))
 	g := s.gen.Load()
 	var d local.Decision
 	for i := range st.items {
@@ -211,7 +211,7 @@ func (s *Server) batch(ctx *fasthttp.RequestCtx, _ params) {
 		out = w.Next(out, i)
 		if it.err != nil {
 			code, msg := s.itemError(ctx, it.err, i)
-			out = writeErrorObject(w, out, code, msg)
+			out = replies.AppendError(w, out, code, msg)
 			continue
 		}
 		out = writeDecision(w, out, &d)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -178,6 +179,92 @@ func BenchmarkBatchHandler(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
+	}
+}
+
+// BenchmarkEncodeReplies writes each reply of replyCases (the copies
+// endpoints', the error object, the refund and the pacing replies) in JSON
+// and MessagePack into a reused buffer: it must allocate nothing.
+func BenchmarkEncodeReplies(b *testing.B) {
+	for _, f := range []format{formatJSON, formatMsgpack} {
+		w := replies.NewWriter(f)
+		for _, c := range replyCases {
+			b.Run(map[format]string{formatJSON: "json", formatMsgpack: "msgpack"}[f]+"/"+c.name, func(b *testing.B) {
+				buf := make([]byte, 0, 512)
+				b.ReportAllocs()
+				for b.Loop() {
+					buf = c.write(w, buf[:0])
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkCopiesHandlers runs POST /v1/reserve of 3 copies in a group, then
+// POST /v1/release of them, through the route table and handlers, in JSON
+// and in MessagePack both ways: one iteration is the two requests.
+func BenchmarkCopiesHandlers(b *testing.B) {
+	for _, asMsgpack := range []bool{false, true} {
+		b.Run(map[bool]string{false: "json", true: "msgpack"}[asMsgpack], func(b *testing.B) {
+			s := benchServer(b)
+			sid, err := s.Engine().OpenSession(t0, time.Hour)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var reserve, release fasthttp.RequestCtx
+			for _, ctx := range []*fasthttp.RequestCtx{&reserve, &release} {
+				ctx.Request.Header.SetMethod("POST")
+				if asMsgpack {
+					ctx.Request.Header.SetContentType(contentTypeMsgpack)
+					ctx.Request.Header.Set("Accept", contentTypeMsgpack)
+				} else {
+					ctx.Request.Header.SetContentType(contentTypeJSON)
+				}
+			}
+			reserve.Request.SetRequestURI("/v1/reserve")
+			release.Request.SetRequestURI("/v1/release")
+			body := func(m map[string]any) []byte {
+				if asMsgpack {
+					out, err := msgpack.Marshal(m)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return out
+				}
+				out, err := json.Marshal(m)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return out
+			}
+			reserve.Request.SetBody(body(map[string]any{"resource": "t/copies", "domain": "acme", "copies": 3, "session": sid}))
+			b.ReportAllocs()
+			for b.Loop() {
+				reserve.Response.Reset()
+				s.Handler(&reserve)
+				b.StopTimer() // reading the hold is the client's work
+				var r replies.Reservation
+				if asMsgpack {
+					var m map[string]any
+					if err := msgpack.Unmarshal(reserve.Response.Body(), &m); err != nil {
+						b.Fatal(err)
+					}
+					r.Hold, _ = m["hold"].(string)
+				} else if err := replies.ReadReservation(reserve.Response.Body(), &r); err != nil {
+					b.Fatal(err)
+				}
+				if reserve.Response.StatusCode() != 200 || r.Hold == "" {
+					b.Fatalf("reserve: status %d: %q", reserve.Response.StatusCode(), reserve.Response.Body())
+				}
+				release.Request.SetBody(body(map[string]any{"hold": r.Hold, "copies": 3}))
+				b.StartTimer()
+				release.Response.Reset()
+				s.Handler(&release)
+				if release.Response.StatusCode() != 200 {
+					b.Fatalf("release: status %d: %q", release.Response.StatusCode(), release.Response.Body())
+				}
+			}
 		})
 	}
 }

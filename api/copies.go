@@ -39,7 +39,7 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx, _ params) {
 		s.fail(ctx, err)
 		return
 	}
-	c.reply(ctx, writeSession(c.writer(ctx), c.out[:0], id, ttl))
+	c.reply(ctx, replies.AppendSession(c.writer(ctx), c.out[:0], id, ttl))
 }
 
 // POST /v1/sessions/{id}/keepalive → {"session", "ttl_ms"}. The body must be
@@ -55,7 +55,7 @@ func (s *Server) keepAlive(ctx *fasthttp.RequestCtx, p params) {
 		s.fail(ctx, err)
 		return
 	}
-	c.reply(ctx, writeSession(c.writer(ctx), c.out[:0], sid, ceilMs(ttl)))
+	c.reply(ctx, replies.AppendSession(c.writer(ctx), c.out[:0], sid, ceilMs(ttl)))
 }
 
 // DELETE /v1/sessions/{id} → {"released": N}, the copies its holds freed.
@@ -70,7 +70,7 @@ func (s *Server) endSession(ctx *fasthttp.RequestCtx, p params) {
 		s.fail(ctx, err)
 		return
 	}
-	c.reply(ctx, writeInt(c.writer(ctx), c.out[:0], `,"released":`, int64(n)))
+	c.reply(ctx, replies.AppendInt(c.writer(ctx), c.out[:0], replies.KeyReleased, int64(n)))
 }
 
 // POST /v1/reserve {"resource", "domain", "copies", "min_copies", "session"}
@@ -110,7 +110,7 @@ func (s *Server) release(ctx *fasthttp.RequestCtx, _ params) {
 		return
 	}
 	g.countHoldOp(resource, opRelease)
-	c.reply(ctx, writeReleased(c.writer(ctx), c.out[:0], released, held))
+	c.reply(ctx, replies.AppendReleased(c.writer(ctx), c.out[:0], int64(released), int64(held)))
 }
 
 // POST /v1/transfer {"hold", "copies", "ttl_ms"} → {"transfer": id}. copies
@@ -131,7 +131,7 @@ func (s *Server) transfer(ctx *fasthttp.RequestCtx, _ params) {
 		return
 	}
 	g.countHoldOp(resource, opTransfer)
-	c.reply(ctx, writeTransfer(c.writer(ctx), c.out[:0], id))
+	c.reply(ctx, replies.AppendTransfer(c.writer(ctx), c.out[:0], id))
 }
 
 // POST /v1/seize {"transfer", "session"} → {"hold", "resource", "domain",
@@ -151,79 +151,39 @@ func (s *Server) seize(ctx *fasthttp.RequestCtx, _ params) {
 	c.reply(ctx, writeSeized(c.writer(ctx), c.out[:0], &r))
 }
 
-// writeSession writes the reply of opening or renewing a session.
-func writeSession(w replies.Writer, b []byte, id string, ttlMs int64) []byte {
-	b = w.Object(b, 2)
-	b = w.String(w.First(b, `,"session":`), id)
-	b = w.Int(w.Key(b, `,"ttl_ms":`), ttlMs)
-	return w.End(b)
-}
-
-// writeReservation writes the reply of a reserve: "hold" only when granted,
-// "groups" always (empty when the domain is in none), each group's "limit"
-// when it has one, "shadow" and "lenient" only when true.
+// writeReservation writes the reply of a reserve (replies.AppendReservation)
+// from the engine's reservation.
 func writeReservation(w replies.Writer, b []byte, r *local.Reservation) []byte {
-	hasHold, hasDomain, hasGlobal := r.Hold != "", r.DomainLimit != local.NoLimit, r.GlobalLimit != local.NoLimit
-	b = w.Object(b, 4+btoi(hasHold)+btoi(hasDomain)+btoi(hasGlobal)+btoi(r.Shadow)+btoi(r.Lenient))
-	b = w.Int(w.First(b, `,"granted":`), int64(r.Granted))
-	if hasHold {
-		b = w.String(w.Key(b, `,"hold":`), r.Hold)
+	wr := replies.Reservation{
+		Granted:     int64(r.Granted),
+		Hold:        r.Hold,
+		DomainLimit: int64(r.DomainLimit),
+		GlobalLimit: int64(r.GlobalLimit),
+		DomainHolds: int64(r.DomainHolds),
+		GlobalHolds: int64(r.GlobalHolds),
+		Shadow:      r.Shadow,
+		Lenient:     r.Lenient,
 	}
-	if hasDomain {
-		b = w.Int(w.Key(b, `,"domain_limit":`), int64(r.DomainLimit))
+	if len(r.Groups) == 0 {
+		return replies.AppendReservation(w, b, &wr)
 	}
-	if hasGlobal {
-		b = w.Int(w.Key(b, `,"global_limit":`), int64(r.GlobalLimit))
+	// The groups are converted on the stack when there are at most 8 (a
+	// domain is in few groups): the reply allocates nothing.
+	var buf [8]replies.GroupHolds
+	groups := buf[:0]
+	if len(r.Groups) > len(buf) {
+		groups = make([]replies.GroupHolds, 0, len(r.Groups))
 	}
-	b = w.Int(w.Key(b, `,"domain_holds":`), int64(r.DomainHolds))
-	b = w.Int(w.Key(b, `,"global_holds":`), int64(r.GlobalHolds))
-	b = w.Array(w.Key(b, `,"groups":`), len(r.Groups))
-	for i, g := range r.Groups {
-		limited := g.Limit != local.NoLimit
-		b = w.Object(w.Next(b, i), 2+btoi(limited))
-		b = w.String(w.First(b, `,"name":`), g.Name)
-		if limited {
-			b = w.Int(w.Key(b, `,"limit":`), int64(g.Limit))
-		}
-		b = w.Int(w.Key(b, `,"holds":`), int64(g.Holds))
-		b = w.End(b)
+	for _, g := range r.Groups {
+		groups = append(groups, replies.GroupHolds{Name: g.Name, Limit: int64(g.Limit), Holds: int64(g.Holds)})
 	}
-	b = w.EndArray(b)
-	if r.Shadow {
-		b = w.Bool(w.Key(b, `,"shadow":`), true)
-	}
-	if r.Lenient {
-		b = w.Bool(w.Key(b, `,"lenient":`), true)
-	}
-	return w.End(b)
+	wr.Groups = groups
+	return replies.AppendReservation(w, b, &wr)
 }
 
-// writeReleased writes the reply of a release.
-func writeReleased(w replies.Writer, b []byte, released, held int) []byte {
-	b = w.Object(b, 2)
-	b = w.Int(w.First(b, `,"released":`), int64(released))
-	b = w.Int(w.Key(b, `,"held":`), int64(held))
-	return w.End(b)
-}
-
-// writeTransfer writes the reply of a transfer.
-func writeTransfer(w replies.Writer, b []byte, id string) []byte {
-	b = w.Object(b, 1)
-	b = w.String(w.First(b, `,"transfer":`), id)
-	return w.End(b)
-}
-
-// writeSeized writes the reply of a seize.
+// writeSeized writes the reply of a seize (replies.AppendSeized) from the
+// engine's.
 func writeSeized(w replies.Writer, b []byte, s *local.Seized) []byte {
-	b = w.Object(b, 5)
-	b = w.String(w.First(b, `,"hold":`), s.Hold)
-	b = w.String(w.Key(b, `,"resource":`), s.Resource)
-	b = w.String(w.Key(b, `,"domain":`), s.Domain)
-	b = w.Array(w.Key(b, `,"groups":`), len(s.Groups))
-	for i, g := range s.Groups {
-		b = w.String(w.Next(b, i), g)
-	}
-	b = w.EndArray(b)
-	b = w.Int(w.Key(b, `,"copies":`), int64(s.Copies))
-	return w.End(b)
+	ws := replies.Seized{Hold: s.Hold, Resource: s.Resource, Domain: s.Domain, Groups: s.Groups, Copies: int64(s.Copies)}
+	return replies.AppendSeized(w, b, &ws)
 }

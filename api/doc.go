@@ -27,8 +27,11 @@
 // booleans as booleans. Each reply has one write function over a
 // replies.Writer (internal/wire/replies), which appends either format into
 // the call's pooled buffer; a handler ends with c.reply(ctx, writeX(...))
-// (replies.go). The decision reply is replies.AppendDecision, whose field
-// list the Go client reads too. The operations endpoints render JSON, which
+// (replies.go). The replies the Go client reads (the decision, a batch's
+// and each copies endpoint's, the error object, a refund's, a pacing's
+// wait) are written by package replies (AppendDecision, AppendReservation,
+// AppendError, ...), beside the client's reader of each; the handlers
+// here only convert the engine's values. The operations endpoints render JSON, which
 // the router transcodes when MessagePack is asked for.
 //
 // POST /v1/batch takes {"requests": [...]}, at most 1000 requests with the

@@ -119,7 +119,7 @@ func writeError(ctx *fasthttp.RequestCtx, status int, code, msg string) {
 	ctx.SetStatusCode(status)
 	f := replyFormat(ctx)
 	ctx.SetContentType(contentTypes[f])
-	ctx.Response.SetBodyRaw(writeErrorObject(replies.NewWriter(f), nil, code, msg))
+	ctx.Response.SetBodyRaw(replies.AppendError(replies.NewWriter(f), nil, code, msg))
 }
 
 // errorHandler is the fasthttp ErrorHandler: a request that could not be

@@ -60,9 +60,9 @@ func writePacing(w replies.Writer, b []byte, p *local.Pacing, full bool) []byte 
 	showRemaining := full && p.Remaining >= 0
 	showRate := full && !math.IsInf(p.Rate, 0) && !math.IsNaN(p.Rate)
 	b = w.Object(b, 1+btoi(showRemaining)+btoi(showRate)+btoi(p.Lenient))
-	b = w.Int(w.First(b, `,"wait_ms":`), ceilMs(p.Wait))
+	b = w.Int(w.First(b, replies.KeyWaitMs), ceilMs(p.Wait))
 	if showRemaining {
-		b = w.Int(w.Key(b, `,"remaining":`), int64(p.Remaining))
+		b = w.Int(w.Key(b, replies.KeyRemaining), int64(p.Remaining))
 	}
 	if showRate {
 		b = w.Float(w.Key(b, `,"rate_per_s":`), p.Rate)

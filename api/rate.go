@@ -5,6 +5,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/obol-dev/obol/internal/wire/replies"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -43,5 +44,5 @@ func (s *Server) refund(ctx *fasthttp.RequestCtx, _ params) {
 		s.fail(ctx, err)
 		return
 	}
-	c.reply(ctx, writeInt(c.writer(ctx), c.out[:0], `,"remaining":`, int64(remaining)))
+	c.reply(ctx, replies.AppendInt(c.writer(ctx), c.out[:0], replies.KeyRemaining, int64(remaining)))
 }

@@ -19,7 +19,10 @@ import (
 //
 //	c.reply(ctx, writeX(c.writer(ctx), c.out[:0], &x))
 //
-// which writes into the call's pooled buffer and allocates nothing. The
+// which writes into the call's pooled buffer and allocates nothing. Each
+// reply's members, their order and when each is present are package
+// replies' (AppendDecision, AppendReservation, AppendError, ...); a writeX
+// here only converts the engine's value (package local) to the reply's. The
 // operations endpoints render JSON with encoding/json, which the router
 // transcodes when MessagePack is asked for (transcodeReply).
 
@@ -76,20 +79,15 @@ func appendDecision(b []byte, d *local.Decision) []byte {
 	return writeDecision(replies.NewWriter(formatJSON), b, d)
 }
 
-// writeInt writes a reply of one integer member, k.
+// writeInt and writeErrorObject are replies.AppendInt and
+// replies.AppendError under the names the simulation's replies (simulate.go)
+// call them by.
 func writeInt(w replies.Writer, b []byte, k replies.Key, v int64) []byte {
-	b = w.Object(b, 1)
-	b = w.Int(w.First(b, k), v)
-	return w.End(b)
+	return replies.AppendInt(w, b, k, v)
 }
 
-// writeError writes the error object {"error": {"code", "message"}}.
 func writeErrorObject(w replies.Writer, b []byte, code, msg string) []byte {
-	b = w.Object(b, 1)
-	b = w.Object(w.First(b, `,"error":`), 2)
-	b = w.String(w.First(b, `,"code":`), code)
-	b = w.String(w.Key(b, `,"message":`), msg)
-	return w.End(w.End(b))
+	return replies.AppendError(w, b, code, msg)
 }
 
 // transcodeReply rewrites a JSON reply as MessagePack when the request

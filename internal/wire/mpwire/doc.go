@@ -15,6 +15,8 @@
 // *wire.FieldError naming the value being read.
 //
 // The Append functions write MessagePack values in their shortest form, as
-// github.com/vmihailenco/msgpack/v5's Encoder does; AppendFromJSON
-// transcodes a JSON value.
+// github.com/vmihailenco/msgpack/v5's Encoder does, for the replies of the
+// request path, where the library measured slower (append.go says by how
+// much and how to measure it); AppendFromJSON transcodes a JSON value with
+// the library itself, which measured as fast there.
 package mpwire

@@ -33,7 +33,7 @@ type Decision struct {
 // The keys of a decision reply's fields.
 const (
 	kGranted              Key = `,"granted":`
-	kRemaining            Key = `,"remaining":`
+	kRemaining            Key = KeyRemaining
 	kRetryAfterMs         Key = `,"retry_after_ms":`
 	kResetAfterMs         Key = `,"reset_after_ms":`
 	kTier                 Key = `,"tier":`
@@ -103,7 +103,7 @@ func (d *Decision) Field(name []byte) (i *int64, b *bool) {
 	switch string(name) {
 	case "granted":
 		return &d.Granted, nil
-	case "remaining":
+	case NameRemaining:
 		return &d.Remaining, nil
 	case "retry_after_ms":
 		return &d.RetryAfterMs, nil

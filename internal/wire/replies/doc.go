@@ -15,9 +15,13 @@
 // Decision is a rate decision as its reply carries it, AppendDecision its
 // one writer (the order of its fields and when each is present) and
 // Decision.Field the lookup its reader uses. The replies of the copies
-// endpoints (Reservation, Seized, a release, a transfer, a session) and the
-// error object have their writer beside their reader in holds.go, over one
-// list of member names.
+// endpoints (Reservation, Seized, a release, a transfer, a session), the
+// error object and the replies of one integer member (AppendInt: a refund's
+// remaining, an ended session's released) have their writer beside their
+// reader in holds.go, over one list of member names. The few members the
+// agent writes itself (a pacing reply's wait_ms and remaining, a batch's
+// responses) take their keys from here (KeyWaitMs, KeyRemaining,
+// KeyResponses).
 //
 // The Read functions (read.go) are the Go client's readers of the JSON
 // replies, lenient where the contract lets the agent grow (unknown members

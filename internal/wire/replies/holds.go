@@ -35,6 +35,17 @@ const (
 	NameWaitMs    = "wait_ms"
 )
 
+// The keys of the members the agent writes outside this package's
+// writers: the one member of a refund's reply (AppendInt), of an ended
+// session's ({"released": N}), the wait and remaining calls of a pacing
+// reply, and the array of a batch's decisions.
+const (
+	KeyRemaining Key = `,"` + NameRemaining + `":`
+	KeyWaitMs    Key = `,"` + NameWaitMs + `":`
+	KeyReleased  Key = kReleased
+	KeyResponses Key = `,"` + nResponses + `":`
+)
+
 // The keys of those members (granted, global_limit, shadow and lenient are
 // the decision's keys).
 const (
@@ -66,6 +77,14 @@ func AppendError(w Writer, b []byte, code, msg string) []byte {
 	b = w.String(w.First(b, kCode), code)
 	b = w.String(w.Key(b, kMessage), msg)
 	return w.End(w.End(b))
+}
+
+// AppendInt appends a reply of one integer member, k: {"remaining": N}
+// of a refund, {"released": N} of an ended session. ReadInt reads it.
+func AppendInt(w Writer, b []byte, k Key, v int64) []byte {
+	b = w.Object(b, 1)
+	b = w.Int(w.First(b, k), v)
+	return w.End(b)
 }
 
 // AppendSession appends the reply of opening or renewing a session:

@@ -60,6 +60,19 @@ func TestRoundTrip(t *testing.T) {
 			keys:  []string{"session", "ttl_ms"},
 			read:  func(b []byte) (any, error) { return ReadSession(b) },
 			want:  "s-1"},
+		{name: "refund",
+			write: func(w Writer) []byte { return AppendInt(w, nil, KeyRemaining, 300) },
+			keys:  []string{"remaining"},
+			read:  func(b []byte) (any, error) { return ReadInt(b, NameRemaining) },
+			want:  int64(300)},
+		{name: "session ended",
+			write: func(w Writer) []byte { return AppendInt(w, nil, KeyReleased, 3) },
+			keys:  []string{"released"},
+			read: func(b []byte) (any, error) {
+				r, h, err := ReadReleased(b)
+				return [2]int64{r, h}, err
+			},
+			want: [2]int64{3, 0}},
 		{name: "error",
 			write: func(w Writer) []byte { return AppendError(w, nil, "wrong_kind", `"t/c" is a copies resource😀`) },
 			keys:  []string{"error"},
