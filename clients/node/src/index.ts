@@ -1,0 +1,24 @@
+export {
+  Client,
+  Session,
+  Hold,
+  defaultSocket,
+  remainingOf,
+} from "./client";
+export type {
+  ClientOptions,
+  Decision,
+  RequestOptions,
+  CallOptions,
+  Need,
+  BatchResult,
+  Stats,
+  Admission,
+  HoldInfo,
+  Logger,
+  RawReply,
+  HeaderSource,
+} from "./client";
+export { ObolError, ClosedError, AgentUnavailableError, Codes } from "./errors";
+export { middleware, fastifyHook, decisionHeaders } from "./middleware";
+export type { KeyFunc, MiddlewareOptions } from "./middleware";
