@@ -300,6 +300,7 @@ export class Client {
    */
   async call(method: string, p: string, body?: unknown, signal?: AbortSignal, raw = false): Promise<any> {
     if (this.closed) throw new ClosedError();
+    if (signal?.aborted) throw abortReason(signal);
     this.counters.calls++;
     if (this.timeoutPauseMs > 0 && Date.now() < this.pausedUntil) {
       throw new AgentUnavailableError(`an earlier call timed out: not asking for ${this.timeoutPauseMs} ms`);
@@ -311,8 +312,11 @@ export class Client {
       if (e instanceof AgentUnavailableError && e.timeout) this.pausedUntil = Date.now() + this.timeoutPauseMs;
       throw e;
     }
-    if (raw && (r.status === 204 || r.status === 429 || (r.status >= 200 && r.status < 300))) {
-      if (r.status !== 429 || !isAgentErrorBody(r.body)) return r;
+    if (raw) {
+      // /v1/check answers 204 (granted) or 429 (rejected); any other 2xx
+      // is not the agent's, and a 429 with an error body is a cap.
+      if (r.status === 204 || (r.status === 429 && !isAgentErrorBody(r.body))) return r;
+      if (r.status >= 200 && r.status < 300) throw new AgentUnavailableError(`unexpected ${r.status} reply to a check`);
     }
     if (r.status >= 200 && r.status < 300) {
       try {

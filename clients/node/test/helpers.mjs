@@ -24,6 +24,11 @@ resources:
   t/two: {kind: copies, domain_limit: 2}
   t/adaptive: {kind: adaptive, min_window: 2, max_window: 10}
   t/pacer: {kind: pacer, quota: 100, period: 1m}
+  api/search: {kind: gcra, burst: 20, count: 20, period: 1s}
+  api/export: {kind: tiers, tiers: "5,1,1,0,50,5,5,15"}
+  jobs/sandbox: {kind: copies, domain_limit: 5}
+  auth/login: {kind: adaptive, min_window: 5, max_window: 250}
+  github/api: {kind: pacer, quota: 4500, period: 1h}
 `;
 
 /** A directory short enough for a socket path (108 bytes). */
@@ -97,7 +102,7 @@ export async function fakeAgent(t, mode) {
       calls.push(1);
       s.on("close", () => sockets.delete(s));
       s.on("error", () => {});
-      if (mode === "reset") s.resetAndDestroy ? s.resetAndDestroy() : s.destroy();
+      if (mode === "reset") s.destroy();
     });
   } else {
     server = createServer((req, res) => {
