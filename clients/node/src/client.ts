@@ -513,7 +513,7 @@ export class Client {
         checkName(`batch[${i}].domain`, n.domain);
         const [copies, min] = counts(n);
         const body = { resource: n.resource, domain: n.domain, copies, min_copies: min };
-        const len = JSON.stringify(body).length + 1;
+        const len = Buffer.byteLength(JSON.stringify(body)) + 1;
         if (chunk.length >= 1000 || size + len > 60000) await flush();
         chunk.push({ i, body, copies, min });
         size += len;

@@ -172,3 +172,18 @@ test("admit/complete and pace/observe", { skip: noAgent }, async (t) => {
   await assert.rejects(c.observe("t/pacer", 99), /status: must be an integer in \[100, 599\], got 99/);
   await assert.rejects(c.pace("t/gcra"), (e) => e.code === Codes.wrongKind);
 });
+
+test("url: the same calls over loopback HTTP, with a path prefix refused by the agent as not found", { skip: noAgent }, async (t) => {
+  const a = await startAgent(t, undefined, { http: true });
+  assert.ok(a.http, "the agent's started line names its HTTP address");
+  const c = new Client({ url: `http://${a.http}`, timeoutMs: 2000 });
+  t.after(() => c.close());
+  assert.equal((await c.request("t/one", "h")).granted, 1);
+  assert.equal((await c.request("t/one", "h")).granted, 0);
+  const h = await c.reserve("t/two", "h");
+  assert.equal(h.granted, 1);
+  await h.release();
+  const p = new Client({ url: `http://${a.http}/prefix`, timeoutMs: 2000 });
+  t.after(() => p.close());
+  await assert.rejects(p.request("t/one", "h"), (e) => e instanceof ObolError && e.status === 404);
+});

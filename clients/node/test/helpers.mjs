@@ -43,15 +43,16 @@ export function tempDir(t) {
  * says it started; stopped when the test ends. Without OBOL_AGENT_BIN the
  * test is skipped by the caller (see agentBin).
  */
-export async function startAgent(t, config = CONFIG) {
+export async function startAgent(t, config = CONFIG, { http = false } = {}) {
   const bin = process.env.OBOL_AGENT_BIN;
   const dir = tempDir(t);
   fs.writeFileSync(path.join(dir, "c.yaml"), config);
   const sock = path.join(dir, "a.sock");
-  const child = spawn(bin, ["--config", path.join(dir, "c.yaml"), "--socket", sock, "--http", "off"], {
+  const child = spawn(bin, ["--config", path.join(dir, "c.yaml"), "--socket", sock, "--http", http ? "127.0.0.1:0" : "off"], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   const log = [];
+  let httpAddr;
   const started = new Promise((resolve, reject) => {
     const onLine = (line) => {
       log.push(line);
@@ -63,7 +64,14 @@ export async function startAgent(t, config = CONFIG) {
     child.on("error", reject);
     // The agent logs "obol agent started" once its listeners are up.
     const onStart = (line) => {
-      if (line.includes("obol agent started")) resolve();
+      if (line.includes("obol agent started")) {
+        try {
+          httpAddr = JSON.parse(line).http;
+        } catch {
+          // a text log line: no address
+        }
+        resolve();
+      }
     };
     readline.createInterface({ input: child.stderr }).on("line", onStart);
     readline.createInterface({ input: child.stdout }).on("line", onStart);
@@ -76,7 +84,7 @@ export async function startAgent(t, config = CONFIG) {
     });
   t.after(stop);
   await started;
-  return { sock, dir, child, stop, log };
+  return { sock, dir, child, stop, log, http: httpAddr };
 }
 
 export const agentBin = process.env.OBOL_AGENT_BIN;
