@@ -187,3 +187,13 @@ test("url: the same calls over loopback HTTP, with a path prefix refused by the 
   t.after(() => p.close());
   await assert.rejects(p.request("t/one", "h"), (e) => e instanceof ObolError && e.status === 404);
 });
+
+test("the default socket follows the agent's rule", async () => {
+  const { defaultSocket } = await import("../esm/index.mjs");
+  assert.equal(defaultSocket({ OBOL_SOCKET: "/x/a.sock", XDG_RUNTIME_DIR: "/run/user/1" }), "/x/a.sock");
+  assert.equal(defaultSocket({ XDG_RUNTIME_DIR: "/run/user/1" }), "/run/user/1/obol.sock");
+  const fallback = defaultSocket({});
+  assert.ok(fallback === "/run/obol/obol.sock" || fallback === `/tmp/obol-${process.getuid()}/obol.sock`, fallback);
+  assert.equal(new Client({ env: { OBOL_SOCKET: "/x/b.sock" } }).socket, "/x/b.sock");
+  assert.throws(() => new Client({ env: { OBOL_SOCKET: "off" } }), /OBOL_SOCKET is off/);
+});
