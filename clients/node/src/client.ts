@@ -423,6 +423,7 @@ export class Client {
     signal: AbortSignal | undefined,
     once: () => Promise<T>,
   ): Promise<T> {
+    if (maxWait === 0) return once();
     const start = Date.now();
     let d = await once();
     for (let i = 0; d.granted === 0 && maxWait > 0; i++) {
