@@ -1,7 +1,7 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { AgentUnavailableError, ClosedError, Codes, ObolError, badRequest } from "./errors";
+import { AgentUnavailableError, ClosedError, Codes, ObolError, badRequest, errorFor } from "./errors";
 import { Reply, Transport, abortReason } from "./transport";
 
 /** Where warnings go: `console` by default. */
@@ -495,7 +495,7 @@ export class Client {
         items.forEach((x, k) => {
           const r = rs[k];
           if (r && typeof r === "object" && r.error && typeof r.error === "object") {
-            out[x.i] = { error: new ObolError(statusOf(String(r.error.code)), String(r.error.code ?? ""), String(r.error.message ?? "")) };
+            out[x.i] = { error: errorFor(statusOf(String(r.error.code)), String(r.error.code ?? ""), `obol: ${r.error.code}: ${r.error.message ?? ""}`) };
           } else {
             out[x.i] = { decision: this.decision(r ?? {}, x.copies) };
           }
@@ -753,7 +753,7 @@ function apiError(r: Reply): ObolError {
   try {
     const v = JSON.parse(r.body);
     if (v && typeof v === "object" && v.error && typeof v.error.code === "string") {
-      return new ObolError(r.status, v.error.code, `obol: ${v.error.code}: ${v.error.message ?? ""}`);
+      return errorFor(r.status, v.error.code, `obol: ${v.error.code}: ${v.error.message ?? ""}`);
     }
   } catch {
     // not the agent's format

@@ -37,6 +37,43 @@ export class ObolError extends Error {
   }
 }
 
+/** `bad_request`: a bad argument (the agent's, or one the client refused before asking). */
+export class BadRequestError extends ObolError {}
+/** `unknown_resource`: no config for the resource. */
+export class UnknownResourceError extends ObolError {}
+/** `wrong_kind`: a rate call on a copies resource, or the reverse. */
+export class WrongKindError extends ObolError {}
+/** `cost_over_burst`: a gcra request for more than the burst. */
+export class CostOverBurstError extends ObolError {}
+/** `unknown_hold`, `unknown_session`, `unknown_transfer`, `unknown_ticket`: an id unknown, ended or expired. */
+export class UnknownIdError extends ObolError {}
+/** `over_release`: releasing more copies than the hold has. */
+export class OverReleaseError extends ObolError {}
+/** `too_large`, `too_many`: a body, batch or cap over its limit. */
+export class LimitError extends ObolError {}
+
+const CLASSES: Record<string, new (status: number, code: string, message: string) => ObolError> = {
+  bad_request: BadRequestError,
+  unknown_resource: UnknownResourceError,
+  wrong_kind: WrongKindError,
+  cost_over_burst: CostOverBurstError,
+  unknown_hold: UnknownIdError,
+  unknown_session: UnknownIdError,
+  unknown_transfer: UnknownIdError,
+  unknown_ticket: UnknownIdError,
+  over_release: OverReleaseError,
+  too_large: LimitError,
+  too_many: LimitError,
+};
+
+/** The error of an agent's code: the subclass of ObolError for it, else ObolError. */
+export function errorFor(status: number, code: string, message: string): ObolError {
+  const C = CLASSES[code] ?? ObolError;
+  const e = new C(status, code, message);
+  if (C !== ObolError) e.name = C.name;
+  return e;
+}
+
 /** A call after {@link Client.close}. */
 export class ClosedError extends ObolError {
   constructor() {
@@ -47,7 +84,7 @@ export class ClosedError extends ObolError {
 
 /** An argument the client refuses before asking the agent. */
 export function badRequest(message: string): ObolError {
-  return new ObolError(0, Codes.badRequest, "obol: " + message);
+  return errorFor(0, Codes.badRequest, "obol: " + message);
 }
 
 /**

@@ -19,6 +19,18 @@ export type {
   RawReply,
   HeaderSource,
 } from "./client";
-export { ObolError, ClosedError, AgentUnavailableError, Codes } from "./errors";
+export {
+  ObolError,
+  ClosedError,
+  AgentUnavailableError,
+  Codes,
+  BadRequestError,
+  UnknownResourceError,
+  WrongKindError,
+  CostOverBurstError,
+  UnknownIdError,
+  OverReleaseError,
+  LimitError,
+} from "./errors";
 export { middleware, fastifyHook, decisionHeaders } from "./middleware";
 export type { KeyFunc, MiddlewareOptions } from "./middleware";

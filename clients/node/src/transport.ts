@@ -1,5 +1,5 @@
 import * as http from "node:http";
-import { AgentUnavailableError, ObolError } from "./errors";
+import { AgentUnavailableError, badRequest } from "./errors";
 
 /** A reply the agent gave: its status, headers and body. */
 export interface Reply {
@@ -40,7 +40,7 @@ export class Transport {
     if (o.url !== undefined) {
       const u = new URL(o.url);
       if (u.protocol !== "http:") {
-        throw new ObolError(0, "bad_request", `obol: url: must be http://host:port[/prefix], got ${JSON.stringify(o.url)}`);
+        throw badRequest(`url: must be http://host:port[/prefix], got ${JSON.stringify(o.url)}`);
       }
       this.base = { host: u.hostname, port: u.port || 80, agent: this.agent };
       this.prefix = u.pathname.replace(/\/+$/, "");

@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
-import { Client, ObolError, ClosedError, Codes } from "../esm/index.mjs";
+import { Client, ObolError, ClosedError, Codes, UnknownResourceError, WrongKindError, BadRequestError } from "../esm/index.mjs";
 import { startAgent, noAgent, memLogger } from "./helpers.mjs";
 
 test("require and import give the same classes", () => {
@@ -46,10 +46,10 @@ test("client errors are typed and name the bad value", { skip: noAgent }, async 
   const a = await startAgent(t);
   const c = new Client({ socket: a.sock, timeoutMs: 2000 });
   t.after(() => c.close());
-  await assert.rejects(c.request("nope/x", "u"), (e) => e instanceof ObolError && e.code === Codes.unknownResource && e.status === 404);
-  await assert.rejects(c.request("t/copies", "u"), (e) => e instanceof ObolError && e.code === Codes.wrongKind && e.status === 409);
+  await assert.rejects(c.request("nope/x", "u"), (e) => e instanceof UnknownResourceError && e instanceof ObolError && e.code === Codes.unknownResource && e.status === 404);
+  await assert.rejects(c.request("t/copies", "u"), (e) => e instanceof WrongKindError && e.code === Codes.wrongKind && e.status === 409);
   await assert.rejects(c.request("t/gcra", "u", { copies: 21 }), (e) => e.code === Codes.costOverBurst);
-  await assert.rejects(c.request("", "u"), (e) => e.code === Codes.badRequest && e.status === 0 && /resource/.test(e.message));
+  await assert.rejects(c.request("", "u"), (e) => e instanceof BadRequestError && e.code === Codes.badRequest && e.status === 0 && /resource/.test(e.message));
   await assert.rejects(c.request("t/gcra", "u", { copies: -1 }), (e) => /copies.*got -1/.test(e.message));
   await assert.rejects(c.request("t/gcra", "u", { copies: 1.5 }), (e) => /copies.*got 1.5/.test(e.message));
   await assert.rejects(c.request("t/gcra", "u", { copies: 1, minCopies: 2 }), (e) => /minCopies.*at most copies/.test(e.message));
@@ -144,6 +144,7 @@ test("batch: decisions and per-item errors, in order; refund", { skip: noAgent }
   assert.equal(rs[0].decision.granted, 1);
   assert.equal(rs[1].decision.granted, 0);
   assert.equal(rs[2].error.code, Codes.unknownResource);
+  assert.ok(rs[2].error instanceof UnknownResourceError);
   assert.equal(rs[2].error.status, 404);
   assert.match(rs[3].error.message, /batch\[3\]\.resource/);
   assert.equal(rs[4].decision.granted, 4);
