@@ -811,6 +811,7 @@ export class Session {
   /** @internal releases the agent could not take yet, retried by the keepalive. */
   readonly pending: { hold: Hold; copies: number }[] = [];
   private ended = false;
+  private ticking = false;
 
   constructor(c: Client) {
     this.c = c;
@@ -847,16 +848,30 @@ export class Session {
 
   /** Renews the lease and retries queued releases. */
   private async tick(): Promise<void> {
-    if (!this.id || this.ended) return;
+    if (!this.id || this.ended || this.ticking) return;
+    this.ticking = true;
+    try {
+      await this.tickOnce();
+    } finally {
+      this.ticking = false;
+    }
+  }
+
+  private async tickOnce(): Promise<void> {
+    if (!this.id) return;
     try {
       await this.c.call("POST", `/v1/sessions/${encodeURIComponent(this.id)}/keepalive`);
     } catch (e) {
       if (e instanceof ObolError && e.code === Codes.unknownSession) this.lost();
       return;
     }
-    const queued = this.pending.splice(0);
-    for (const p of queued) {
-      await p.hold.retryRelease(p.copies).catch(() => undefined);
+    // Each queued release leaves the queue once the agent has taken it
+    // (or no longer knows the hold).
+    for (const p of [...this.pending]) {
+      if (await p.hold.retryRelease(p.copies)) {
+        const i = this.pending.indexOf(p);
+        if (i >= 0) this.pending.splice(i, 1);
+      }
     }
   }
 
@@ -1075,13 +1090,17 @@ export class Hold implements HoldInfo {
     if (this.left <= 0) this.s.drop(this);
   }
 
-  /** @internal the release of n copies the agent could not take, retried. */
-  async retryRelease(n: number): Promise<void> {
-    if (!this.id) return;
+  /**
+   * @internal the release of n copies the agent could not take, sent
+   * again: true when done (taken, or a hold the agent no longer knows).
+   */
+  async retryRelease(n: number): Promise<boolean> {
+    if (!this.id) return true;
     try {
       await this.s.client.call("POST", "/v1/release", { hold: this.id, copies: n });
+      return true;
     } catch (e) {
-      if (e instanceof AgentUnavailableError) this.s.queue(this, n);
+      return !(e instanceof AgentUnavailableError);
     }
   }
 

@@ -141,3 +141,33 @@ test("kill switch with an agent that cannot answer: degraded, not killed", async
   const d = await c.request("t/x", "u", { copies: 3, minCopies: 1 });
   assert.deepEqual([d.granted, d.degraded, d.killed], [1, true, false]);
 });
+
+test("a queued release is sent again by the session's keepalive once the agent answers", async (t) => {
+  let releases = 0;
+  let fail = true;
+  const f = await fakeAgent(t, (req, res) => {
+    const json = (status, v) => {
+      res.writeHead(status, { "content-type": "application/json" });
+      res.end(JSON.stringify(v));
+    };
+    if (req.url === "/v1/sessions") return json(200, { session: "s1", ttl_ms: 90 });
+    if (req.url === "/v1/sessions/s1/keepalive") return fail ? json(503, { error: { code: "not_ready", message: "x" } }) : json(200, { session: "s1", ttl_ms: 90 });
+    if (req.url === "/v1/reserve") return json(200, { granted: 2, hold: "h1" });
+    if (req.url === "/v1/release") {
+      if (fail) return json(503, { error: { code: "not_ready", message: "x" } });
+      releases++;
+      return json(200, { released: 2, held: 0 });
+    }
+    json(404, { error: { code: "bad_request", message: "unexpected " + req.url } });
+  });
+  const c = new Client({ socket: f.sock, timeoutMs: 2000, sessionTtlMs: 90, logger: memLogger() });
+  t.after(() => c.close());
+  const h = await c.reserve("t/c", "u", { copies: 2 });
+  assert.equal(h.held, 2);
+  await h.release();
+  assert.equal(c.stats().pendingReleases, 1);
+  fail = false;
+  // The keepalive runs every 30 ms: wait until it has sent the release.
+  while (c.stats().pendingReleases > 0) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(releases, 1);
+});
