@@ -16,12 +16,12 @@ test("request: grants, then rejects with retryAfterMs", { skip: noAgent }, async
   const a = await startAgent(t);
   const c = new Client({ socket: a.sock, timeoutMs: 2000 });
   t.after(() => c.close());
-  const d = await c.request("t/one", "u1");
+  const d = await c.request("t/hour", "u1");
   assert.equal(d.granted, 1);
   assert.equal(d.degraded, false);
   assert.equal(d.killed, false);
   assert.equal(d.reply.granted, 1);
-  const r = await c.request("t/one", "u1");
+  const r = await c.request("t/hour", "u1");
   assert.equal(r.granted, 0);
   assert.ok(r.retryAfterMs > 0, `retryAfterMs ${r.retryAfterMs}`);
   const tiers = await c.request("t/tiers", "u1", { copies: 3 });
@@ -69,31 +69,34 @@ test("kill switch: the agent is asked, a rejection becomes a killed grant of eve
   const c = new Client({ socket: a.sock, timeoutMs: 2000, env: { OBOL_KILL_SWITCH: "1" }, logger: log });
   t.after(() => c.close());
   assert.equal(c.killSwitch, true);
-  assert.equal((await c.request("t/one", "k")).killed, false);
-  const d = await c.request("t/one", "k");
+  assert.equal((await c.request("t/hour", "k")).killed, false);
+  const d = await c.request("t/hour", "k");
   assert.equal(d.granted, 1);
   assert.equal(d.killed, true);
   assert.equal(d.retryAfterMs, 0);
   assert.equal(d.reply.granted, 0);
-  await c.request("t/one", "k");
+  await c.request("t/hour", "k");
   assert.equal(c.stats().killed, 2);
   assert.equal(log.lines.length, 1, log.lines.join("\n"));
   c.setKillSwitch(false);
-  assert.equal((await c.request("t/one", "k")).granted, 0);
+  assert.equal((await c.request("t/hour", "k")).granted, 0);
 });
 
 test("maxWaitMs retries a rejection until granted, never before retry_after", { skip: noAgent }, async (t) => {
   const a = await startAgent(t);
   const c = new Client({ socket: a.sock, timeoutMs: 2000 });
   t.after(() => c.close());
-  assert.equal((await c.request("t/slow", "w")).granted, 1);
+  // The first grant is after start; the next one cannot come before 200 ms
+  // after it (the resource's period).
   const start = Date.now();
+  assert.equal((await c.request("t/slow", "w")).granted, 1);
   const d = await c.request("t/slow", "w", { maxWaitMs: 5000 });
   assert.equal(d.granted, 1);
   assert.ok(d.retries >= 1);
-  assert.ok(Date.now() - start >= 150, `granted after ${Date.now() - start} ms`);
+  assert.ok(Date.now() - start >= 190, `granted after ${Date.now() - start} ms`);
   // A wait shorter than retry_after returns the rejection at once.
-  const r = await c.request("t/slow", "w", { maxWaitMs: 10 });
+  await c.request("t/hour", "w");
+  const r = await c.request("t/hour", "w", { maxWaitMs: 10 });
   assert.equal(r.granted, 0);
   assert.equal(r.retries, 0);
 });
@@ -105,9 +108,9 @@ test("AbortSignal: an aborted call throws the signal's reason, also while waitin
   const ac = new AbortController();
   ac.abort();
   await assert.rejects(c.request("t/gcra", "s", { signal: ac.signal }), { name: "AbortError" });
-  await c.request("t/one", "s");
+  await c.request("t/hour", "s");
   const ac2 = new AbortController();
-  const p = c.request("t/one", "s", { maxWaitMs: 60000, signal: ac2.signal });
+  const p = c.request("t/hour", "s", { maxWaitMs: 60000, signal: ac2.signal });
   // Abort once the first rejection came back and the client sleeps.
   setImmediate(() => ac2.abort());
   await assert.rejects(p, { name: "AbortError" });
@@ -122,8 +125,8 @@ test("check: the RateLimit fields and Retry-After", { skip: noAgent }, async (t)
   assert.match(d.rateLimitPolicy, /q=5/);
   assert.match(d.rateLimit, /r=4/);
   assert.equal(d.remaining, 4);
-  await c.check("t/one", "c");
-  const r = await c.check("t/one", "c");
+  await c.check("t/hour", "c");
+  const r = await c.check("t/hour", "c");
   assert.equal(r.granted, 0);
   assert.ok(r.retryAfterMs >= 1000, `retryAfterMs ${r.retryAfterMs}`);
   assert.match(r.rateLimit, /r=0/);
@@ -135,8 +138,8 @@ test("batch: decisions and per-item errors, in order; refund", { skip: noAgent }
   const c = new Client({ socket: a.sock, timeoutMs: 2000 });
   t.after(() => c.close());
   const rs = await c.batch([
-    { resource: "t/one", domain: "b" },
-    { resource: "t/one", domain: "b" },
+    { resource: "t/hour", domain: "b" },
+    { resource: "t/hour", domain: "b" },
     { resource: "nope/x", domain: "b" },
     { resource: "", domain: "b" },
     { resource: "t/gcra", domain: "b", copies: 4 },
@@ -179,14 +182,14 @@ test("url: the same calls over loopback HTTP, with a path prefix refused by the 
   assert.ok(a.http, "the agent's started line names its HTTP address");
   const c = new Client({ url: `http://${a.http}`, timeoutMs: 2000 });
   t.after(() => c.close());
-  assert.equal((await c.request("t/one", "h")).granted, 1);
-  assert.equal((await c.request("t/one", "h")).granted, 0);
+  assert.equal((await c.request("t/hour", "h")).granted, 1);
+  assert.equal((await c.request("t/hour", "h")).granted, 0);
   const h = await c.reserve("t/two", "h");
   assert.equal(h.granted, 1);
   await h.release();
   const p = new Client({ url: `http://${a.http}/prefix`, timeoutMs: 2000 });
   t.after(() => p.close());
-  await assert.rejects(p.request("t/one", "h"), (e) => e instanceof ObolError && e.status === 404);
+  await assert.rejects(p.request("t/hour", "h"), (e) => e instanceof ObolError && e.status === 404);
 });
 
 test("the default socket follows the agent's rule", async () => {

@@ -16,6 +16,7 @@ resources:
   t/gcra: {kind: gcra, burst: 20, count: 20, period: 1s}
   t/one: {kind: gcra, burst: 1, count: 1, period: 1s}
   t/slow: {kind: gcra, burst: 1, count: 1, period: 200ms}
+  t/hour: {kind: gcra, burst: 1, count: 1, period: 1h}
   t/none: {kind: tiers, tiers: []}
   t/copies:
     kind: copies

@@ -67,10 +67,10 @@ test("session(fn) releases its copies when fn ends, even when it throws", { skip
 
 test("keepalive renews the lease; a lost session is reopened by the next reserve", { skip: noAgent }, async (t) => {
   const a = await startAgent(t);
-  const c = new Client({ socket: a.sock, timeoutMs: 2000, sessionTtlMs: 600 });
+  const c = new Client({ socket: a.sock, timeoutMs: 2000, sessionTtlMs: 1500 });
   t.after(() => c.close());
   const h = await c.reserve("t/two", "k", { copies: 2 });
-  // Wait until four keepalives (one every 200 ms) have been sent: more
+  // Wait until four keepalives (one every 500 ms) have been sent: more
   // than the TTL has passed, and the agent must still hold the copies.
   const base = c.stats().calls;
   while (c.stats().calls < base + 4) await new Promise((r) => setTimeout(r, 20));
