@@ -1,0 +1,36 @@
+export {
+  Client,
+  Session,
+  Hold,
+  defaultSocket,
+  remainingOf,
+} from "./client";
+export type {
+  ClientOptions,
+  Decision,
+  RequestOptions,
+  CallOptions,
+  Need,
+  BatchResult,
+  Stats,
+  Admission,
+  HoldInfo,
+  Logger,
+  RawReply,
+  HeaderSource,
+} from "./client";
+export {
+  ObolError,
+  ClosedError,
+  AgentUnavailableError,
+  Codes,
+  BadRequestError,
+  UnknownResourceError,
+  WrongKindError,
+  CostOverBurstError,
+  UnknownIdError,
+  OverReleaseError,
+  LimitError,
+} from "./errors";
+export { middleware, fastifyHook, decisionHeaders } from "./middleware";
+export type { KeyFunc, MiddlewareOptions } from "./middleware";
