@@ -65,7 +65,7 @@ func (s *Server) complete(ctx *fasthttp.RequestCtx, _ params) {
 		s.fail(ctx, err)
 		return
 	}
-	c.reply(ctx, writeInt(c.writer(ctx), c.out[:0], `,"window":`, int64(w)))
+	c.reply(ctx, replies.AppendInt(c.writer(ctx), c.out[:0], `,"window":`, int64(w)))
 }
 
 // writeAdmission writes the reply of an admit: "ticket" and "position" only

@@ -50,6 +50,9 @@ type ClusterCounters struct {
 	// heard twice; key names asked for and told.
 	Asked, Resent, RepairResyncs, Duplicates uint64
 	NamesAsked, NamesSent                    uint64
+	// UnheardResyncs: push/pulls asked of live members never heard from
+	// (most likely unaware of this node: gossip.Stats).
+	UnheardResyncs uint64
 	// Reships asked of members (a gap in one's targeted stream given up
 	// on) and made (asked for targeted messages no longer kept).
 	ReshipsAsked, ReshipsMade uint64
@@ -142,6 +145,7 @@ var (
 	descAsked         = prometheus.NewDesc("obol_gossip_repair_asked_total", "Sequence numbers of peers' gossip messages this node found missing and asked for again.", nil, nil)
 	descResent        = prometheus.NewDesc("obol_gossip_repair_resent_total", "Gossip messages this node sent again because a peer asked for them.", nil, nil)
 	descRepairResyncs = prometheus.NewDesc("obol_gossip_repair_resyncs_total", "Push/pulls started because a gap in a gossip stream could not be filled message by message.", nil, nil)
+	descUnheard       = prometheus.NewDesc("obol_gossip_unheard_resyncs_total", "Push/pulls asked of live members never heard from 2.5 s (times the heartbeat stretch) after they were reported: most likely members that never learned of this node, which ship their counts to the others only.", nil, nil)
 	descDuplicates    = prometheus.NewDesc("obol_gossip_duplicates_total", "Numbered gossip messages that arrived twice (not merged again).", nil, nil)
 	descNames         = prometheus.NewDesc("obol_gossip_names_total", "Key names asked of peers (asked) and told to peers that asked (told).", []string{"op"}, nil)
 	descReships       = prometheus.NewDesc("obol_gossip_reships_total", "Owner-mode reships: everything a member routes to this node, asked of it after a gap in its targeted stream could not be filled message by message (asked), and made for a member that asked for targeted messages no longer kept (made).", []string{"op"}, nil)
@@ -169,7 +173,7 @@ var (
 )
 
 func (c clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descAsked, descResent, descRepairResyncs, descDuplicates, descNames, descReships, descStretch, descTargetedOn, descSequenced, descLive, descMerged, descFlushes, descStale, descApplied, descTooOld, descGone, descLag, descOwnerMode, descTargeted, descSums, descWide, descHeldStates, descHeldHits, descHeldOrigins, descHeldKeys, descWelcomes, descHeldPassed} {
+	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descAsked, descResent, descRepairResyncs, descUnheard, descDuplicates, descNames, descReships, descStretch, descTargetedOn, descSequenced, descLive, descMerged, descFlushes, descStale, descApplied, descTooOld, descGone, descLag, descOwnerMode, descTargeted, descSums, descWide, descHeldStates, descHeldHits, descHeldOrigins, descHeldKeys, descWelcomes, descHeldPassed} {
 		ch <- d
 	}
 }
@@ -189,6 +193,7 @@ func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descAsked, k.Asked)
 	counter(descResent, k.Resent)
 	counter(descRepairResyncs, k.RepairResyncs)
+	counter(descUnheard, k.UnheardResyncs)
 	counter(descDuplicates, k.Duplicates)
 	counter(descNames, k.NamesAsked, "asked")
 	counter(descNames, k.NamesSent, "told")

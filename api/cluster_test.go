@@ -22,7 +22,7 @@ func TestClusterMetrics(t *testing.T) {
 	h.srv = New(testEngine(t), Options{
 		Now: h.clock.now, Logger: slog.New(slog.NewJSONHandler(h.logs, nil)), NodeName: "node-a",
 		Cluster: fakeCluster{ClusterCounters{BytesIn: 11, BytesOut: 12, PacketsIn: 13, PacketsOut: 14, Dropped: 3, QueueDrops: 7, SendErrors: 2, Live: 4,
-			Asked: 21, Resent: 22, RepairResyncs: 23, Duplicates: 24, NamesAsked: 25, NamesSent: 26, Sequenced: true, ReshipsAsked: 27, ReshipsMade: 28, Targeted: true, HeartbeatStretch: 3,
+			Asked: 21, Resent: 22, RepairResyncs: 23, UnheardResyncs: 29, Duplicates: 24, NamesAsked: 25, NamesSent: 26, Sequenced: true, ReshipsAsked: 27, ReshipsMade: 28, Targeted: true, HeartbeatStretch: 3,
 			Merge: MergeCounters{Owners: true, Targeted: 31, SumsSent: 32, SumsMerged: 33, WideRelays: 34, TooOld: 35}}},
 	})
 	page := string(h.serve().do("GET", "/metrics", "").body)
@@ -35,6 +35,7 @@ func TestClusterMetrics(t *testing.T) {
 		"obol_gossip_repair_asked_total 21",
 		"obol_gossip_repair_resent_total 22",
 		"obol_gossip_repair_resyncs_total 23",
+		"obol_gossip_unheard_resyncs_total 29",
 		"obol_gossip_duplicates_total 24",
 		`obol_gossip_names_total{op="asked"} 25`,
 		`obol_gossip_names_total{op="told"} 26`,

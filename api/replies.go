@@ -79,17 +79,6 @@ func appendDecision(b []byte, d *local.Decision) []byte {
 	return writeDecision(replies.NewWriter(formatJSON), b, d)
 }
 
-// writeInt and writeErrorObject are replies.AppendInt and
-// replies.AppendError under the names the simulation's replies (simulate.go)
-// call them by.
-func writeInt(w replies.Writer, b []byte, k replies.Key, v int64) []byte {
-	return replies.AppendInt(w, b, k, v)
-}
-
-func writeErrorObject(w replies.Writer, b []byte, code, msg string) []byte {
-	return replies.AppendError(w, b, code, msg)
-}
-
 // transcodeReply rewrites a JSON reply as MessagePack when the request
 // asked for MessagePack (Accept). The endpoints but the operations ones
 // write MessagePack themselves; this is for the handlers that render JSON

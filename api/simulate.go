@@ -368,9 +368,9 @@ func (s *Server) runSimulation(ctx *fasthttp.RequestCtx) {
 			if !ok {
 				return itemFailure(o.Err, i)
 			}
-			out = writeErrorObject(w, out, code, msg)
+			out = replies.AppendError(w, out, code, msg)
 		case sb.requests[i].Refund:
-			out = writeInt(w, out, `,"remaining":`, int64(o.Remaining))
+			out = replies.AppendInt(w, out, replies.KeyRemaining, int64(o.Remaining))
 		default:
 			out = writeDecision(w, out, &o.Decision)
 		}

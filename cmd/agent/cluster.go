@@ -148,7 +148,7 @@ func (c *clusterRun) Counters() api.ClusterCounters {
 	return api.ClusterCounters{
 		BytesIn: s.BytesIn, BytesOut: s.BytesOut, PacketsIn: s.PacketsIn, PacketsOut: s.PacketsOut,
 		Dropped: s.Dropped, QueueDrops: s.QueueDrops, SendErrors: s.SendErrors, Live: c.node.Live(), Merge: mergeCounters(c.rec.Stats()),
-		Asked: s.Asked, Resent: s.Resent, RepairResyncs: s.RepairResyncs, Duplicates: s.Duplicates,
+		Asked: s.Asked, Resent: s.Resent, RepairResyncs: s.RepairResyncs, UnheardResyncs: s.UnheardResyncs, Duplicates: s.Duplicates,
 		NamesAsked: s.NamesAsked, NamesSent: s.NamesSent, Sequenced: c.node.Repairs(),
 		ReshipsAsked: s.ReshipsAsked, ReshipsMade: s.ReshipsMade, Targeted: c.node.Reships(),
 		HeartbeatStretch: c.node.HeartbeatStretch(),
