@@ -98,10 +98,14 @@ func AppendSession(w Writer, b []byte, id string, ttlMs int64) []byte {
 
 // ReadSession reads the reply of opening a session: its id, required and
 // not empty (the client keeps its own ttl: ttl_ms is skipped).
-func ReadSession(b []byte) (id string, err error) {
+func ReadSession(b []byte) (id string, err error) { return readID(b, nSession) }
+
+// readID reads a reply whose one member that matters is the id named
+// name: required and not empty; the other members are skipped.
+func readID(b []byte, name string) (id string, err error) {
 	s := newReader(b)
 	for k := range s.members() {
-		if string(k) == nSession {
+		if string(k) == name {
 			id = s.str()
 		} else {
 			s.skip()
@@ -276,21 +280,7 @@ func AppendTransfer(w Writer, b []byte, id string) []byte {
 
 // ReadTransfer reads the reply of a transfer: its id, required and not
 // empty.
-func ReadTransfer(b []byte) (string, error) {
-	s := newReader(b)
-	var id string
-	for k := range s.members() {
-		if string(k) == nTransfer {
-			id = s.str()
-		} else {
-			s.skip()
-		}
-	}
-	if id == "" {
-		return "", ErrMalformed
-	}
-	return id, s.end()
-}
+func ReadTransfer(b []byte) (string, error) { return readID(b, nTransfer) }
 
 // Seized is the reply of a seize: the new hold and what it holds.
 type Seized struct {
