@@ -9,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/obol-dev/obol/internal/netguard"
 	"github.com/obol-dev/obol/internal/wire"
 	"github.com/obol-dev/obol/internal/wire/replies"
 	"github.com/obol-dev/obol/local"
@@ -126,6 +127,9 @@ func writeError(ctx *fasthttp.RequestCtx, status int, code, msg string) {
 // read (malformed HTTP, a body over its limit) still gets an error reply
 // (MessagePack when its headers, which were read, ask for it).
 func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
+	// A connection whose first request fails is how a flood of junk
+	// connections looks: the listener paces its next accept.
+	netguard.FirstRequestFailed(ctx.Conn())
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		limit := bodyLimit(ctx.Path())
 		if limit == maxSimulateBody && s.sim.busy.Load() {

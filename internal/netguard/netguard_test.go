@@ -361,3 +361,70 @@ func TestFrameScan(t *testing.T) {
 		}
 	}
 }
+
+// TestFreshConnectionsPaced is the regression test of the abuse bench's
+// logs attack: about 20,000 connections a second to the socket, each
+// sending 14 KB of headers and hanging up, were all accepted and read, and
+// a client's decisions on its open connection waited behind them (p99
+// 4.5 s). Now a connection whose first request fails, or that closes
+// before anything is written to it, makes the listener's next accept wait
+// freshPace (at most MaxFresh such waits owed); a connection answered once
+// does not.
+func TestFreshConnectionsPaced(t *testing.T) {
+	real, _ := net.Listen("tcp", "127.0.0.1:0")
+	l := NewSet(nil).Guard("http", real, 100)
+	defer l.Close()
+	waits := make(chan time.Duration, 10)
+	l.sleep = func(d time.Duration, done <-chan struct{}) bool {
+		waits <- d
+		return true
+	}
+	accepted := acceptAll(l)
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", real.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return <-accepted
+	}
+	noWait := func(what string) {
+		select {
+		case d := <-waits:
+			t.Fatalf("%s: an accept waited %v", what, d)
+		default:
+		}
+	}
+	answered := dial()
+	answered.Write([]byte("HTTP/1.1 200 OK\r\n\r\n")) // its first request answered
+	answered.Close()
+	dial()
+	noWait("after an answered connection closed")
+
+	failed := dial()
+	FirstRequestFailed(failed) // the error handler, before its reply
+	failed.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+	failed.Close()
+	hungUp := dial() // this accept pays for the failed one
+	if d := <-waits; d != freshPace || l.Paced() != 1 {
+		t.Fatalf("after a failed first request: waited %v (paced %d), want %v once", d, l.Paced(), freshPace)
+	}
+	hungUp.Close() // closed unanswered
+	dial()
+	if d := <-waits; d != freshPace || l.Paced() != 2 {
+		t.Fatalf("after a connection closed unanswered: waited %v (paced %d), want %v", d, l.Paced(), freshPace)
+	}
+	noWait("the waits owed were paid")
+	FirstRequestFailed(answered) // no longer fresh: nothing owed
+	dial()
+	noWait("a failure reported on an answered connection")
+	if l.owed.Load() != 0 {
+		t.Errorf("owed %d, want 0", l.owed.Load())
+	}
+	for range 2 * MaxFresh {
+		l.owe()
+	}
+	if l.owed.Load() != MaxFresh {
+		t.Errorf("owed %d after %d failures, want at most %d", l.owed.Load(), 2*MaxFresh, MaxFresh)
+	}
+}
