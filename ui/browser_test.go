@@ -63,7 +63,10 @@ func startAgent(t *testing.T) *agent {
 	})
 	return &agent{
 		base: "http://" + ls.HTTPAddr(),
-		socket: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		// A hang guard, not a bound under test: a cluster simulation the
+		// test repeats (/v1/simulate/cluster) took over 10 s on a CI
+		// machine busy with other work, which the page's own 60 s allows.
+		socket: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 			}}},
