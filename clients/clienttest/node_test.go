@@ -62,7 +62,7 @@ func TestNodeClient(t *testing.T) {
 	run := func(args ...string) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, npm, args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "OBOL_AGENT_BIN="+bin, "npm_config_fund=false", "npm_config_audit=false", "npm_config_update_notifier=false")
+		cmd.Env = append(append(os.Environ(), "OBOL_AGENT_BIN="+bin, "npm_config_fund=false", "npm_config_audit=false", "npm_config_update_notifier=false"), vectorsEnv()...)
 		var buf bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &buf, &buf
 		err := cmd.Run()

@@ -41,7 +41,7 @@ func TestPython(t *testing.T) {
 
 	suite := exec.CommandContext(ctx, py, "-m", "unittest", "discover", "-v", "-s", "tests", "-t", ".")
 	suite.Dir = filepath.Join("..", "python")
-	suite.Env = append(os.Environ(), "OBOL_AGENT_BIN="+agent, "PYTHONDONTWRITEBYTECODE=1")
+	suite.Env = append(append(os.Environ(), "OBOL_AGENT_BIN="+agent, "PYTHONDONTWRITEBYTECODE=1"), vectorsEnv()...)
 	suite.WaitDelay = 5 * time.Second
 	out, err = suite.CombinedOutput()
 	if err != nil {

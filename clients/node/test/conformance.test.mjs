@@ -1,18 +1,15 @@
 // The conformance vectors of the agent's contract (POST /v1/simulate
-// cases), run through the client's simulate. They live beside the
-// repository, in ../shared/conformance/vectors.json from its root; the
-// test skips, saying so, without them.
+// cases), run through the client's simulate. The suite gets their file in
+// OBOL_CONFORMANCE_VECTORS (go test ./clients/... sets it when the vectors
+// are present); the test skips, saying so, without it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
-import * as path from "node:path";
-import { fileURLToPath } from "node:url";
 import { Client } from "../esm/index.mjs";
 import { startAgent, noAgent } from "./helpers.mjs";
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
-const vectors = path.join(root, "..", "shared", "conformance", "vectors.json");
-const skip = noAgent || (fs.existsSync(vectors) ? false : `conformance vectors not found at ../shared/conformance/vectors.json beside the repository`);
+const vectors = process.env.OBOL_CONFORMANCE_VECTORS || "";
+const skip = noAgent || (vectors && fs.existsSync(vectors) ? false : "no conformance vectors: OBOL_CONFORMANCE_VECTORS names no file (go test ./clients/... sets it when the vectors are present)");
 
 test("conformance vectors through the client", { skip }, async (t) => {
   const a = await startAgent(t);
