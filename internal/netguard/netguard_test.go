@@ -249,14 +249,7 @@ func TestConnectionsOverCapClosed(t *testing.T) {
 // most one a refusePace (each refusal waits it before the next Accept):
 // the accept loop never spins closing connections while requests wait.
 func TestRefusalsPaced(t *testing.T) {
-	real, _ := net.Listen("tcp", "127.0.0.1:0")
-	l := NewSet(nil).Guard("http", real, 1)
-	defer l.Close()
-	waits := make(chan time.Duration, 10)
-	l.sleep = func(d time.Duration, done <-chan struct{}) bool {
-		waits <- d
-		return true
-	}
+	real, l, waits := waitingListener(t, 1)
 	accepted := acceptAll(l)
 	held, err := net.Dial("tcp", real.Addr().String())
 	if err != nil {
@@ -284,6 +277,24 @@ func TestRefusalsPaced(t *testing.T) {
 			t.Fatalf("refusal %d was followed by no wait: refusals are not paced", i)
 		}
 	}
+}
+
+// waitingListener guards a loopback TCP listener under a cap of max,
+// whose waits are not slept but sent on waits.
+func waitingListener(t *testing.T, max int) (real net.Listener, l *Listener, waits chan time.Duration) {
+	t.Helper()
+	real, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = NewSet(nil).Guard("http", real, max)
+	t.Cleanup(func() { l.Close() })
+	waits = make(chan time.Duration, 10)
+	l.sleep = func(d time.Duration, done <-chan struct{}) bool {
+		waits <- d
+		return true
+	}
+	return real, l, waits
 }
 
 // acceptAll accepts l's connections until it is closed, handing each on.
@@ -371,14 +382,7 @@ func TestFrameScan(t *testing.T) {
 // freshPace (at most MaxFresh such waits owed); a connection answered once
 // does not.
 func TestFreshConnectionsPaced(t *testing.T) {
-	real, _ := net.Listen("tcp", "127.0.0.1:0")
-	l := NewSet(nil).Guard("http", real, 100)
-	defer l.Close()
-	waits := make(chan time.Duration, 10)
-	l.sleep = func(d time.Duration, done <-chan struct{}) bool {
-		waits <- d
-		return true
-	}
+	real, l, waits := waitingListener(t, 100)
 	accepted := acceptAll(l)
 	dial := func() net.Conn {
 		c, err := net.Dial("tcp", real.Addr().String())
