@@ -1,4 +1,4 @@
-// The examples of docs/client-node.md, run against a real agent: every
+// The examples of docs/client-node.md and of the README, run against a real agent: every
 // ```js block after a "<!-- example -->" line is written to a module of
 // its own (importing "@obol/client" as an application would) and run
 // with OBOL_SOCKET set to the agent's socket.
@@ -12,12 +12,15 @@ import { startAgent, noAgent, tempDir } from "./helpers.mjs";
 
 const pkg = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const doc = path.join(pkg, "..", "..", "docs", "client-node.md");
+const readme = path.join(pkg, "..", "..", "README.md");
 
 function examples() {
-  const text = fs.readFileSync(doc, "utf8");
-  const re = /<!-- example -->\s*\n```js\n([\s\S]*?)\n```/g;
   const out = [];
-  for (let m; (m = re.exec(text)); ) out.push(m[1]);
+  for (const f of [doc, readme]) {
+    const text = fs.readFileSync(f, "utf8");
+    const re = /<!-- example -->\s*\n```js\n([\s\S]*?)\n```/g;
+    for (let m; (m = re.exec(text)); ) out.push(m[1]);
+  }
   return out;
 }
 

@@ -1,5 +1,5 @@
-"""The examples of docs/client-python.md, run against a real agent: every
-block fenced as python, in order, each in a namespace of its own, with
+"""The examples of docs/client-python.md and of the README's Python
+section, run against a real agent: every block fenced as python, in order, each in a namespace of its own, with
 OBOL_SOCKET naming the agent's socket (blocks fenced as py are shown only)."""
 
 from __future__ import annotations
@@ -16,11 +16,15 @@ import obol
 from .support import TIMEOUT, Agent
 
 DOC = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "client-python.md")
+README = os.path.join(os.path.dirname(__file__), "..", "..", "..", "README.md")
 
 
 def blocks() -> "list[str]":
-    with open(DOC) as f:
-        return re.findall(r"^```python\n(.*?)^```$", f.read(), re.S | re.M)
+    out = []
+    for path in (DOC, README):
+        with open(path) as f:
+            out += re.findall(r"^```python\n(.*?)^```$", f.read(), re.S | re.M)
+    return out
 
 
 class DocsTest(unittest.TestCase):
