@@ -157,6 +157,15 @@ type Cluster struct {
 
 	mu  sync.Mutex // the remote table
 	tab *table
+	// amu orders the engine's changes as the table made them: it is taken
+	// before c.mu is released and held until they are applied (unlockApply).
+	// A floor (a gcra TAT taken from a joiner's first state) does not
+	// commute with counts: a count merged before the floor but applied
+	// after it would be counted twice.
+	amu sync.Mutex
+	// merged, nil but in tests, is called with c.mu held after each packet
+	// is merged (HandlePacket), with its origin.
+	merged func(from string)
 
 	gmu     sync.Mutex // own gauges (Step only, and Snapshot)
 	gauges  map[uint64]*ownGauge

@@ -605,7 +605,6 @@ func (c *Cluster) Restore(p *packet.Packet) int {
 	ops, _ := c.tab.mergeHeld(p.Names, held, true, now, nil)
 	ops, grew := c.tab.mergeHeld(nil, held, false, now, ops)
 	ops = c.tab.floors(tats, ops)
-	c.mu.Unlock()
-	c.apply(ops, now)
+	c.unlockApply(ops, now)
 	return grew
 }

@@ -60,7 +60,13 @@ func (c *Cluster) HandlePacket(p *packet.Packet) {
 	asks := c.tab.takeAsks()
 	ops, asks = c.ownNames(ops, asks, now)
 	*buf = ops
-	c.mu.Unlock()
+	if c.merged != nil {
+		c.merged(p.From)
+	}
+	if !ok {
+		ops = ops[:0] // a stale packet changes nothing
+	}
+	c.unlockApply(ops, now)
 	if kick {
 		select {
 		case c.kick <- struct{}{}:
@@ -86,6 +92,14 @@ func (c *Cluster) HandlePacket(p *packet.Packet) {
 		}
 		c.stats.lag.observe(now - newest)
 	}
+}
+
+// unlockApply releases c.mu, held since ops were made, and applies ops:
+// after every op made before them and before any made after them (amu).
+func (c *Cluster) unlockApply(ops []op, now int64) {
+	c.amu.Lock()
+	c.mu.Unlock()
+	defer c.amu.Unlock()
 	c.apply(ops, now)
 }
 
@@ -178,7 +192,6 @@ func (c *Cluster) apply(ops []op, now int64) {
 func (c *Cluster) NodeGone(name string) {
 	c.mu.Lock()
 	ops := c.tab.gone(name, nil)
-	c.mu.Unlock()
 	c.stats.nodesGone.Add(1)
-	c.apply(ops, c.clock.Now().UnixMilli())
+	c.unlockApply(ops, c.clock.Now().UnixMilli())
 }

@@ -222,8 +222,7 @@ func (c *Cluster) Step(now time.Time) {
 	c.mu.Lock()
 	c.tab.reask(ms)
 	ops, asks := c.ownNames(nil, c.tab.takeAsks(), ms)
-	c.mu.Unlock()
-	c.apply(ops, ms)
+	c.unlockApply(ops, ms)
 	c.askNames(asks)
 	// An idle node still sends an empty packet every fourth tick (every
 	// 4 × HeartbeatStretch in a large mesh): peers read a silence as loss
@@ -248,9 +247,8 @@ func (c *Cluster) Step(now time.Time) {
 				conflicts = append(conflicts, name)
 			}
 		}
-		c.mu.Unlock()
+		c.unlockApply(ops, ms)
 		c.named.sweep(ms)
-		c.apply(ops, ms)
 		for _, name := range expired {
 			c.stats.silentExpired.Add(1)
 			c.log.Warn("peer silent: its holds are dropped", "peer", name, "silence", time.Duration(c.silence())*time.Millisecond)

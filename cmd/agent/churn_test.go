@@ -338,7 +338,9 @@ func TestRollingRestartKeepsCounts(t *testing.T) {
 				// they reach a node: the new node agrees with the node it
 				// joined through within 1% of the limit.
 				if got, ref := p.remaining(t, "h/gcra", "u"), seed.remaining(t, "h/gcra", "u"); got < ref-10 || got > ref+10 || got > want+50 {
-					t.Fatalf("after restarting n%d the new node sees %d left of h/gcra, the node it joined through %d (want about %d); node by node: %v", i, got, ref, want, gcraViews(t, append(nodes[:i:i], append([]*proc{p}, nodes[i+1:]...)...)))
+					t.Fatalf("after restarting n%d the new node sees %d left of h/gcra, the node it joined through %d (want about %d); node by node: %v\nits state: %s\nthe state of the node it joined through: %s\nits stderr:\n%s",
+						i, got, ref, want, gcraViews(t, append(nodes[:i:i], append([]*proc{p}, nodes[i+1:]...)...)),
+						p.state(t, "h/gcra", "u"), seed.state(t, "h/gcra", "u"), p.stderr)
 				}
 				nodes[i] = p
 				load.add(p)
