@@ -189,13 +189,24 @@ func TestLargeAndClosing(t *testing.T) {
 	big := []byte(`{"resource":"r","domain":"` + strings.Repeat("d", 1_200_000) + `"}`)
 	for _, rate := range []float64{0, 200} {
 		spec := loadSpec{srv: srv, sc: requestJSON, bodies: [][]byte{big}, conns: 2, rate: rate, seed: 1}
-		res, err := runPhase(context.Background(), spec, phaseTiming{dur: 300 * time.Millisecond, hz: 100})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.requests < 10 || res.errors != 0 || res.hist.TotalCount() != res.requests || res.grantShare() != 1 {
-			t.Errorf("rate %g: %d requests, %d errors (%s), %d latencies, grant share %g",
-				rate, res.requests, res.errors, res.firstErr, res.hist.TotalCount(), res.grantShare())
+		// Phases of 300 ms run until 10 requests were made in all: on a
+		// loaded machine one phase may complete none of these 1.2 MB
+		// requests (seen in CI: 0 and 2). What is checked is that every
+		// one made succeeds, not how many a phase makes.
+		total := int64(0)
+		for phase := 0; total < 10; phase++ {
+			if phase == 100 {
+				t.Fatalf("rate %g: %d requests in 100 phases of 300 ms, want 10", rate, total)
+			}
+			res, err := runPhase(context.Background(), spec, phaseTiming{dur: 300 * time.Millisecond, hz: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += res.requests
+			if res.errors != 0 || res.hist.TotalCount() != res.requests || (res.requests > 0 && res.grantShare() != 1) {
+				t.Fatalf("rate %g: %d requests, %d errors (%s), %d latencies, grant share %g",
+					rate, res.requests, res.errors, res.firstErr, res.hist.TotalCount(), res.grantShare())
+			}
 		}
 	}
 }
