@@ -4,7 +4,12 @@
 
 package yamlnode
 
-import "go.yaml.in/yaml/v3"
+import (
+	"cmp"
+	"slices"
+
+	"go.yaml.in/yaml/v3"
+)
 
 // MaxMergeDepth is how deep merge keys may nest (a merge key's mapping
 // holding a merge key, and so on): 100. A deeper one is reported as
@@ -78,7 +83,7 @@ func New(root *yaml.Node, size int, report func(Problem)) *Walker {
 // keeping the anchored nodes open on the way down. The depth is yaml.v3's
 // nesting, which it bounds.
 func cycles(root *yaml.Node) (found map[*yaml.Node]bool, nodes int) {
-	open := map[*yaml.Node]bool{}
+	var open map[*yaml.Node]bool // made at the first anchor
 	var walk func(n *yaml.Node)
 	walk = func(n *yaml.Node) {
 		if n == nil {
@@ -95,6 +100,9 @@ func cycles(root *yaml.Node) (found map[*yaml.Node]bool, nodes int) {
 			return
 		}
 		if n.Anchor != "" {
+			if open == nil {
+				open = map[*yaml.Node]bool{}
+			}
 			open[n] = true
 			defer delete(open, n)
 		}
@@ -112,11 +120,9 @@ func sortedByLine(set map[*yaml.Node]bool) []*yaml.Node {
 	for n := range set {
 		out = append(out, n)
 	}
-	for i := 1; i < len(out); i++ { // few: insertion sort
-		for j := i; j > 0 && (out[j].Line < out[j-1].Line || out[j].Line == out[j-1].Line && out[j].Column < out[j-1].Column); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	slices.SortFunc(out, func(a, b *yaml.Node) int {
+		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+	})
 	return out
 }
 
