@@ -9,12 +9,13 @@
 // It says what is wrong as a Problem (an Issue and the node it is at);
 // each caller words its own messages, with its own paths and file names.
 //
-// Bounds: a walk visits at most Budget(size) values of a document of size
-// bytes (aliases can repeat a value a billion times from a few
-// kilobytes); past it Deref returns nil and the walk reports TooLarge
-// once. Merge keys nest at most MaxMergeDepth deep. A cyclic alias (one
-// inside the value it names, which no YAML library can expand) is
-// reported as Cycle when the walker is made, and Deref refuses it.
+// Bounds: a walk visits at most Budget(nodes, size) values, 100,000 plus
+// four per node of the document (aliases can repeat a value a billion
+// times from a few kilobytes); past it Deref returns nil and the walk
+// reports TooLarge once. Merge keys nest at most MaxMergeDepth deep. A
+// cyclic alias (one inside the value it names, which no YAML library can
+// expand) is reported as Cycle when the walker is made, and Deref refuses
+// it. Child looks into at most 10,000 mappings.
 //
 // This package is internal: it is shared by obol's own packages.
 package yamlnode
