@@ -1,41 +1,51 @@
-// The nodes: the decoder that walks a tree of YAML nodes, with the path of
-// every value and the line of every problem, and its readers of mappings,
-// lists and scalars.
+// The nodes: the decoder that walks a tree of YAML nodes (through package
+// yamlnode, which follows aliases and merge keys and finds duplicate keys),
+// with the path of every value and the line of every problem, and its
+// readers of mappings, lists and scalars.
 
 package config
 
 import (
 	"fmt"
-	"math"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/obol-dev/obol/internal/yamlnode"
 )
 
 // isNull reports whether n is the null scalar.
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
-}
+func isNull(n *yaml.Node) bool { return yamlnode.IsNull(n) }
 
 // decoder walks a generic value tree into the config types, tracking the
 // path of every value and collecting every problem.
 type decoder struct {
-	probs     []Problem
-	bad       map[string]bool // paths with a decode problem: validation stays quiet there
-	root      *yaml.Node      // the document, to find the line of a path
-	rootPath  string          // the path of root ("" or "resource")
-	budget    int             // values left to visit (aliases can multiply them)
-	exhausted bool
+	probs    []Problem
+	bad      map[string]bool  // paths with a decode problem: validation stays quiet there
+	root     *yaml.Node       // the document, to find the line of a path
+	rootPath string           // the path of root ("" or "resource")
+	walk     *yamlnode.Walker // aliases within a budget, merge keys, duplicate keys
 }
 
-// newDecoder returns a decoder for a document of size bytes. Without
-// aliases a document has fewer values than bytes, so the budget only stops
-// documents whose aliases multiply them.
+// newDecoder returns a decoder for a document of size bytes, walked within
+// the budget of package yamlnode (yamlnode.Budget: without aliases a
+// document has fewer values than bytes, so it only stops documents whose
+// aliases multiply them). Running out of it, or an alias inside the value
+// it names, is a problem of the whole document (path "").
 func newDecoder(root *yaml.Node, rootPath string, size int) *decoder {
-	return &decoder{bad: map[string]bool{}, root: root, rootPath: rootPath, budget: 100_000 + 4*size}
+	d := &decoder{bad: map[string]bool{}, root: root, rootPath: rootPath}
+	d.walk = yamlnode.New(root, size, func(p yamlnode.Problem) {
+		switch p.Issue {
+		case yamlnode.TooLarge:
+			d.fail("", p.Node, "document too large: its aliases expand to too many values")
+		case yamlnode.Cycle:
+			d.fail("", p.Node, "the alias *%s lies inside the value it names, which cannot be expanded", p.Node.Value)
+		}
+	})
+	return d
 }
 
 // fail records a problem at path and marks path bad.
@@ -121,7 +131,7 @@ func (d *decoder) lineOf(path string) int {
 			}
 			key, rest = rest[:end], rest[end:]
 		}
-		n = child(n, key, idx, 0)
+		n = d.walk.Child(n, key, idx)
 		if n == nil {
 			return line
 		}
@@ -130,70 +140,9 @@ func (d *decoder) lineOf(path string) int {
 	return line
 }
 
-// child returns the value under key (a mapping, merge keys followed) or at
-// idx (a sequence), or nil.
-func child(n *yaml.Node, key string, idx int, depth int) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
-		n = n.Alias
-	}
-	if n == nil || depth > 20 {
-		return nil
-	}
-	switch n.Kind {
-	case yaml.SequenceNode:
-		if idx >= 0 && idx < len(n.Content) {
-			return n.Content[idx]
-		}
-	case yaml.MappingNode:
-		if idx >= 0 {
-			return nil
-		}
-		var merges []*yaml.Node
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i]
-			if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
-				merges = append(merges, n.Content[i+1])
-			} else if k.Kind == yaml.ScalarNode && k.Value == key {
-				return n.Content[i+1]
-			}
-		}
-		for _, m := range merges {
-			for m != nil && m.Kind == yaml.AliasNode {
-				m = m.Alias
-			}
-			srcs := []*yaml.Node{m}
-			if m != nil && m.Kind == yaml.SequenceNode {
-				srcs = m.Content
-			}
-			for _, src := range srcs {
-				if c := child(src, key, -1, depth+1); c != nil {
-					return c
-				}
-			}
-		}
-	}
-	return nil
-}
-
 // deref follows aliases and charges one value to the budget. It returns nil
-// once the budget is spent.
-func (d *decoder) deref(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
-		n = n.Alias
-	}
-	if n == nil || n.Kind == yaml.AliasNode {
-		return nil
-	}
-	d.budget--
-	if d.budget < 0 {
-		if !d.exhausted {
-			d.exhausted = true
-			d.fail("", n, "document too large: its aliases expand to too many values")
-		}
-		return nil
-	}
-	return n
-}
+// once the budget is spent (or for an alias inside the value it names).
+func (d *decoder) deref(n *yaml.Node) *yaml.Node { return d.walk.Deref(n) }
 
 type pair struct {
 	key  string
@@ -201,9 +150,10 @@ type pair struct {
 	k, v *yaml.Node
 }
 
-// mapping returns the entries of a mapping, merge keys (<<) applied. Null is
-// an empty mapping. isMap selects how child paths are written: entries of a
-// map (["key"]) or fields of a struct (.key). ok is false after a type error.
+// mapping returns the entries of a mapping, merge keys (<<) applied and
+// duplicate keys reported (yamlnode's Mapping). Null is an empty mapping.
+// isMap selects how child paths are written: entries of a map (["key"]) or
+// fields of a struct (.key). ok is false after a type error.
 func (d *decoder) mapping(path string, n *yaml.Node, isMap bool) (ps []pair, ok bool) {
 	n = d.deref(n)
 	if n == nil {
@@ -220,63 +170,32 @@ func (d *decoder) mapping(path string, n *yaml.Node, isMap bool) (ps []pair, ok 
 		}
 		return nil, false
 	}
-	var seen map[string]*yaml.Node // only for large mappings; small ones scan ps
-	if len(n.Content) > 32 {
-		seen = make(map[string]*yaml.Node, len(n.Content)/2)
-	}
-	var merged []pair
-	ps = make([]pair, 0, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := d.deref(n.Content[i]), n.Content[i+1]
-		if k == nil {
-			return nil, false
-		}
-		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
-			merged = d.merge1(path, v, isMap, merged)
-			continue
-		}
-		if k.Kind != yaml.ScalarNode || isNull(k) {
-			d.fail(path, k, "keys must be strings, got %s", describe(k))
-			continue
-		}
-		p := pair{key: k.Value, k: k, v: v}
+	childPath := func(key string) string {
 		if isMap {
-			p.path = entry(path, p.key)
-		} else {
-			p.path = field(path, p.key)
+			return entry(path, key)
 		}
-		if first := lookup(ps, seen, p.key); first != nil {
-			d.fail(p.path, k, "duplicate key (first at line %d)", first.k.Line)
-			continue
-		}
-		if seen != nil {
-			seen[p.key] = k
-		}
-		ps = append(ps, p)
+		return field(path, key)
 	}
-	explicit := len(ps)
-	for _, p := range merged {
-		if lookup(ps[:explicit], seen, p.key) == nil {
-			ps = append(ps, p)
+	es, ok := d.walk.Mapping(n, func(p yamlnode.Problem) {
+		switch p.Issue {
+		case yamlnode.KeyNotString:
+			d.fail(path, p.Node, "keys must be strings, got %s", describe(p.Node))
+		case yamlnode.DuplicateKey:
+			d.fail(childPath(p.Node.Value), p.Node, "duplicate key (first at line %d)", p.First.Line)
+		case yamlnode.BadMerge:
+			d.fail(path, p.Node, "a merge key (<<) takes a mapping or a list of mappings, got %s", describe(p.Node))
+		case yamlnode.DeepMerge:
+			d.fail(path, p.Node, "merge keys (<<) nest more than %d deep", yamlnode.MaxMergeDepth)
 		}
+	})
+	if !ok {
+		return nil, false
+	}
+	ps = make([]pair, len(es))
+	for i, e := range es {
+		ps[i] = pair{key: e.Key, path: childPath(e.Key), k: e.K, v: e.V}
 	}
 	return ps, true
-}
-
-// lookup finds key among ps, through seen when it is not nil.
-func lookup(ps []pair, seen map[string]*yaml.Node, key string) *pair {
-	if seen != nil {
-		if k, ok := seen[key]; ok {
-			return &pair{key: key, k: k}
-		}
-		return nil
-	}
-	for i := range ps {
-		if ps[i].key == key {
-			return &ps[i]
-		}
-	}
-	return nil
 }
 
 // has reports whether key is among ps.
@@ -287,41 +206,6 @@ func has(ps []pair, key string) bool {
 		}
 	}
 	return false
-}
-
-// merge1 adds the entries of a merge key's value (a mapping or a list of
-// mappings; earlier ones win) to merged.
-func (d *decoder) merge1(path string, v *yaml.Node, isMap bool, merged []pair) []pair {
-	v = d.deref(v)
-	if v == nil {
-		return merged
-	}
-	srcs := []*yaml.Node{v}
-	if v.Kind == yaml.SequenceNode {
-		srcs = v.Content
-	}
-	have := map[string]bool{}
-	for _, p := range merged {
-		have[p.key] = true
-	}
-	for _, s := range srcs {
-		s2 := d.deref(s)
-		if s2 == nil {
-			return merged
-		}
-		if s2.Kind != yaml.MappingNode {
-			d.fail(path, s2, "a merge key (<<) takes a mapping or a list of mappings, got %s", describe(s2))
-			continue
-		}
-		ps, _ := d.mapping(path, s2, isMap)
-		for _, p := range ps {
-			if !have[p.key] {
-				have[p.key] = true
-				merged = append(merged, p)
-			}
-		}
-	}
-	return merged
 }
 
 // list returns the items of a sequence. ok is false after a type error.
@@ -338,34 +222,7 @@ func (d *decoder) list(path string, n *yaml.Node) (items []*yaml.Node, ok bool) 
 }
 
 // describe names a value's type for messages: `got the number 5`.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
-	case yaml.DocumentNode:
-		return "a document"
-	}
-	v := n.Value
-	if len(v) > 40 {
-		v = v[:37] + "..."
-	}
-	switch t := n.ShortTag(); t {
-	case "!!null":
-		return "null"
-	case "!!str":
-		return fmt.Sprintf("the string %q", v)
-	case "!!int", "!!float":
-		return "the number " + v
-	case "!!bool":
-		return v
-	default:
-		return fmt.Sprintf("%s %q", t, v)
-	}
-}
+func describe(n *yaml.Node) string { return yamlnode.Describe(n) }
 
 // str reads a string (a YAML !!str scalar).
 func (d *decoder) str(path string, n *yaml.Node) string { return d.scalar(path, n, true) }
@@ -381,11 +238,11 @@ func (d *decoder) scalar(path string, n *yaml.Node, strict bool) string {
 	if n == nil {
 		return ""
 	}
-	if n.Kind != yaml.ScalarNode || strict && n.ShortTag() != "!!str" || isNull(n) {
+	s, ok := yamlnode.Text(n, strict)
+	if !ok {
 		d.fail(path, n, "must be a string, got %s", describe(n))
-		return ""
 	}
-	return n.Value
+	return s
 }
 
 // integer reads a whole number. Values beyond the int64 range are reported
@@ -395,38 +252,16 @@ func (d *decoder) integer(path string, n *yaml.Node) int {
 	if n == nil {
 		return 0
 	}
-	tag := ""
-	if n.Kind == yaml.ScalarNode {
-		tag = n.ShortTag()
-	}
-	if tag == "!!int" {
-		if v, err := strconv.ParseInt(n.Value, 10, 64); err == nil { // the common case, without the YAML decoder
-			return int(v)
-		}
-	}
-	var x any
-	if (tag != "!!int" && tag != "!!float") || n.Decode(&x) != nil {
-		d.fail(path, n, "must be an integer, got %s", describe(n))
-		return 0
-	}
-	switch v := x.(type) {
-	case int:
-		return v
-	case int64:
+	v, err := yamlnode.Int(n)
+	switch err {
+	case nil:
 		return int(v)
-	case uint64:
+	case yamlnode.ErrNotWhole:
+		d.fail(path, n, "must be a whole number, got %s", n.Value)
+	case yamlnode.ErrTooLarge:
 		d.fail(path, n, "must be ≤ %d, got %s", MaxLimit, n.Value)
-	case float64:
-		switch {
-		case math.IsNaN(v) || v != math.Trunc(v):
-			d.fail(path, n, "must be a whole number, got %s", n.Value)
-		case math.Abs(v) < 1e18:
-			return int(v)
-		case v > 0:
-			d.fail(path, n, "must be ≤ %d, got %s", MaxLimit, n.Value)
-		default:
-			d.fail(path, n, "must be ≥ 0, got %s", n.Value)
-		}
+	case yamlnode.ErrTooSmall:
+		d.fail(path, n, "must be ≥ 0, got %s", n.Value)
 	default:
 		d.fail(path, n, "must be an integer, got %s", describe(n))
 	}
@@ -439,21 +274,11 @@ func (d *decoder) number(path string, n *yaml.Node) float64 {
 	if n == nil {
 		return 0
 	}
-	var x any
-	if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!int" || n.ShortTag() == "!!float") && n.Decode(&x) == nil {
-		switch v := x.(type) {
-		case int:
-			return float64(v)
-		case int64:
-			return float64(v)
-		case uint64:
-			return float64(v)
-		case float64:
-			return v
-		}
+	v, ok := yamlnode.Number(n)
+	if !ok {
+		d.fail(path, n, "must be a number, got %s", describe(n))
 	}
-	d.fail(path, n, "must be a number, got %s", describe(n))
-	return 0
+	return v
 }
 
 // boolean reads true or false.
@@ -462,10 +287,9 @@ func (d *decoder) boolean(path string, n *yaml.Node) bool {
 	if n == nil {
 		return false
 	}
-	var b bool
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
+	b, ok := yamlnode.Bool(n, false)
+	if !ok {
 		d.fail(path, n, "must be true or false, got %s", describe(n))
-		return false
 	}
 	return b
 }

@@ -17,14 +17,17 @@ import (
 
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/internal/safefile"
+	"github.com/obol-dev/obol/internal/yamlnode"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
 // config.go reads envoyproxy/ratelimit's configuration as it is: a
 // directory of YAML files, one domain each, of nested descriptors with
-// their rate limits. Every problem of every file is listed (file, line,
-// what was expected); a directory with any problem is refused whole.
+// their rate limits, walked by package yamlnode as obol's own config is
+// (aliases and merge keys followed within a budget). Every problem of
+// every file is listed (file, line, what was expected); a directory with
+// any problem is refused whole.
 
 // Unit is a rate limit's unit, as the protocol numbers it.
 type Unit = rlpb.RateLimitResponse_RateLimit_Unit
@@ -245,9 +248,18 @@ type parser struct {
 	file  string
 	c     *Config
 	probs Problems
+	walk  *yamlnode.Walker
+	// gaveUp: the file's budget is spent (and said so).
+	gaveUp bool
 }
 
+// add lists a problem at n. Once the file's budget is spent, the walk has
+// given up and what it read since is incomplete: those problems are not
+// listed.
 func (p *parser) add(n *yaml.Node, format string, args ...any) {
+	if p.gaveUp {
+		return
+	}
 	line := 0
 	if n != nil {
 		line = n.Line
@@ -267,6 +279,17 @@ func (p *parser) file1(data []byte, domainFile map[string]string) {
 		return
 	}
 	root := doc.Content[0]
+	budget := 0
+	p.walk = yamlnode.New(root, len(data), func(pr yamlnode.Problem) {
+		switch pr.Issue {
+		case yamlnode.TooLarge:
+			p.add(pr.Node, "file too large: its aliases expand to more than %d values", budget)
+			p.gaveUp = true
+		case yamlnode.Cycle:
+			p.add(pr.Node, "the alias %s lies inside the value it names, which cannot be expanded", safefile.Excerpt("*"+pr.Node.Value))
+		}
+	})
+	budget = p.walk.Left()
 	fields := p.mapping(root, "the file", map[string]bool{"domain": true, "descriptors": true})
 	if fields == nil {
 		return
@@ -286,31 +309,52 @@ func (p *parser) file1(data []byte, domainFile map[string]string) {
 	p.descriptors(d, domain+".", fields["descriptors"])
 }
 
-// mapping returns n's keys and values, listing unknown keys and duplicate
-// ones as problems; nil when n is not a mapping.
+// absent reports whether n (aliases followed) is missing or null.
+func absent(n *yaml.Node) bool { return n == nil || yamlnode.IsNull(n) }
+
+// mapping returns n's keys and values (aliases followed, merge keys
+// applied, as envoyproxy/ratelimit's YAML library reads them), listing
+// unknown keys and duplicate ones as problems; nil when n is not a
+// mapping.
 func (p *parser) mapping(n *yaml.Node, what string, known map[string]bool) map[string]*yaml.Node {
+	if n = p.walk.Deref(n); n == nil {
+		return nil
+	}
 	if n.Kind != yaml.MappingNode {
 		p.add(n, "%s: want a mapping, got %s", what, kindName(n))
 		return nil
 	}
-	out := make(map[string]*yaml.Node, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			p.add(k, "%s: key is not a string", what)
+	es, ok := p.entries(n, what)
+	if !ok {
+		return nil
+	}
+	out := make(map[string]*yaml.Node, len(es))
+	for _, e := range es {
+		if !known[e.Key] {
+			p.add(e.K, "%s: unknown key %s (want one of %s)", what, safefile.Excerpt(e.Key), keyList(known))
 			continue
 		}
-		if !known[k.Value] {
-			p.add(k, "%s: unknown key %s (want one of %s)", what, safefile.Excerpt(k.Value), keyList(known))
-			continue
-		}
-		if _, dup := out[k.Value]; dup {
-			p.add(k, "%s: key %s given twice", what, safefile.Excerpt(k.Value))
-			continue
-		}
-		out[k.Value] = v
+		out[e.Key] = e.V
 	}
 	return out
+}
+
+// entries returns the entries of the mapping n (merge keys applied),
+// listing keys that are not strings, duplicate keys and bad merge keys as
+// problems of what. ok is false once the budget is spent.
+func (p *parser) entries(n *yaml.Node, what string) ([]yamlnode.Entry, bool) {
+	return p.walk.Mapping(n, func(pr yamlnode.Problem) {
+		switch pr.Issue {
+		case yamlnode.KeyNotString:
+			p.add(pr.Node, "%s: key is not a string", what)
+		case yamlnode.DuplicateKey:
+			p.add(pr.Node, "%s: key %s given twice", what, safefile.Excerpt(pr.Node.Value))
+		case yamlnode.BadMerge:
+			p.add(pr.Node, "%s: a merge key (<<) takes a mapping or a list of mappings, got %s", what, kindName(pr.Node))
+		case yamlnode.DeepMerge:
+			p.add(pr.Node, "%s: merge keys (<<) nest more than %d deep", what, yamlnode.MaxMergeDepth)
+		}
+	})
 }
 
 func keyList(m map[string]bool) string {
@@ -322,49 +366,50 @@ func keyList(m map[string]bool) string {
 	return strings.Join(ks, ", ")
 }
 
+// kindName names n for a message: a scalar as a short quoted excerpt
+// (safefile.Excerpt: a value of the file may be a secret), anything else
+// by its kind (yamlnode.Describe).
 func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
+	if n != nil && n.Kind == yaml.ScalarNode {
 		return safefile.Excerpt(n.Value)
-	case yaml.AliasNode:
-		return "an alias"
 	}
-	return "nothing"
+	return yamlnode.Describe(n)
 }
 
+// str reads a scalar's text, as written; missing or null is "".
 func (p *parser) str(n *yaml.Node, what string) string {
-	if n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null") {
+	if n = p.walk.Deref(n); absent(n) {
 		return ""
 	}
-	if n.Kind != yaml.ScalarNode {
+	s, ok := yamlnode.Text(n, false)
+	if !ok {
 		p.add(n, "%s: want a string, got %s", what, kindName(n))
-		return ""
 	}
-	return n.Value
+	return s
 }
 
+// boolean reads a boolean as a Go bool decodes it (YAML 1.1's yes and no
+// too, as envoyproxy/ratelimit's library reads them); missing is false.
 func (p *parser) boolean(n *yaml.Node, what string) bool {
-	if n == nil {
+	if n = p.walk.Deref(n); n == nil {
 		return false
 	}
-	var b bool
-	if n.Kind != yaml.ScalarNode || n.Decode(&b) != nil {
+	b, ok := yamlnode.Bool(n, true)
+	if !ok {
 		p.add(n, "%s: want true or false, got %s", what, kindName(n))
-		return false
 	}
 	return b
 }
 
+// uint32 reads a scalar written as a decimal integer in [0, 2³²−1];
+// missing is 0.
 func (p *parser) uint32(n *yaml.Node, what string) uint32 {
-	if n == nil {
+	if n = p.walk.Deref(n); n == nil {
 		return 0
 	}
-	v, err := strconv.ParseUint(n.Value, 10, 32)
-	if n.Kind != yaml.ScalarNode || err != nil {
+	s, ok := yamlnode.Text(n, false)
+	v, err := strconv.ParseUint(s, 10, 32)
+	if !ok || err != nil {
 		p.add(n, "%s: want an integer in [0, %d], got %s", what, uint32(math.MaxUint32), kindName(n))
 		return 0
 	}
@@ -381,7 +426,7 @@ var rateLimitKeys = map[string]bool{
 }
 
 func (p *parser) descriptors(parent *node, prefix string, list *yaml.Node) {
-	if list == nil || (list.Kind == yaml.ScalarNode && list.Tag == "!!null") {
+	if list = p.walk.Deref(list); absent(list) {
 		return
 	}
 	if list.Kind != yaml.SequenceNode {
@@ -454,7 +499,7 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Limit {
 	l.Seconds = unitSeconds(l.Unit)
 	l.Requests = p.uint32(f["requests_per_unit"], "requests_per_unit")
 	l.Name = p.str(f["name"], "name")
-	if r := f["replaces"]; r != nil {
+	if r := p.walk.Deref(f["replaces"]); r != nil {
 		if r.Kind != yaml.SequenceNode {
 			p.add(r, "replaces: want a list of {name: ...}, got %s", kindName(r))
 		} else {
@@ -489,6 +534,9 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Limit {
 // them out, count = requests_per_unit, period = the unit and burst =
 // requests_per_unit.
 func (p *parser) extension(n *yaml.Node, l *Limit) {
+	if n = p.walk.Deref(n); n == nil {
+		return
+	}
 	if n.Kind != yaml.MappingNode {
 		p.add(n, "obol: want a mapping (an obol resource of kind gcra or tiers), got %s", kindName(n))
 		return
@@ -497,20 +545,37 @@ func (p *parser) extension(n *yaml.Node, l *Limit) {
 		p.add(n, "obol: an unlimited rate_limit takes no obol extension")
 		return
 	}
+	es, ok := p.entries(n, "obol")
+	if !ok {
+		return
+	}
 	has := map[string]bool{}
 	kind := ""
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		has[n.Content[i].Value] = true
-		if n.Content[i].Value == "kind" {
-			kind = n.Content[i+1].Value
+	for _, e := range es {
+		has[e.Key] = true
+		if e.Key == "kind" {
+			if v := p.walk.Deref(e.V); v != nil && v.Kind == yaml.ScalarNode {
+				kind = v.Value
+			}
 		}
 	}
 	if kind != string(config.KindGCRA) && kind != string(config.KindTiers) {
 		p.add(n, "obol.kind: want gcra or tiers, got %s", safefile.Excerpt(kind))
 		return
 	}
-	node := *n
-	node.Content = append([]*yaml.Node(nil), n.Content...)
+	// The resource written out on its own for config.ParseResource: the
+	// entries with merge keys applied, aliases expanded (within the
+	// budget), the defaults of a gcra one added.
+	node := yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n.Line, Column: n.Column}
+	for _, e := range es {
+		k := *e.K
+		k.Anchor = ""
+		v := p.walk.Expand(e.V)
+		if v == nil {
+			return
+		}
+		node.Content = append(node.Content, &k, v)
+	}
 	if kind == string(config.KindGCRA) {
 		for _, kv := range [][2]string{
 			{"count", strconv.FormatUint(uint64(l.Requests), 10)},

@@ -108,6 +108,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(testConfig))
 	f.Add([]byte(extConfig))
 	f.Add([]byte("domain: d\ndescriptors: [{key: k, rate_limit: {unit: second}}]"))
+	f.Add([]byte("domain: d\ndescriptors:\n  - {key: a, rate_limit: &r {unit: second, requests_per_unit: 1}}\n  - {key: b, rate_limit: {<<: *r, obol: {kind: gcra}}}\n  - &d {key: c, descriptors: [*d]}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse([]Source{{Name: "f.yaml", Data: data}})
 		if err != nil {
