@@ -18,12 +18,17 @@ import (
 // a push/pull state or a state file holds one.
 //
 //	state = [7, from str, incarnation uint, own bin, held]
+//	      | [7, from str, incarnation uint, own bin, held, sums bin]
 //	held  = [bin, …]
 //
 // own is the node's own snapshot, a MsgSync or MsgSeqSync message with
 // Full set, from the same origin and incarnation; each held bin is a
-// MsgSync message (not Full, no gauges) whose origin is the origin held. A
-// key's name rides the first message of the state that has the key.
+// MsgSync message (not Full, no gauges) whose origin is the origin held;
+// sums, present only when the state has some (Packet.Sums), is a MsgSum
+// message from the same origin and incarnation. A key's name rides the
+// first message of the state that has the key. A release that reads only
+// the five-element form refuses the six (gossip sends sums only to
+// members that read them).
 
 // MaxHeld bounds the origins one state holds: DecodeState refuses more,
 // EncodeState too.
@@ -50,7 +55,7 @@ func EncodeState(p *Packet) ([]byte, error) {
 	if p == nil || !p.Full || p.Sum || p.Targeted {
 		return nil, fmt.Errorf("%w: a state is a full packet, not a sum or targeted message", ErrInvalid)
 	}
-	if len(p.Held) == 0 {
+	if len(p.Held) == 0 && len(p.Sums) == 0 {
 		return Encode(p)
 	}
 	if len(p.Held) > MaxHeld {
@@ -86,14 +91,18 @@ func EncodeState(p *Packet) ([]byte, error) {
 		return out
 	}
 	own := *p
-	own.Held = nil
+	own.Held, own.Sums = nil, nil
 	own.Names = nameFor(p.Counts, p.Marks, p.Gauges)
 	ob, err := Encode(&own)
 	if err != nil {
 		return nil, err
 	}
 	buf := make([]byte, 0, len(ob)+64)
-	buf = mpwire.AppendArrayLen(buf, 5)
+	if len(p.Sums) > 0 {
+		buf = mpwire.AppendArrayLen(buf, 6)
+	} else {
+		buf = mpwire.AppendArrayLen(buf, 5)
+	}
 	buf = mpwire.AppendInt(buf, int64(MsgState))
 	buf = mpwire.AppendStr(buf, p.From)
 	buf = appendUint(buf, p.Incarnation)
@@ -110,6 +119,14 @@ func EncodeState(p *Packet) ([]byte, error) {
 			return nil, fmt.Errorf("held[%d]: %w", i, err)
 		}
 		buf = appendBin(buf, hb)
+	}
+	if len(p.Sums) > 0 {
+		sb, err := Encode(&Packet{From: p.From, Incarnation: p.Incarnation, Sum: true, Counts: p.Sums,
+			Names: nameFor(p.Sums, nil, nil)})
+		if err != nil {
+			return nil, fmt.Errorf("sums: %w", err)
+		}
+		buf = appendBin(buf, sb)
 	}
 	return buf, nil
 }
@@ -162,8 +179,8 @@ func DecodeState(b []byte) (*Packet, error) {
 	bad := func(field string, format string, args ...any) error {
 		return fmt.Errorf("%w: state: %s at byte %d: %s", ErrMalformed, field, r.Pos(), fmt.Sprintf(format, args...))
 	}
-	if n != 5 {
-		return nil, bad("message", "array of %d elements, want 5 for version %d", n, MsgState)
+	if n != 5 && n != 6 {
+		return nil, bad("message", "array of %d elements, want 5 or 6 for version %d", n, MsgState)
 	}
 	if c, err := r.Peek(); err != nil || !mpwire.IsStr(c) {
 		return nil, bad("from", "want a string")
@@ -226,6 +243,21 @@ func DecodeState(b []byte) (*Packet, error) {
 		}
 		p.Names = append(p.Names, h.Names...)
 		p.Held = append(p.Held, Held{From: h.From, Incarnation: h.Incarnation, Counts: h.Counts, Marks: h.Marks})
+	}
+	if n == 6 {
+		sb, err := bin("sums")
+		if err != nil {
+			return nil, err
+		}
+		s, err := Decode(sb)
+		if err != nil {
+			return nil, fmt.Errorf("state: sums: %w", err)
+		}
+		if !s.Sum || s.Targeted || s.From != string(from) || s.Incarnation != inc {
+			return nil, bad("sums", "want a sum message from %q incarnation %d", from, inc)
+		}
+		p.Names = append(p.Names, s.Names...)
+		p.Sums = s.Counts
 	}
 	if r.Len() != 0 {
 		return nil, bad("message", "%d trailing bytes after the state", r.Len())

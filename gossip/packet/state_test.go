@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -113,9 +114,72 @@ func TestStateRefused(t *testing.T) {
 	}
 }
 
+// TestStateSums: a state's sums (owner mode) round-trip in a sixth
+// element, with or without held origins, their keys' names once in the
+// state; a sums element that is not a sum, or from another origin, is
+// refused naming it.
+func TestStateSums(t *testing.T) {
+	sums := []Count{{Hash: 2, Slot: 0, Bucket: 1000, Value: 40}, {Hash: 4, Slot: 1, Bucket: 3000, Value: 7}}
+	for _, held := range []bool{true, false} {
+		p := stateFixture()
+		p.Names = append(p.Names, Name{Hash: 4, Resource: "demo/d", Domain: "w"})
+		p.Sums = sums
+		if !held {
+			p.Held = nil
+		}
+		b, err := EncodeState(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b[0] != 0x96 {
+			t.Fatalf("held=%v: state begins %#x, want a six-element array", held, b[0])
+		}
+		q, err := DecodeState(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := slices.Clone(q.Sums)
+		slices.SortFunc(got, func(a, b Count) int { return int(a.Hash) - int(b.Hash) })
+		if !reflect.DeepEqual(got, sums) || len(q.Held) != len(p.Held) {
+			t.Fatalf("held=%v: sums %+v held %d, want %+v and %d", held, got, len(q.Held), sums, len(p.Held))
+		}
+		seen := map[uint64]int{}
+		for _, n := range q.Names {
+			seen[n.Hash]++
+		}
+		if seen[4] != 1 || seen[2] != 1 {
+			t.Fatalf("held=%v: names %+v: want hashes 2 and 4 once each", held, q.Names)
+		}
+	}
+	// A sixth element that is not a sum from the state's origin.
+	five, err := EncodeState(stateFixture())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, m := range map[string]*Packet{
+		"a sync message":      {From: "b", Incarnation: 9, Counts: sums},
+		"another origin":      {From: "c", Incarnation: 9, Sum: true, Counts: sums},
+		"another incarnation": {From: "b", Incarnation: 8, Sum: true, Counts: sums},
+	} {
+		mb, err := Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := append([]byte{0x96}, five[1:]...)
+		b = appendBin(b, mb)
+		if _, err := DecodeState(b); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "sums") {
+			t.Errorf("%s: %v, want ErrMalformed naming sums", name, err)
+		}
+	}
+}
+
 func FuzzDecodeState(f *testing.F) {
 	good, _ := EncodeState(stateFixture())
 	f.Add(good)
+	withSums := stateFixture()
+	withSums.Sums = []Count{{Hash: 2, Slot: 0, Bucket: 1000, Value: 40}}
+	summed, _ := EncodeState(withSums)
+	f.Add(summed)
 	plain, _ := Encode(&Packet{From: "a", Full: true})
 	f.Add(plain)
 	f.Add([]byte{0x95, 0x07, 0xa1, 'a', 0x01, 0xc4, 0x00, 0x90})
@@ -140,8 +204,8 @@ func FuzzDecodeState(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-decode: %v", err)
 		}
-		if len(q.Held) != len(p.Held) || len(q.Counts) != len(p.Counts) {
-			t.Fatalf("round trip changed the state: %d/%d held, %d/%d counts", len(q.Held), len(p.Held), len(q.Counts), len(p.Counts))
+		if len(q.Held) != len(p.Held) || len(q.Counts) != len(p.Counts) || len(q.Sums) != len(p.Sums) {
+			t.Fatalf("round trip changed the state: %d/%d held, %d/%d counts, %d/%d sums", len(q.Held), len(p.Held), len(q.Counts), len(p.Counts), len(q.Sums), len(p.Sums))
 		}
 	})
 }

@@ -24,7 +24,7 @@ import (
 //	MsgSum      = [4, from str, incarnation uint, false, base int, groups]
 //	MsgTargeted = [5, from str, incarnation uint, seq uint, sum bool, base int, groups]
 //	MsgReship   = [6, from str, incarnation uint, target uint, seqs, hashes]
-//	MsgState    = [7, from str, incarnation uint, own bin, held]   (see state.go)
+//	MsgState    = [7, from str, incarnation uint, own bin, held(, sums bin)]   (see state.go)
 //	group       = [hash uint, name, counts, marks, gauges]
 //	name        = nil | [resource str, domain str]
 //	counts      = [slot uint, bucket−base uint, value uint, …]   (3 per Count)
@@ -190,6 +190,15 @@ type Packet struct {
 	// origins (a Full packet only: a push/pull state or a state file,
 	// EncodeState). Encode and Split ignore it.
 	Held []Held
+	// Sums are, in owner mode, the counts of keys this node knows as
+	// owners' sums rather than per origin: each the whole count of its
+	// key and bucket as this node's engine holds it (every origin's,
+	// its own included), a lower bound of the truth (a Full packet only,
+	// EncodeState; the keys' names in Names). A node that joins takes
+	// them as a sum for the buckets it has not counted itself, so that it
+	// knows a key near its limit before the key's owner first tells it.
+	// Encode and Split ignore it.
+	Sums []Count
 	// Join is set by the receiver of a push/pull state that came in a
 	// join (memberlist's), never on the wire.
 	Join bool
