@@ -75,10 +75,26 @@ func (d *delegate) LocalState(join bool) []byte {
 	case !join:
 		cp.Held = n.heldForAntiEntropy(cp.Held)
 	}
+	if !join || !n.SumsInJoins() {
+		// Sums go to a joiner alone: it has counted nothing yet, so no
+		// sum can hold its own counts twice (a peer that has counted
+		// skips the buckets it did, reconcile), and a peer of an earlier
+		// release would refuse the whole state.
+		cp.Sums = nil
+	}
 	b, err := packet.EncodeState(&cp)
 	if err != nil {
 		n.log.Warn("gossip: snapshot not encoded", "err", err)
 		return nil
+	}
+	if len(b) > maxState && len(cp.Sums) > 0 {
+		// The sums first: owners send them again as the joiner uses
+		// their keys.
+		cp.Sums = nil
+		if b, err = packet.EncodeState(&cp); err != nil {
+			n.log.Warn("gossip: snapshot not encoded", "err", err)
+			return nil
+		}
 	}
 	if len(b) > maxState && len(cp.Held) > 0 {
 		// Too large with every origin it holds: the held origins that are

@@ -244,11 +244,18 @@ func TestResyncAfterSilence(t *testing.T) {
 		fake.Advance(st.silence)
 		fulls, last := n1.rec.fulls("n0"), resyncedWith(n0, "n1")
 		h := uint64(100 + i)
-		if err := n1.Send(&packet.Packet{Counts: []packet.Count{{Hash: h, Value: 1}}}); err != nil {
-			t.Fatal(err)
+		// n0 notes the silence before it hands the packet over. The send is
+		// repeated while it is not heard: a loaded machine can lose a
+		// loopback datagram, and the fake clock does not move in between, so
+		// a repeat changes no silence.
+		got := func() bool { return n0.rec.has("n1", false, h, 1) }
+		for try := 0; try < 10 && !got(); try++ {
+			if err := n1.Send(&packet.Packet{Counts: []packet.Count{{Hash: h, Value: 1}}}); err != nil {
+				t.Fatal(err)
+			}
+			poll(time.Second, got)
 		}
-		// n0 notes the silence before it hands the packet over.
-		eventually(t, 5*time.Second, st.name+": n0 receives the packet", func() bool { return n0.rec.has("n1", false, h, 1) })
+		eventually(t, time.Second, st.name+": n0 receives the packet", got)
 		if queued := !resyncedWith(n0, "n1").Equal(last); queued != st.resync {
 			t.Fatalf("%s: resync queued = %v, want %v", st.name, queued, st.resync)
 		}

@@ -131,6 +131,7 @@ type Node struct {
 	unsequenced bool
 	allRepair   atomic.Bool     // every live peer repairs (recount)
 	allState    atomic.Bool     // every live peer reads a mesh state (recount)
+	allSums     atomic.Bool     // every live peer reads a mesh state's sums (recount)
 	noOwners    bool            // Config.NoOwners
 	allOwners   atomic.Bool     // every live member aggregates (recount)
 	allTargeted atomic.Bool     // every live member reads targeted messages (recount)
@@ -238,6 +239,7 @@ func New(cfg Config, h Handler) (*Node, error) {
 	}
 	n.allRepair.Store(true) // alone: nobody to wait for
 	n.allState.Store(true)
+	n.allSums.Store(true)
 	n.allOwners.Store(true)
 	n.allTargeted.Store(true)
 	n.stretch.Store(1)

@@ -101,10 +101,12 @@ func profile(c Config) *memberlist.Config {
 	// mesh only while every live member's is 4 or more (version 4 reads a
 	// longer silence as normal there); a push/pull state passes on what
 	// a node holds for other origins only while every live peer's is 5
-	// or more (it reads a mesh state). A NoOwners node advertises 1.
+	// or more (it reads a mesh state), and a join's state carries the
+	// owners' sums a node holds only while every live peer's is 6 or more
+	// (it reads a state's sums). A NoOwners node advertises 1.
 	mc.DelegateProtocolMin = 0
 	mc.DelegateProtocolVersion = 0
-	mc.DelegateProtocolMax = stateProtocol
+	mc.DelegateProtocolMax = sumsProtocol
 	if c.NoOwners {
 		mc.DelegateProtocolMax = repairProtocol
 	}

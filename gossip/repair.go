@@ -49,6 +49,16 @@ const stateProtocol = 5
 // events.
 func (n *Node) HoldsForMesh() bool { return n.allState.Load() }
 
+// sumsProtocol is memberlist's delegate protocol max of a node that reads
+// the sums a mesh state may carry (packet.Packet.Sums, a sixth element).
+const sumsProtocol = 6
+
+// SumsInJoins reports whether a join's push/pull state carries the sums
+// this node holds (owner mode: the keys it knows as their owners' sums):
+// while every live peer reads them (memberlist's delegate protocol max of
+// 6 or more). Cheap: the answer is kept up to date by membership events.
+func (n *Node) SumsInJoins() bool { return n.allSums.Load() }
+
 // HeartbeatStretch returns by how much the node's idle heartbeats are
 // spread in this mesh (reconcile.HeartbeatStretcher): 1 (every heartbeat
 // period, every peer) unless every live member stretches too (memberlist's
@@ -79,7 +89,7 @@ func (n *Node) Repairs() bool { return !n.unsequenced && n.allRepair.Load() }
 // live peer repairs (Repairs) and whether every live member, self
 // included, aggregates (Aggregates). n.mu must be held.
 func (n *Node) recount() {
-	repair, owners, targeted, stretches, states := true, true, true, true, true
+	repair, owners, targeted, stretches, states, sums := true, true, true, true, true, true
 	live := 0
 	for name, ps := range n.peers {
 		if ps.state != "alive" {
@@ -95,6 +105,9 @@ func (n *Node) recount() {
 		if name != n.name && ps.protoMax < stateProtocol {
 			states = false
 		}
+		if name != n.name && ps.protoMax < sumsProtocol {
+			sums = false
+		}
 		if ps.protoMax < ownerProtocol {
 			owners = false
 		}
@@ -106,6 +119,7 @@ func (n *Node) recount() {
 	n.allOwners.Store(owners)
 	n.allTargeted.Store(targeted)
 	n.allState.Store(states)
+	n.allSums.Store(sums)
 	stretch := 1
 	if stretches {
 		stretch = stream.Stretch(max(live, 1), n.hbPeers)

@@ -33,17 +33,17 @@ func keyHashes(n int) []uint64 {
 	return out
 }
 
-// TestProfileProtocol: a node advertises the delegate protocol max of mesh
-// states, 1 with NoOwners, and speaks 0 so that any
+// TestProfileProtocol: a node advertises the delegate protocol max of a
+// state's sums, 1 with NoOwners, and speaks 0 so that any
 // release joins.
 func TestProfileProtocol(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  Config
 		want uint8
 	}{
-		{Config{Name: "a"}, stateProtocol},
+		{Config{Name: "a"}, sumsProtocol},
 		{Config{Name: "a", NoOwners: true}, repairProtocol},
-		{Config{Name: "a", Unsequenced: true}, stateProtocol},
+		{Config{Name: "a", Unsequenced: true}, sumsProtocol},
 	} {
 		mc := profile(tc.cfg)
 		if mc.DelegateProtocolMax != tc.want || mc.DelegateProtocolMin != 0 || mc.DelegateProtocolVersion != 0 {

@@ -68,6 +68,48 @@ func TestHeldWaitsForEveryPeer(t *testing.T) {
 	}
 }
 
+// TestSumsGoToJoinersAlone: a state carries the owners' sums its node
+// holds only in a join (a joiner takes them, and a periodic push/pull has
+// no use for them), and only while every live peer reads them (its
+// delegate protocol max 6 or more); the joiner gets them before Join
+// returns.
+func TestSumsGoToJoinersAlone(t *testing.T) {
+	fn := gossiptest.NewFaultNet()
+	seed := start(t, fn, "seed", nil)
+	snap := heldSnap()
+	snap.Sums = []packet.Count{{Hash: 9, Bucket: 1000, Value: 300}}
+	seed.rec.mu.Lock()
+	seed.rec.snap = snap
+	seed.rec.mu.Unlock()
+	j := start(t, fn, "j", func(c *Config) { c.Join = []string{seed.Addr()} })
+	if got := j.rec.count(func(p *packet.Packet) bool {
+		return p.From == "seed" && p.Full && p.Join && len(p.Sums) == 1 && p.Sums[0].Value == 300
+	}); got == 0 {
+		t.Fatal("the joiner's state from its seed carried no sums")
+	}
+	for _, tc := range []struct {
+		join bool
+		want int
+	}{{false, 0}, {true, 1}} {
+		p, err := packet.DecodeState((*delegate)(seed.Node).LocalState(tc.join))
+		if err != nil || len(p.Sums) != tc.want || len(p.Held) != 1 {
+			t.Fatalf("join=%v: state %+v, %v; want %d sums and the held origin", tc.join, p, err, tc.want)
+		}
+	}
+	start(t, fn, "old", func(c *Config) {
+		c.Join = []string{seed.Addr()}
+		c.Tune = func(mc *memberlist.Config) {
+			quick(mc)
+			mc.DelegateProtocolMax = stateProtocol
+		}
+	})
+	eventually(t, 10*time.Second, "the seed sees the member of an earlier release", func() bool { return seed.Live() == 3 && !seed.SumsInJoins() })
+	p, err := packet.DecodeState((*delegate)(seed.Node).LocalState(true))
+	if err != nil || len(p.Sums) != 0 || len(p.Held) != 1 {
+		t.Fatalf("with a member that reads no sums: state %+v, %v; want the held origin and no sums", p, err)
+	}
+}
+
 // TestAntiEntropyLeavesLiveOriginsOut: a periodic push/pull (not a join)
 // passes on gone origins and earlier incarnations, not a live member's
 // current counts, which it sends itself.
