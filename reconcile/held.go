@@ -591,19 +591,22 @@ func (c *Cluster) passHeld(rt Router, names []string) {
 // are taken as that origin's (an earlier incarnation of this node's name
 // when it is this node's), what it held for others as theirs, each kept
 // at the max per origin, incarnation, key, slot and bucket, so that a
-// peer passing on the same counts adds nothing. Counts whose windows
-// ended are not applied. Holds are not restored: their sessions ended
-// with the process that held them.
+// peer passing on the same counts adds nothing; the keys it knew by
+// owners' sums as sums (of the buckets this node has not counted in
+// since). Counts whose windows ended are not applied. Holds are not
+// restored: their sessions ended with the process that held them.
 func (c *Cluster) Restore(p *packet.Packet) int {
 	if p == nil {
 		return 0
 	}
 	tats := takeTATs(p)
 	held := append([]packet.Held{{From: p.From, Incarnation: p.Incarnation, Counts: p.Counts, Marks: p.Marks}}, p.Held...)
+	sums := c.uncounted(p)
 	now := c.clock.Now().UnixMilli()
 	c.mu.Lock()
 	ops, _ := c.tab.mergeHeld(p.Names, held, true, now, nil)
 	ops, grew := c.tab.mergeHeld(nil, held, false, now, ops)
+	ops = c.tab.mergeStateSums(sums, p.From, p.Incarnation, now, ops)
 	ops = c.tab.floors(tats, ops)
 	c.unlockApply(ops, now)
 	return grew

@@ -374,6 +374,22 @@ func (r *Res) snapshot(p *params, s uint32, now int64, pkt *packet.Packet) {
 	}
 }
 
+// counted reports whether this node counted a hit of domain in (slot,
+// bucket).
+func (r *Res) counted(domain string, slot uint32, bucket int64) bool {
+	sh := r.shard(domain)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if k, ok := sh.keys[domain]; ok {
+		for _, c := range k.counts {
+			if c.slot == slot && c.bucket == bucket && c.value > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // own returns this node's counts of domain within each slot's window at now,
 // and its tier entries.
 func (r *Res) own(domain string, now int64) (slots []int64, marks map[int]int64) {

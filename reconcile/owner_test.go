@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/gossip/packet"
 	"github.com/obol-dev/obol/gossip/ring"
 	"github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/local"
 	"github.com/obol-dev/obol/reconcile"
 )
 
@@ -539,5 +541,70 @@ func TestHandoverOutlivesAWave(t *testing.T) {
 	req(t, direct[0], fc.Now(), "t/one", "u", 1)
 	if got := direct[0].c.Handover(fc.Now()); got != 0 {
 		t.Fatalf("direct fan-out: handed over %d keys, want 0", got)
+	}
+}
+
+// joinState is n's push/pull state as a joiner decodes it (Join set).
+func joinState(t *testing.T, n *node) *packet.Packet {
+	t.Helper()
+	p := n.c.Snapshot()
+	p.From, p.Incarnation, p.Full = n.name, n.c.Incarnation(), true
+	b, err := packet.EncodeState(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := packet.DecodeState(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Join = true
+	return q
+}
+
+// TestJoinerTakesSeedSums: in owner mode a node knows a key it does not
+// own by its owner's sums; its push/pull state carries them (with its own
+// count added), so a node that joins through it counts a key near its
+// limit from the join on, not from the owner's next sum. A node that has
+// counted in a bucket itself skips the seed's sum of it, which may hold
+// that count already.
+func TestJoinerTakesSeedSums(t *testing.T) {
+	fc := clock.NewFake(t0)
+	_, nodes, pl := ownerCluster(t, fc, "a", "b", "c", "d", "e")
+	step(fc, nodes)
+	_, _, others := roles(pl, nodes, "t/one", "u")
+	x, y, z := others[0], others[1], others[2]
+	tick := func() {
+		for range 2 {
+			fc.Advance(50 * time.Millisecond)
+			step(fc, nodes)
+		}
+	}
+	req(t, x, fc.Now(), "t/one", "u", 7)
+	req(t, y, fc.Now(), "t/one", "u", 9) // 16 of 30: wide, relayed to z too
+	tick()
+	req(t, z, fc.Now(), "t/one", "u", 2)
+	tick()
+	wantHits(t, nodes, fc.Now(), 18)
+	st := joinState(t, z)
+	if len(st.Sums) == 0 {
+		t.Fatalf("%s's state carries no sums of a key it knows by its owner's sums", z.name)
+	}
+
+	cfg, err := config.Parse([]byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &node{name: "f", c: reconcile.New(reconcile.Options{Name: "f", Incarnation: 99, Clock: fc, OwnerFrom: 2}), e: local.New(cfg)}
+	f.e.Attach(f.c)
+	f.c.HandlePacket(st)
+	if d := req(t, f, fc.Now(), "t/one", "u", 0); d.TierHits != 18 {
+		t.Fatalf("a joiner through %s counts %d hits, want 18 (its sum 16 and its own 2)", z.name, d.TierHits)
+	}
+
+	// y counted 9 in the bucket; z's sum holds them: taken, they would
+	// count twice (27).
+	y.c.HandlePacket(joinState(t, z))
+	if d := req(t, y, fc.Now(), "t/one", "u", 0); d.TierHits != 18 {
+		t.Fatalf("%s counts %d hits after a join state from %s, want 18", y.name, d.TierHits, z.name)
 	}
 }

@@ -28,6 +28,9 @@ func (c *Cluster) HandlePacket(p *packet.Packet) {
 		}
 		return
 	}
+	if p.Full && len(p.Sums) > 0 {
+		p.Sums = c.uncounted(p)
+	}
 	buf := opBufs.Get().(*[]op)
 	defer func() {
 		if cap(*buf) > maxPooledOps {
@@ -123,7 +126,39 @@ func (c *Cluster) mergeState(p *packet.Packet, now int64, ops []op) ([]op, bool)
 		c.stats.heldStates.Add(1)
 		c.stats.heldGrew.Add(uint64(grew))
 	}
+	if p.Join && len(p.Sums) > 0 { // a seed's sums: see uncounted
+		ops = c.tab.mergeStateSums(p.Sums, p.From, p.Incarnation, now, ops)
+	}
 	return c.tab.floors(tats, ops), ok
+}
+
+// uncounted returns the sums of state p (packet.Packet.Sums) of buckets
+// this node has no count of its own in. A seed's sum of a bucket is its
+// engine's count, which may hold what this node shipped before the state
+// was taken; of a bucket this node never counted in, it holds nothing of
+// this node's, so this node counts it as an owner's sum, and a key near
+// its limit is known from the join on. Called without c.mu: it takes the
+// resources' shard locks.
+func (c *Cluster) uncounted(p *packet.Packet) []packet.Count {
+	names := make(map[uint64]packet.Name, len(p.Names))
+	for _, n := range p.Names {
+		names[n.Hash] = n
+	}
+	out := p.Sums[:0:0]
+	for _, s := range p.Sums {
+		n, ok := names[s.Hash]
+		if !ok {
+			continue
+		}
+		c.resMu.RLock()
+		r := c.res[n.Resource]
+		c.resMu.RUnlock()
+		if r != nil && r.counted(n.Domain, s.Slot, s.Bucket) {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // opBufs holds the op buffers HandlePacket merges into, so that a stream

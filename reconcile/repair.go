@@ -12,7 +12,9 @@ import (
 // replace): every live bucket ships again to its new targets.
 
 // Snapshot returns this node's whole live state, for push/pull
-// (gossip.Handler).
+// (gossip.Handler): its own counts, what it holds for other origins, and
+// the keys it knows by owners' sums (packet.Packet.Sums, which gossip
+// sends only in a join's state).
 func (c *Cluster) Snapshot() *packet.Packet {
 	ms := c.clock.Now().UnixMilli()
 	pkt := c.packet()
@@ -23,6 +25,7 @@ func (c *Cluster) Snapshot() *packet.Packet {
 	c.stepGauges(pkt, c.tick.Load(), true, false)
 	c.mu.Lock()
 	c.tab.held(pkt, ms, c.life)
+	c.tab.stateSums(pkt, ms, c.life)
 	c.mu.Unlock()
 	c.addTATs(pkt, ms)
 	return pkt

@@ -1,9 +1,11 @@
 package reconcile
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/internal/sat"
 )
 
 // sum.go is the table's side of owner mode, pure like merge.go: this
@@ -144,6 +146,86 @@ func (t *table) newSum(h uint64) *sumKey {
 	}
 	t.sums[h] = sk
 	return sk
+}
+
+// stateSums appends to pkt, a snapshot with this node's own counts in
+// pkt.Counts, every bucket still inside its window at now (life reports a
+// slot's) of the keys this node knows by owners' sums, as its engine
+// counts it: the greater of the sum and what origins told directly, plus
+// this node's own count (an owner's sum to a node leaves out that node's
+// own). Each part counts origins the others do not, and each is a lower
+// bound of their counts, so the total is a lower bound of the key's. The
+// keys' names go to pkt.Names; the buckets in order of key, slot and
+// bucket.
+func (t *table) stateSums(pkt *packet.Packet, now int64, life func(resource string, slot uint32, mark bool) (int64, bool)) {
+	if len(t.sums) == 0 {
+		return
+	}
+	type at struct {
+		h      uint64
+		slot   uint32
+		bucket int64
+	}
+	own := make(map[at]uint64, len(pkt.Counts))
+	for _, c := range pkt.Counts {
+		own[at{c.Hash, c.Slot, c.Bucket}] = c.Value
+	}
+	named := make(map[uint64]bool, len(pkt.Names))
+	for _, n := range pkt.Names {
+		named[n.Hash] = true
+	}
+	first := len(pkt.Sums)
+	for h, sk := range t.sums {
+		name, ok := t.names[h]
+		if !ok {
+			continue
+		}
+		n := len(pkt.Sums)
+		for _, r := range sk.rows {
+			l, ok := life(name.resource, r.slot, false)
+			if !ok || r.bucket+l <= now {
+				continue
+			}
+			v := max(r.agg, r.direct)
+			v = sat.Add(v, own[at{h, r.slot, r.bucket}])
+			if v > 0 {
+				pkt.Sums = append(pkt.Sums, packet.Count{Hash: h, Slot: r.slot, Bucket: r.bucket, Value: v})
+			}
+		}
+		if len(pkt.Sums) > n && !named[h] {
+			named[h] = true
+			pkt.Names = append(pkt.Names, packet.Name{Hash: h, Resource: name.resource, Domain: name.domain})
+		}
+	}
+	slices.SortFunc(pkt.Sums[first:], func(a, b packet.Count) int {
+		return cmp.Or(cmp.Compare(a.Hash, b.Hash), cmp.Compare(a.Slot, b.Slot), cmp.Compare(a.Bucket, b.Bucket))
+	})
+}
+
+// mergeStateSums folds the sums of a state from (incarnation inc) into
+// the table at now, each as an owner's sum of its key, and appends to out
+// what the engine must change. The caller left out the buckets this node
+// counted itself (Cluster.uncounted): a sum of such a bucket may hold this
+// node's own count, which its engine counts already. Keys whose names the
+// state did not give are skipped.
+func (t *table) mergeStateSums(sums []packet.Count, from string, inc uint64, now int64, out []op) []op {
+	for _, c := range sums {
+		if _, named := t.names[c.Hash]; !named {
+			continue
+		}
+		sk := t.sums[c.Hash]
+		if sk == nil {
+			sk = t.newSum(c.Hash)
+			sk.seen, sk.from, sk.inc = now, from, inc
+		}
+		r := sk.row(c.Slot, c.Bucket)
+		if c.Value <= r.agg {
+			continue
+		}
+		r.agg = c.Value
+		out = t.settle(out, c.Hash, r)
+	}
+	return out
 }
 
 // askOf records an ask of origin (incarnation inc) for the name of h.
