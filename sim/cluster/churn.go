@@ -259,7 +259,9 @@ func (sm *sim) departed(d departure) {
 // up starts a new agent at nd for restart r (a Start when r < 0): it
 // restores the node's state file when the restart says so, joins with a
 // push/pull with the lowest-index running node (none: it starts alone),
-// and JoinSpread later the others learn of it.
+// and JoinSpread later the others learn of it. Its load starts once the
+// seed's state reached it, as the agent listens only after its join's
+// push/pull returned (or at once when the join failed: it runs alone).
 func (sm *sim) up(nd *node, r int) {
 	name := nd.name
 	stateFile := false
@@ -293,9 +295,12 @@ func (sm *sim) up(nd *node, r int) {
 		nd.rec.Restore(p)
 	}
 	sm.res.Joins++
+	ready := sm.now // the first request: the agent listens once its join returned
 	for _, o := range sm.nodes {
 		if o != nd && !o.dead {
-			sm.pushPull(nd, o, true)
+			if sm.pushPull(nd, o, true) {
+				ready = sm.now + sm.delay // the seed's state reached it (an event before any request at that instant)
+			}
 			break
 		}
 	}
@@ -310,9 +315,9 @@ func (sm *sim) up(nd *node, r int) {
 	}
 	if nd.rate > 0 {
 		if sm.sc.Arrivals == ArrivalsPoisson {
-			nd.next = sm.now
+			nd.next = ready
 		} else {
-			nd.k = max(0, int64(math.Ceil(float64(sm.now)/1e9*nd.rate-nd.phase)))
+			nd.k = max(0, int64(math.Ceil(float64(ready)/1e9*nd.rate-nd.phase)))
 		}
 		sm.scheduleRequest(nd)
 	}

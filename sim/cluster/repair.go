@@ -180,6 +180,9 @@ func (s *sim) pushPull(a, b *node, join bool) bool {
 		src, dst := x[0], x[1]
 		st := src.rec.Snapshot()
 		st.From, st.Incarnation, st.Full = src.name, src.rec.Incarnation(), true
+		if !join || dst != a {
+			st.Sums = nil // as gossip sends them: to a joiner alone
+		}
 		if src.out != nil {
 			st.Seq = src.out.Next()
 		}
