@@ -31,6 +31,14 @@ type oracle struct {
 	worst, sum     float64
 	nwin           int
 	worstInst      float64 // tiers: the most any instance took ÷ the limit
+	// gcra: one exact bucket per key fed every request (granted or not),
+	// as if one limiter decided them all: its TAT and grants in the
+	// current window, and its worst window. What one exact bucket may
+	// grant in an aligned window (its burst plus a period's refill) is
+	// the yardstick of worst.
+	soloTat    []int64
+	soloGrants []int32
+	soloWorst  float64
 }
 
 // newOracle returns the oracle of resource rc over keys keys, with windows
@@ -45,6 +53,7 @@ func newOracle(rc *config.Resource, keys int, warm, end int64) *oracle {
 		o.ei = int64(rc.Period) / int64(rc.Count)
 		o.b = o.ei * int64(rc.Burst)
 		o.tat = make([]int64, keys)
+		o.soloTat, o.soloGrants = make([]int64, keys), make([]int32, keys)
 		o.window, o.perWindow = int64(rc.Period), float64(rc.Count)
 	} else {
 		t := rc.Tiers[0]
@@ -103,6 +112,10 @@ func (o *oracle) decided(k int, t int64, granted bool) {
 			o.worstInst = max(o.worstInst, float64(o.taken[k])/float64(o.limit))
 		}
 	}
+	soloGranted := o.gcra && floorDiv(t+o.b-max(o.soloTat[k], t), o.ei) >= 1
+	if soloGranted {
+		o.soloTat[k] = max(o.soloTat[k], t) + o.ei
+	}
 	if t < o.warm || t >= o.to {
 		return
 	}
@@ -114,6 +127,9 @@ func (o *oracle) decided(k int, t int64, granted bool) {
 	o.wReqs[k]++
 	if granted {
 		o.wGrants[k]++
+	}
+	if soloGranted {
+		o.soloGrants[k]++
 	}
 }
 
@@ -141,6 +157,10 @@ func (o *oracle) flush(k int) {
 	o.sum += r
 	o.nwin++
 	o.wGrants[k], o.wReqs[k] = 0, 0
+	if o.gcra {
+		o.soloWorst = max(o.soloWorst, float64(o.soloGrants[k])/o.perWindow)
+		o.soloGrants[k] = 0
+	}
 }
 
 // close flushes every window and writes the figures into r.
@@ -156,4 +176,5 @@ func (o *oracle) close(r *Result) {
 	r.Windows = o.nwin
 	r.FalseDenials = o.falseDenials
 	r.WorstInstanceRatio = o.worstInst
+	r.SoloWorstWindowRatio = o.soloWorst
 }

@@ -94,3 +94,23 @@ func TestOracleWindows(t *testing.T) {
 		t.Errorf("windows %d worst %.3f mean %.3f; want 3, 1.5, %.3f", r.Windows, r.WorstWindowRatio, r.MeanWindowRatio, (1.5+0+0.5)/3)
 	}
 }
+
+// Hand-computed: one exact bucket fed every request (burst 2, 2 per second,
+// a token per 500 ms), beside what the mesh granted.
+func TestOracleSolo(t *testing.T) {
+	rc := &config.Resource{Kind: config.KindGCRA, Burst: 2, Count: 2, Period: time.Second}
+	o := newOracle(rc, 1, 0, int64(2*time.Second))
+	// window 0: the mesh grants all five; one bucket grants two at 0 and
+	// one at 500 ms (its TAT then 1.5 s), denies the third at 0 and 999 ms.
+	for _, at := range []int64{0, 0, 0, 500 * ms, 999 * ms} {
+		o.decided(0, at, true)
+	}
+	// window 1: the bucket grants 1000 ms (TAT 2 s) and denies 1100 ms.
+	o.decided(0, 1000*ms, false)
+	o.decided(0, 1100*ms, false)
+	var r Result
+	o.close(&r)
+	if r.WorstWindowRatio != 2.5 || r.SoloWorstWindowRatio != 1.5 {
+		t.Errorf("worst %.3f solo %.3f; want 2.5 and 1.5", r.WorstWindowRatio, r.SoloWorstWindowRatio)
+	}
+}

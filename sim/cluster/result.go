@@ -75,6 +75,14 @@ type Result struct {
 	// for a window longer than the run, which no aligned window fits, the
 	// over-admission of the run.
 	WorstInstanceRatio float64
+	// SoloWorstWindowRatio (gcra) is WorstWindowRatio of one exact bucket
+	// per key fed every request of the run in time order (the requests
+	// inside the windows; its state from the run's start): what a single
+	// limiter would have granted in its worst window. A gcra bucket may
+	// grant its burst plus a period's refill in one aligned window, so
+	// WorstWindowRatio ÷ SoloWorstWindowRatio, not WorstWindowRatio
+	// alone, is what the mesh admits beyond one limiter.
+	SoloWorstWindowRatio float64
 	// Churn (see Scenario.Restarts): agents started
 	// (restarts and late starts: Joins, whole run), periodic push/pulls made
 	// (PushPulls, measured span), state files written (StateWrites).
