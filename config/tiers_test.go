@@ -63,6 +63,11 @@ func TestParseTiersInvalid(t *testing.T) {
 		{name: "limit too large", in: "99999999999999999999,1,1,0", want: []string{"tiers[0].limit: must be ≤ 1000000000"}},
 		{name: "duration too large", in: "1,1,1,9999999999999", want: []string{"tiers[0].cooldown: must be ≤ 876000h0m0s (100 years)"}},
 		{name: "exponent", in: "1,1e3,1,0", want: []string{`tiers[0].window: must be a number, got "1e3"`}},
+		// Counted before anything is parsed, and a long list is quoted
+		// short.
+		{name: "100,000 tiers", in: strings.Repeat("1,1,1,0,", 99_999) + "1,1,1,0", want: []string{"tiers: at most 64 tiers, got 100000"}},
+		{name: "a long list not in groups of 4", in: strings.Repeat("1,", 400) + "1", want: []string{
+			`tiers: the compact form is groups of 4 numbers (limit, window s, active s, cooldown s), got 401 number(s) in "1,1,1,1,1,1,1,1,"… (801 bytes)`}},
 		{name: "every problem listed", in: "0,1,1,0,5,x,1,0,2,1,1,-1", want: []string{
 			"tiers[0].limit: must be ≥ 1",
 			`tiers[1].window: must be a number, got "x"`,
