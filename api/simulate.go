@@ -272,9 +272,9 @@ func (s *Server) simulate(ctx *fasthttp.RequestCtx, _ params) {
 
 // oneSimulation runs work, a simulation's handler, unless another
 // simulation is running on this agent (429 too_many with Retry-After: 1).
-// The work runs on a thread of its own at the lowest scheduling priority:
-// when the machine's processors are all busy, the kernel gives them to
-// decisions first.
+// The work runs on a thread of its own at the lowest scheduling priority,
+// with a P of its own while it runs (sim.OwnProc): when the machine's
+// processors are all busy, the kernel gives them to decisions first.
 func (s *Server) oneSimulation(ctx *fasthttp.RequestCtx, work func(*fasthttp.RequestCtx)) {
 	if !s.sim.busy.CompareAndSwap(false, true) {
 		ctx.Response.Header.Set("Retry-After", "1")
@@ -284,6 +284,8 @@ func (s *Server) oneSimulation(ctx *fasthttp.RequestCtx, work func(*fasthttp.Req
 	}
 	defer s.sim.busy.Store(false)
 	done := make(chan struct{})
+	release := sim.OwnProc() // its thread holds a P of its own (sim.OwnProc)
+	defer release()
 	go func() {
 		defer close(done)
 		sim.LowPriorityThread()

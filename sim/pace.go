@@ -2,12 +2,11 @@ package sim
 
 import (
 	"errors"
-	"runtime"
 	"time"
 )
 
 // pace.go bounds a simulation's work: a limit of processor time, a bound on
-// the time on the clock, and a yield between units of work.
+// the time on the clock, and rests between slices of work.
 
 // WallFactor is how many times its processor-time limit a simulation may
 // take on the clock: a machine busy with decisions gives the low-priority
@@ -35,8 +34,9 @@ var processStart = time.Now()
 // posting the heaviest simulations and the agent pinned to one processor,
 // the probe's p50 went from 0.18 ms (a rest after 2 ms slices) to 6.5 ms
 // (yields), and is 0.27 ms with rests after 250 µs slices (go run
-// ./bench/abuse -attack simulate; its p99, 10.8 ms, is the same with 2 ms
-// or 250 µs slices: it comes from elsewhere than the simulation's thread).
+// ./bench/abuse -attack simulate). Its p99 came from the one P the
+// simulation's locked thread and the decisions shared; OwnProc gives the
+// thread a P of its own, and Step no longer yields between rests.
 const (
 	Slice      = 250 * time.Microsecond
 	RestFactor = 3
@@ -46,10 +46,11 @@ const (
 // limit counts the processor time the work used (so a machine busy with
 // decisions, which takes the processor from the low-priority thread, does
 // not make a small simulation fail), and the clock bounds how long the
-// caller waits (WallFactor times the limit). Between units of work Step
-// yields the processor to every goroutine ready to run (runtime.Gosched),
-// and after each Slice of work it rests RestFactor times as long. The
-// thread's low priority does the same for the kernel's threads.
+// caller waits (WallFactor times the limit). After each Slice of work Step
+// rests RestFactor times as long. It does not yield between rests: the
+// simulation's thread holds a P of its own (OwnProc), and the thread's low
+// priority makes the kernel give the processor to the decisions' threads
+// first; a yield of a locked thread only moved the P between threads.
 type Pace struct {
 	limit, wall time.Duration
 	cpu0, slice time.Duration
@@ -84,7 +85,7 @@ func (p *Pace) Wall() time.Duration { return p.wall }
 // Step is called between units of work: ErrTimeLimit once the work has used
 // more than its limit of processor time, ErrWallLimit once it has taken
 // more than its bound on the clock; otherwise it rests when a Slice of work
-// is done, else yields, and returns nil.
+// is done, and returns nil.
 func (p *Pace) Step() error {
 	t := p.thread()
 	switch {
@@ -98,6 +99,5 @@ func (p *Pace) Step() error {
 		p.slice = p.thread()
 		return nil
 	}
-	runtime.Gosched()
 	return nil
 }
