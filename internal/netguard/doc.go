@@ -12,8 +12,9 @@
 //     closed, or the system refuses it for good) is returned, and that
 //     one stops the agent;
 //   - on an HTTP/2 (gRPC) listener (Listener.HTTP2), reads of at most
-//     4 KiB each followed by a yield of the processor, and the connection
-//     closed once the server has refused MaxRefusedStreams of its streams;
+//     1 KiB each followed by a yield of the processor, and the connection
+//     closed once the server has refused MaxRefusedStreams of its streams,
+//     the listener's next accept then waiting abusePause;
 //   - the read, write and idle timeouts every server of the agent applies
 //     (Limits), with their defaults in one place.
 //

@@ -183,6 +183,7 @@ type Listener struct {
 	open       atomic.Int64
 	fresh      atomic.Int64 // connections accepted and not written to yet (MaxFresh)
 	owed       atomic.Int64 // waits owed for fresh connections closed unanswered (MaxFresh)
+	abused     atomic.Bool  // an HTTP/2 connection was closed for refused streams since the last accept (abusePause)
 	refused    atomic.Uint64
 	paced      atomic.Uint64
 	acceptErrs atomic.Uint64
@@ -299,6 +300,18 @@ func (l *Listener) Accept() (net.Conn, error) {
 			}
 			continue
 		}
+		if l.abused.Swap(false) {
+			// The last connection closed was one that kept opening
+			// streams past the limit: the next accept waits abusePause,
+			// so a client that reconnects to go on gets a bounded share
+			// of the processor.
+			l.paced.Add(1)
+			if !l.sleep(abusePause, l.closed) {
+				l.open.Add(-1)
+				c.Close()
+				return nil, net.ErrClosed
+			}
+		}
 		if l.fresh.Add(1) > MaxFresh || l.takeOwed() {
 			// A flood of new connections (MaxFresh): this accept waits,
 			// and those dialled meanwhile wait in the kernel's queue.
@@ -325,11 +338,11 @@ func (l *Listener) Accept() (net.Conn, error) {
 // by a server that reads many calls from one connection in one loop, and
 // returns l. Two bounds then hold on each connection:
 //
-//   - its reads are of at most 4 KiB, each followed by a yield of the
+//   - its reads are of at most 1 KiB, each followed by a yield of the
 //     processor (runtime.Gosched): a client that floods its connection
 //     cannot keep the reading goroutine running for a whole time slice
 //     (10 ms) while the requests of other listeners wait. It costs one
-//     scheduler call per read (of up to 20 calls), not per call;
+//     scheduler call per read (of up to 5 calls), not per call;
 //   - once the server has refused more than MaxRefusedStreams of its
 //     streams (RST_STREAM REFUSED_STREAM: the client opened more than the
 //     server's SETTINGS_MAX_CONCURRENT_STREAMS allows, which a client
@@ -409,13 +422,28 @@ func (c *conn) Close() error {
 }
 
 // yieldRead is the most an h2Conn reads at once: the work one read gives
-// its reader between two yields (about 200 HTTP/2 frames of a flood, 20
-// calls of Envoy's).
-const yieldRead = 4 << 10
+// its reader between two yields (about 50 header-only HTTP/2 frames of a
+// flood, each of which may start a stream's goroutine, or 5 calls of
+// Envoy's). 4 KiB left the pinned probe's p99 at 4.2-4.4× idle under the
+// streams flood and 1 KiB at 1.9-2.8× (go run ./bench/abuse -attack
+// streams); bench/rls's req/s against its floor stayed within its noise.
+const yieldRead = 1 << 10
 
 // MaxRefusedStreams is how many streams the server may refuse on one
-// HTTP/2 connection before the connection is closed (HTTP2).
-const MaxRefusedStreams = 1000
+// HTTP/2 connection before the connection is closed (HTTP2). A client that
+// heeds the server's SETTINGS_MAX_CONCURRENT_STREAMS is refused none; one
+// that opens streams before the server's settings reach it can be refused
+// those over the limit in its first round trip.
+const MaxRefusedStreams = 100
+
+// abusePause is how long a listener waits before its next accept after
+// closing an HTTP/2 connection for refused streams (MaxRefusedStreams).
+// Without it the client reconnects and floods again at once: 200,000
+// header-only streams, a connection closed after each 1,000 refused, moved
+// the pinned probe's p99 8× (go run ./bench/abuse -attack streams). Other
+// clients' connections wait in the kernel's accept queue meanwhile; those
+// already open are served.
+const abusePause = 10 * time.Millisecond
 
 // h2Conn is a conn of an HTTP2 listener.
 type h2Conn struct {
@@ -444,6 +472,7 @@ func (c *h2Conn) Write(p []byte) (int, error) {
 	c.mu.Unlock()
 	if over && err == nil {
 		c.l.refused.Add(1)
+		c.l.abused.Store(true)
 		c.l.note("HTTP/2 connection closed: the client kept opening streams past the limit", "refused_streams", MaxRefusedStreams)
 		c.Conn.Close()
 		return n, net.ErrClosed

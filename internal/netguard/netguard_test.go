@@ -432,3 +432,55 @@ func TestFreshConnectionsPaced(t *testing.T) {
 		t.Errorf("owed %d after %d failures, want at most %d", l.owed.Load(), 2*MaxFresh, MaxFresh)
 	}
 }
+
+// TestStreamFloodPausesAccept is the regression test of the abuse bench's
+// streams attack: 200,000 header-only streams, a new connection each time
+// the agent closed the last after its refusals, moved the pinned probe's
+// p99 8×. A connection is now closed past MaxRefusedStreams refusals, and
+// the listener's next accept waits abusePause; one that refused fewer
+// streams costs the next accept nothing.
+func TestStreamFloodPausesAccept(t *testing.T) {
+	real, l, waits := waitingListener(t, 100)
+	l.HTTP2()
+	accepted := acceptAll(l)
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", real.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return <-accepted
+	}
+	refuse := []byte{0, 0, 4, frameRSTStream, 0, 0, 0, 0, 1, 0, 0, 0, codeRefused}
+	polite := dial()
+	polite.Write([]byte{0, 0, 0, 0x4, 0, 0, 0, 0, 0}) // its SETTINGS: answered
+	for range MaxRefusedStreams {
+		if _, err := polite.Write(refuse); err != nil {
+			t.Fatalf("refusal within the bound: %v", err)
+		}
+	}
+	dial()
+	select {
+	case d := <-waits:
+		t.Fatalf("an accept waited %v after %d refusals", d, MaxRefusedStreams)
+	default:
+	}
+	if _, err := polite.Write(refuse); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("refusal %d: %v, want the connection closed", MaxRefusedStreams+1, err)
+	}
+	dial()
+	select {
+	case d := <-waits:
+		if d != abusePause {
+			t.Fatalf("after a connection closed for its refusals: waited %v, want %v", d, abusePause)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("after a connection closed for its refusals: the next accept did not wait")
+	}
+	dial()
+	select {
+	case d := <-waits:
+		t.Fatalf("a second accept waited %v: the pause is owed once", d)
+	default:
+	}
+}
