@@ -377,3 +377,44 @@ func TestInForgottenOriginReplayNotNews(t *testing.T) {
 		t.Errorf("%d forgotten origins remembered, want %d", len(many.gone), MaxGone)
 	}
 }
+
+// The ring grows as messages are kept: against a model that keeps the
+// last maxMsgs messages while they hold at most maxBytes (the newest
+// always), every Get and Kept agree, for sizes below, at and past the
+// first ring and across doublings.
+func TestOutGrowsAsTheModel(t *testing.T) {
+	for _, c := range []struct{ maxMsgs, maxBytes int }{{1, 100}, {5, 1 << 20}, {16, 1 << 20}, {17, 1 << 20}, {100, 1 << 20}, {4096, 3000}, {300, 1 << 20}} {
+		o := NewOut(c.maxMsgs, c.maxBytes)
+		var model [][]byte // model[i] is seq i+1; nil once forgotten
+		first := 0         // index of the oldest kept
+		bytes := 0
+		for step := range 700 {
+			m := make([]byte, 1+step*7%23)
+			m[0] = byte(step)
+			o.Sent([][]byte{m})
+			model = append(model, m)
+			bytes += len(m)
+			for len(model)-first > c.maxMsgs || (bytes > c.maxBytes && first < len(model)-1) {
+				bytes -= len(model[first])
+				model[first] = nil
+				first++
+			}
+			if n, b := o.Kept(); n != len(model)-first || b != bytes {
+				t.Fatalf("%+v, step %d: Kept %d, %d; want %d, %d", c, step, n, b, len(model)-first, bytes)
+			}
+			for seq := uint64(1); seq <= uint64(len(model))+1; seq++ {
+				got, ok := o.Get(seq)
+				var want []byte
+				if int(seq) <= len(model) {
+					want = model[seq-1]
+				}
+				if ok != (want != nil) || (ok && &got[0] != &want[0]) {
+					t.Fatalf("%+v, step %d: Get(%d) = %v, %v; want %v", c, step, seq, got, ok, want != nil)
+				}
+			}
+		}
+		if len(o.ring) > c.maxMsgs {
+			t.Fatalf("%+v: ring of %d", c, len(o.ring))
+		}
+	}
+}
