@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/lowprio"
 	"github.com/obol-dev/obol/internal/wire"
 	"github.com/obol-dev/obol/internal/wire/replies"
 	"github.com/obol-dev/obol/sim"
@@ -273,7 +274,7 @@ func (s *Server) simulate(ctx *fasthttp.RequestCtx, _ params) {
 // oneSimulation runs work, a simulation's handler, unless another
 // simulation is running on this agent (429 too_many with Retry-After: 1).
 // The work runs on a thread of its own at the lowest scheduling priority,
-// with a P of its own while it runs (sim.OwnProc): when the machine's
+// with a P of its own while it runs (lowprio.Run): when the machine's
 // processors are all busy, the kernel gives them to decisions first.
 func (s *Server) oneSimulation(ctx *fasthttp.RequestCtx, work func(*fasthttp.RequestCtx)) {
 	if !s.sim.busy.CompareAndSwap(false, true) {
@@ -283,15 +284,7 @@ func (s *Server) oneSimulation(ctx *fasthttp.RequestCtx, work func(*fasthttp.Req
 		return
 	}
 	defer s.sim.busy.Store(false)
-	done := make(chan struct{})
-	release := sim.OwnProc() // its thread holds a P of its own (sim.OwnProc)
-	defer release()
-	go func() {
-		defer close(done)
-		sim.LowPriorityThread()
-		work(ctx)
-	}()
-	<-done
+	lowprio.Run(func() { work(ctx) })
 }
 
 // runSimulation is simulate's work, on its low-priority thread.

@@ -5,9 +5,10 @@
 // decides simulated requests on a fresh local.Engine that holds only the
 // simulated resource, at the virtual instants Base + AtMs. Pace bounds a
 // simulation's work (a limit of processor time, read by ThreadTime, and a
-// bound on the clock) and yields the processor between units of work;
-// LowPriorityThread gives the simulation's thread the lowest scheduling
-// priority, so that live decisions keep the processors.
+// bound on the clock) and rests between slices of work; the caller runs
+// it with internal/lowprio.Run (a thread of its own at the lowest
+// scheduling priority, with a P of its own), so that live decisions keep
+// the processors.
 //
 // Package sim/cluster is the virtual-time cluster simulator (N agents, each
 // the real engine and reconcile cluster, over a simulated network) behind

@@ -35,7 +35,7 @@ var processStart = time.Now()
 // the probe's p50 went from 0.18 ms (a rest after 2 ms slices) to 6.5 ms
 // (yields), and is 0.27 ms with rests after 250 µs slices (go run
 // ./bench/abuse -attack simulate). Its p99 came from the one P the
-// simulation's locked thread and the decisions shared; OwnProc gives the
+// simulation's locked thread and the decisions shared; lowprio.Run gives the
 // thread a P of its own, and Step no longer yields between rests.
 const (
 	Slice      = 250 * time.Microsecond
@@ -48,7 +48,7 @@ const (
 // not make a small simulation fail), and the clock bounds how long the
 // caller waits (WallFactor times the limit). After each Slice of work Step
 // rests RestFactor times as long. It does not yield between rests: the
-// simulation's thread holds a P of its own (OwnProc), and the thread's low
+// simulation's thread holds a P of its own (lowprio.Run), and the thread's low
 // priority makes the kernel give the processor to the decisions' threads
 // first; a yield of a locked thread only moved the P between threads.
 type Pace struct {

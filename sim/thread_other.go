@@ -4,10 +4,6 @@ package sim
 
 import "time"
 
-// LowPriorityThread does nothing where threads have no priority of their
-// own to lower.
-func LowPriorityThread() {}
-
 // ThreadTime is the monotonic clock where a thread's own processor time is
 // not read: a simulation's time limit is then wall-clock time.
 func ThreadTime() time.Duration { return time.Since(processStart) }

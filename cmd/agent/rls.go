@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/obol-dev/obol/internal/lowprio"
 	"github.com/obol-dev/obol/internal/netguard"
 	"github.com/obol-dev/obol/internal/sock"
 	"github.com/obol-dev/obol/reconcile"
@@ -70,6 +71,7 @@ type rlsPlan struct {
 	watch                   bool
 	cfg                     *rls.Config
 	digest                  [sha256.Size]byte
+	size                    int // the config files' bytes in all, when digest was taken
 }
 
 // prepareRLS resolves the service's settings (a flag wins over its
@@ -127,7 +129,7 @@ func prepareRLS(f flags, e env) (*rlsPlan, error) {
 			errs = append(errs, fmt.Errorf("--rls-socket %q: %w", p.socket, err))
 		}
 	}
-	p.digest, _ = rlsDigest(p.dir)
+	p.digest, p.size, _ = rlsDigest(p.dir)
 	cfg, err := rls.LoadDir(p.dir)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--rls-config %s: %w", p.dir, err))
@@ -148,20 +150,42 @@ func rlsSummary(p *rlsPlan) string {
 
 // rlsDigest is the SHA-256 of the config files of dir: their names and
 // contents, read through their symlinks, so that any change (an edit, a
-// rename, a ConfigMap's ..data swap) changes it.
-func rlsDigest(dir string) ([sha256.Size]byte, error) {
+// rename, a ConfigMap's ..data swap) changes it; and their size in all.
+func rlsDigest(dir string) ([sha256.Size]byte, int, error) {
 	h := sha256.New()
 	srcs, err := rls.ReadDir(dir) // regular files under the caps, never blocking
 	if err != nil {
-		return [sha256.Size]byte{}, err
+		return [sha256.Size]byte{}, 0, err
 	}
+	n := 0
 	for _, src := range srcs {
 		fmt.Fprintf(h, "%s\x00%d\x00", src.Name, len(src.Data))
 		h.Write(src.Data)
+		n += len(src.Data)
 	}
 	var d [sha256.Size]byte
 	copy(d[:], h.Sum(nil))
-	return d, nil
+	return d, n, nil
+}
+
+// rlsLowprioBytes is the size of the rate limit service's config files,
+// in all, above which the watcher reads and parses them with lowprio.Run.
+// Reading and parsing are work that must not delay decisions: a config of
+// 1.8 MB, its files hashed every second and parsed on each change, moved a
+// probe's p99 3.8× on an agent with one processor. Below it the work is
+// too small to matter, and lowprio.Run's two changes of GOMAXPROCS (each
+// stops the world briefly) would cost more.
+const rlsLowprioBytes = 64 << 10
+
+// offDecisions runs f, the watcher's work on config files whose size was
+// size at the last look, with lowprio.Run when that is over
+// rlsLowprioBytes, else at once.
+func offDecisions(size int, f func()) {
+	if size > rlsLowprioBytes {
+		lowprio.Run(f)
+		return
+	}
+	f()
 }
 
 // rlsRun is the running service.
@@ -263,7 +287,7 @@ func startRLS(ctx context.Context, p *rlsPlan, svc *rls.Service, now func() time
 	r.wg.Go(func() {
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
-		last, quiet := p.digest, p.digest
+		last, quiet, size := p.digest, p.digest, p.size
 		for {
 			select {
 			case <-ctx.Done():
@@ -274,7 +298,9 @@ func startRLS(ctx context.Context, p *rlsPlan, svc *rls.Service, now func() time
 				if !p.watch {
 					continue
 				}
-				d, err := rlsDigest(p.dir)
+				var d [sha256.Size]byte
+				var err error
+				offDecisions(size, func() { d, size, err = rlsDigest(p.dir) })
 				if err != nil || d == last {
 					continue
 				}
@@ -283,7 +309,8 @@ func startRLS(ctx context.Context, p *rlsPlan, svc *rls.Service, now func() time
 					continue
 				}
 				last = d
-				cfg, err := rls.LoadDir(p.dir)
+				var cfg *rls.Config
+				offDecisions(size, func() { cfg, err = rls.LoadDir(p.dir) })
 				if err != nil {
 					log.Error("rate limit service config refused; the old one stays in force", "dir", p.dir, "err", err)
 					continue

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -254,7 +255,7 @@ func TestRLSDigest(t *testing.T) {
 	}
 	digest := func() [32]byte {
 		t.Helper()
-		d, err := rlsDigest(dir)
+		d, _, err := rlsDigest(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,5 +280,24 @@ func TestRLSDigest(t *testing.T) {
 	write(filepath.Join(dir, "other.yml"), "domain: other\n")
 	if digest() == d1 {
 		t.Fatal("a new file left the digest unchanged")
+	}
+}
+
+// The watcher reads and parses a large config (over rlsLowprioBytes) with
+// lowprio.Run, which gives it one more P while it runs, and a small one at
+// once.
+func TestRLSWatcherWorkOffDecisions(t *testing.T) {
+	n := runtime.GOMAXPROCS(0)
+	var got int
+	offDecisions(rlsLowprioBytes, func() { got = runtime.GOMAXPROCS(0) })
+	if got != n {
+		t.Errorf("a config of %d bytes: GOMAXPROCS %d while read, want %d (at once)", rlsLowprioBytes, got, n)
+	}
+	offDecisions(rlsLowprioBytes+1, func() { got = runtime.GOMAXPROCS(0) })
+	if got != n+1 {
+		t.Errorf("a config of %d bytes: GOMAXPROCS %d while read, want %d (lowprio.Run)", rlsLowprioBytes+1, got, n+1)
+	}
+	if after := runtime.GOMAXPROCS(0); after != n {
+		t.Errorf("GOMAXPROCS %d after, want %d", after, n)
 	}
 }

@@ -1,0 +1,59 @@
+package lowprio
+
+import (
+	"runtime"
+	"sync"
+)
+
+// Run runs f on a thread of its own at the lowest scheduling priority,
+// with one more P than before while f runs, and returns when f returns.
+// The thread ends with f: no other goroutine ever runs at its priority.
+// Where threads have no priority of their own (not Linux) f runs on a
+// thread of its own all the same.
+func Run(f func()) {
+	release := ownProc()
+	defer release()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Locked and never unlocked: the runtime ends the thread when
+		// this goroutine exits.
+		runtime.LockOSThread()
+		lowerThread()
+		f()
+	}()
+	<-done
+}
+
+// procs counts the Ps ownProc added (extra) to the GOMAXPROCS it found
+// (base), under its mutex.
+var procs struct {
+	sync.Mutex
+	base, extra int
+}
+
+// ownProc adds one to GOMAXPROCS and returns the function that takes it
+// back (once, in any order among several). The last release restores the
+// count the first ownProc found, unless something else changed GOMAXPROCS
+// meanwhile. Changing GOMAXPROCS stops the world briefly (tens of µs),
+// twice per Run.
+func ownProc() (release func()) {
+	procs.Lock()
+	defer procs.Unlock()
+	if procs.extra == 0 {
+		procs.base = runtime.GOMAXPROCS(0)
+	}
+	procs.extra++
+	runtime.GOMAXPROCS(procs.base + procs.extra)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			procs.Lock()
+			defer procs.Unlock()
+			procs.extra--
+			if runtime.GOMAXPROCS(0) == procs.base+procs.extra+1 {
+				runtime.GOMAXPROCS(procs.base + procs.extra)
+			}
+		})
+	}
+}

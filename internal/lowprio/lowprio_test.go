@@ -1,0 +1,50 @@
+package lowprio
+
+import (
+	"runtime"
+	"testing"
+)
+
+// Run: f runs with one more P, on a thread at nice 19 (Linux), and the
+// count comes back after.
+func TestRun(t *testing.T) {
+	n := runtime.GOMAXPROCS(0)
+	var during, nice int
+	var niceErr error
+	Run(func() {
+		during = runtime.GOMAXPROCS(0)
+		nice, niceErr = threadNice()
+	})
+	if during != n+1 {
+		t.Errorf("GOMAXPROCS %d while f ran, want %d", during, n+1)
+	}
+	if got := runtime.GOMAXPROCS(0); got != n {
+		t.Errorf("GOMAXPROCS %d after, want %d", got, n)
+	}
+	if runtime.GOOS == "linux" && (niceErr != nil || nice != 19) {
+		t.Errorf("f's thread at nice %d (%v), want 19", nice, niceErr)
+	}
+	// The caller's thread keeps its priority.
+	if p, err := threadNice(); err == nil && p == 19 {
+		t.Errorf("the caller's thread is at nice 19 too")
+	}
+}
+
+// ownProc: several at once each take one back, in any order.
+func TestOwnProc(t *testing.T) {
+	n := runtime.GOMAXPROCS(0)
+	r1 := ownProc()
+	r2 := ownProc()
+	if got := runtime.GOMAXPROCS(0); got != n+2 {
+		t.Fatalf("GOMAXPROCS %d with two, want %d", got, n+2)
+	}
+	r1() // out of order
+	r1() // a second call changes nothing
+	if got := runtime.GOMAXPROCS(0); got != n+1 {
+		t.Fatalf("GOMAXPROCS %d after one release, want %d", got, n+1)
+	}
+	r2()
+	if got := runtime.GOMAXPROCS(0); got != n {
+		t.Fatalf("GOMAXPROCS %d after both, want %d", got, n)
+	}
+}
