@@ -68,5 +68,7 @@ func (l *connLogger) Printf(format string, args ...any) {
 		}
 		msg = fmt.Sprintf("%s… (%d bytes cut)", msg[:cut], len(msg)-cut)
 	}
-	l.log.Warn("http server", "msg", msg, "suppressed_so_far", l.suppressed.Load())
+	// "error", not "msg": the JSON handler writes the line's own message
+	// under "msg", and a second "msg" made the line ambiguous.
+	l.log.Warn("http server: connection error", "error", msg, "suppressed_so_far", l.suppressed.Load())
 }

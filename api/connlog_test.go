@@ -37,6 +37,10 @@ func TestConnectionErrorLogsCannotFillADisk(t *testing.T) {
 	if !strings.Contains(lines[0], "bytes cut") {
 		t.Errorf("a cut line does not say so: %s", lines[0])
 	}
+	// One "msg" per line (the handler's): fasthttp's text goes under "error".
+	if n := strings.Count(lines[0], `"msg":`); n != 1 || !strings.Contains(lines[0], `"error":"error when reading request headers`) {
+		t.Errorf(`a line with %d "msg" keys, or without fasthttp's text as "error": %.300s`, n, lines[0])
+	}
 	if l.seen.Load() != 130_000 || l.suppressed.Load() != 130_000-connLogBurst {
 		t.Errorf("seen %d, suppressed %d", l.seen.Load(), l.suppressed.Load())
 	}
