@@ -288,8 +288,11 @@ func (d *decoder) gossip(path string, n *yaml.Node, g *Gossip) {
 			g.SecretFile = d.str(p.path, p.v)
 		case "owner_from":
 			g.OwnerFrom = d.integer(p.path, p.v)
-			if g.OwnerFrom < -1 || g.OwnerFrom == 1 {
-				d.fail(p.path, p.v, "%d: want 0 (the default), -1 (never) or a member count of at least 2", g.OwnerFrom)
+			switch {
+			case g.OwnerFrom == 0:
+				d.fail(p.path, p.v, "0 is not a member count: leave owner_from out for the default (%d members), or give -1 (never) or a member count of at least 2", DefaultOwnerFrom)
+			case g.OwnerFrom < -1 || g.OwnerFrom == 1:
+				d.fail(p.path, p.v, "%d: want -1 (never) or a member count of at least 2 (left out: %d)", g.OwnerFrom, DefaultOwnerFrom)
 			}
 		default:
 			d.unknown(p, gossipKeys, "")

@@ -433,6 +433,11 @@ func TestParseInvalid(t *testing.T) {
 		{name: "copies group name missing",
 			src:  `resources: {a/b: {kind: copies, groups: [{limit: 1, domains: [x]}]}}`,
 			path: `resources["a/b"].groups[0].name`, msg: "required"},
+		// 0 once meant the default; now a written 0 is refused, saying
+		// what to write.
+		{name: "max_keys 0",
+			src:  `resources: {a/b: {kind: gcra, burst: 1, count: 1, period: 1s, max_keys: 0}}`,
+			path: `resources["a/b"].max_keys`, msg: "0 is not a bound here: leave it out for the default (1000000), or give at least 1"},
 		{name: "tiers over MaxTiers (compact form)",
 			src:  `resources: {a/b: {kind: tiers, tiers: "` + strings.Repeat("1,1,1,0,", 64) + `1,1,1,0"}}`,
 			path: `resources["a/b"].tiers`, msg: "at most 64 tiers, got 65"},

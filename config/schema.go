@@ -9,6 +9,7 @@ package config
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,7 +55,7 @@ func resourceFields() []spec {
 		{key: "shadow", v: boolean(func(r *Resource) *bool { return &r.Shadow }), check: checkShadow},
 		{key: "drift", v: fraction(false, fmt.Sprintf("absent means %v, 0 ships every hit at once", DefaultDrift),
 			func(r *Resource) **float64 { return &r.Drift })},
-		{key: "max_keys", v: count(0, func(r *Resource) *int { return &r.MaxKeys })},
+		{key: "max_keys", v: notZero(strconv.Itoa(DefaultMaxKeys), func(r *Resource) *int { return &r.MaxKeys })},
 
 		{key: "hard_limit", kinds: tiers, v: limit(func(r *Resource) **int { return &r.HardLimit }).
 			override(func(o *Override) **int { return &o.HardLimit })},

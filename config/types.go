@@ -29,6 +29,10 @@ const (
 	KindPacer Kind = "pacer"
 )
 
+// Kinds are every kind, in the order messages and the agent's
+// --check-config summary list them.
+var Kinds = []Kind{KindTiers, KindGCRA, KindCopies, KindAdaptive, KindPacer}
+
 // Rules names how an adaptive window adapts (kind adaptive). The zero value
 // "" means RulesOpenZiti (normalization fills it in).
 type Rules string
@@ -140,9 +144,18 @@ const ListenerOff = "off"
 
 // Gossip holds the cluster settings. The zero value runs the agent alone;
 // a Bind or a Join list makes it join a mesh (docs/cluster.md).
+// DefaultOwnerFrom is gossip.owner_from's default: owner mode from 100
+// live members. Below, direct fan-out costs fewer bytes with many sparse
+// keys at their limits and admits a little less over them (one hop
+// instead of two); from about 100 members on owner mode costs no more in
+// that worst case and far less with hot keys, while direct fan-out's cost
+// per node keeps growing with the members (docs/cluster.md, "Owner mode").
+const DefaultOwnerFrom = 100
+
 type Gossip struct {
 	// Bind is the host:port memberlist listens on (UDP and TCP); "" = the
-	// built-in default (0.0.0.0:7946).
+	// agent's default once Join is set: this host's private address, port
+	// 7946 (never every interface).
 	Bind string `json:"bind,omitempty"`
 	// Join lists peers to contact at start (host, host:port or DNS names
 	// resolving to several); any one live member is enough. Empty = start a
@@ -159,8 +172,9 @@ type Gossip struct {
 	// OwnerFrom is the least number of live members at which the mesh
 	// runs in owner mode: a node sends a key's counts to the key's owner
 	// and successor only, and the owner sends back the sum of everyone
-	// else's (docs/cluster.md). 0 = the built-in default (100 members),
-	// -1 = never (every node sends to every peer); at least 2 otherwise.
+	// else's (docs/cluster.md). 0 (absent) = DefaultOwnerFrom; -1 = never
+	// (every node sends to every peer); at least 2 otherwise. A config
+	// file may not write 0: it is refused, saying what to write instead.
 	OwnerFrom int `json:"owner_from,omitempty"`
 }
 

@@ -43,8 +43,14 @@ func (k Kind) Valid() bool {
 	return false
 }
 
-// kindNames are the kinds, in the order messages list them.
-var kindNames = []string{"tiers", "gcra", "copies", "adaptive", "pacer"}
+// kindNames are the kinds' names, in the order of Kinds.
+var kindNames = func() []string {
+	names := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		names[i] = string(k)
+	}
+	return names
+}()
 
 // Valid reports whether r is one of the rules; "" (the default) is not.
 func (r Rules) Valid() bool { return r == RulesOpenZiti || r == RulesPredictive }

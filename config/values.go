@@ -112,6 +112,23 @@ func count(min int, at func(*Resource) *int) *slot[int] {
 	return s
 }
 
+// notZero is a count ≥ 1 for a field whose absence (0 in the Resource)
+// means a default and where a written 0 was once read as that default
+// (max_keys: 0 meant 1,000,000): a 0 written in the document is refused,
+// saying what to write instead.
+func notZero(def string, at func(*Resource) *int) *slot[int] {
+	s := count(0, at) // the rule sees 0 for absent
+	s.read = func(d *decoder, path string, n *yaml.Node, _ Kind) int {
+		v := d.integer(path, n)
+		if v == 0 {
+			d.fail(path, n, "0 is not a bound here: leave it out for the default (%s), or give at least 1", def)
+			return 1 // one problem, not a second from the rule
+		}
+		return v
+	}
+	return s
+}
+
 // bareCount is a whole number whose bounds its entry's check states.
 func bareCount(at func(*Resource) *int) *slot[int] {
 	return &slot[int]{res: at,

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/gossip/packet"
 )
 
@@ -46,13 +47,9 @@ import (
 // change). Either way a node re-ships every live bucket of a key whose
 // owner or successor changed.
 
-// DefaultOwnerFrom is Options.OwnerFrom's default: owner mode from 100
-// live members. Below, direct fan-out costs fewer bytes with many sparse
-// keys at their limits and admits a little less over them (one hop
-// instead of two); from about 100 members on owner mode costs no more in
-// that worst case and far less with hot keys, while direct fan-out's cost
-// per node keeps growing with the members (docs/cluster.md, "Owner mode").
-const DefaultOwnerFrom = 100
+// DefaultOwnerFrom is Options.OwnerFrom's default, config's
+// (config.DefaultOwnerFrom, which says why 100).
+const DefaultOwnerFrom = config.DefaultOwnerFrom
 
 // ownerLeave is how far under OwnerFrom the live count must fall before a
 // node in owner mode returns to direct fan-out: a margin, so that a member
