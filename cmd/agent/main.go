@@ -468,7 +468,7 @@ func summary(p plan) string {
 		kinds[r.Kind]++
 	}
 	var ks []string
-	for _, k := range []config.Kind{config.KindTiers, config.KindGCRA, config.KindCopies, config.KindAdaptive} {
+	for _, k := range config.Kinds {
 		if kinds[k] > 0 {
 			ks = append(ks, fmt.Sprintf("%s %d", k, kinds[k]))
 		}

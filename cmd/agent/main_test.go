@@ -451,6 +451,8 @@ func TestRunCheckConfig(t *testing.T) {
 		return p
 	}
 	good := file("good.yaml", "agent: {socket: "+sock+", http: off}\nresources:\n  a/t: {kind: tiers, tiers: \"5,1,1,0\"}\n  a/g: {kind: gcra, burst: 1, count: 1, period: 1s}\n  a/h: {kind: gcra, burst: 1, count: 1, period: 1s}\n")
+	// Every kind is counted: the pacer was once left out of the summary.
+	every := file("every.yaml", "agent: {socket: "+sock+", http: off}\nresources:\n  a/t: {kind: tiers, tiers: \"5,1,1,0\"}\n  a/g: {kind: gcra, burst: 1, count: 1, period: 1s}\n  a/c: {kind: copies, global_limit: 3}\n  a/a: {kind: adaptive, min_window: 1, max_window: 4}\n  a/p: {kind: pacer, quota: 100, period: 1h}\n")
 	bad := file("bad.yaml", "agent: {http: \"0.0.0.0:1\", socket: \"\"}\nresources:\n  a/g: {kind: gcra, burst: 0, count: 1, period: 1s}\n  a/x: {kind: nonsense}\n")
 	cases := []struct {
 		name   string
@@ -462,6 +464,8 @@ func TestRunCheckConfig(t *testing.T) {
 	}{
 		{name: "good", args: []string{"--check-config", good}, code: 0,
 			stdout: []string{good + " is valid: 3 resources (tiers 1, gcra 2), 0 namespaces; socket " + sock + ", http off; gossip off"}},
+		{name: "every kind", args: []string{"--check-config", every}, code: 0,
+			stdout: []string{every + " is valid: 5 resources (tiers 1, gcra 1, copies 1, adaptive 1, pacer 1)"}},
 		{name: "good, over OBOL_CONFIG", args: []string{"--check-config", good}, env: map[string]string{"OBOL_CONFIG": bad}, code: 0,
 			stdout: []string{good + " is valid"}},
 		{name: "good with gossip", args: []string{"--check-config", good, "--gossip-bind", "127.0.0.1:7946", "--join", "127.0.0.1:7947", "--node-name", "n1"}, code: 0,
