@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -64,6 +65,7 @@ type metrics struct {
 	decisions   *prometheus.CounterVec
 	copiesOps   *prometheus.CounterVec
 	adaptiveOps *prometheus.CounterVec
+	pacerOps    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	reloads     *prometheus.CounterVec
 }
@@ -88,6 +90,9 @@ type resMetrics struct {
 	// Adaptive: admit and complete by outcome.
 	admitted, admitRejected, admitShadow, admitLenient prometheus.Counter
 	success, backoff, unknownTicket                    prometheus.Counter
+	// Pacer: pace and observe by outcome.
+	paceNow, paceWaited, paceLenient          prometheus.Counter
+	observeOK, observeLimited, observeLenient prometheus.Counter
 	// top holds the resource's /v1/top windows; nil for unconfigured
 	// resources and kinds without domains.
 	top *topSet
@@ -105,6 +110,9 @@ func newMetrics(s *Server) *metrics {
 		adaptiveOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "obol_adaptive_operations_total", Help: adaptiveOpsHelp,
 		}, []string{"resource", "op", "outcome"}),
+		pacerOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "obol_pacer_operations_total", Help: "Pacer operations by resource, op and outcome (pace: now, waited, lenient; observe: ok, limited (a 429), lenient).",
+		}, []string{"resource", "op", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "obol_decision_duration_seconds", Help: "Time the agent spends on one decision: decoding, deciding, encoding.",
 			Buckets: latencyBuckets,
@@ -113,7 +121,7 @@ func newMetrics(s *Server) *metrics {
 			Name: "obol_config_reloads_total", Help: "Config reloads by result (ok, refused).",
 		}, []string{"result"}),
 	}
-	m.reg.MustRegister(m.decisions, m.copiesOps, adaptiveCollector{s, m.adaptiveOps}, m.latency, m.reloads,
+	m.reg.MustRegister(m.decisions, m.copiesOps, adaptiveCollector{s, m.adaptiveOps}, m.pacerOps, m.latency, m.reloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		usageCollector{s})
 	if s.cluster != nil {
@@ -169,6 +177,15 @@ func (m *metrics) series(n string, k config.Kind) *resMetrics {
 		rm.success = a.WithLabelValues(n, "complete", "success")
 		rm.backoff = a.WithLabelValues(n, "complete", "backoff")
 		rm.unknownTicket = a.WithLabelValues(n, "complete", "unknown")
+	}
+	if k == "" || k == config.KindPacer {
+		p := m.pacerOps
+		rm.paceNow = p.WithLabelValues(n, "pace", "now")
+		rm.paceWaited = p.WithLabelValues(n, "pace", "waited")
+		rm.paceLenient = p.WithLabelValues(n, "pace", "lenient")
+		rm.observeOK = p.WithLabelValues(n, "observe", "ok")
+		rm.observeLimited = p.WithLabelValues(n, "observe", "limited")
+		rm.observeLenient = p.WithLabelValues(n, "observe", "lenient")
 	}
 	return rm
 }
@@ -334,6 +351,39 @@ func (g *generation) countComplete(ticket []byte, o adaptive.Outcome, err error)
 	}
 }
 
+// countPace counts one /v1/pace of resource, answered p.
+func (g *generation) countPace(resource string, p *local.Pacing) {
+	rm := g.series(resource)
+	if rm == nil {
+		return
+	}
+	switch {
+	case p.Lenient:
+		inc(rm.paceLenient)
+	case p.Wait > 0:
+		inc(rm.paceWaited)
+	default:
+		inc(rm.paceNow)
+	}
+}
+
+// countObserve counts one /v1/observe of resource, of a reply of status,
+// answered p.
+func (g *generation) countObserve(resource string, status int, p *local.Pacing) {
+	rm := g.series(resource)
+	if rm == nil {
+		return
+	}
+	switch {
+	case p.Lenient:
+		inc(rm.observeLenient)
+	case status == fasthttp.StatusTooManyRequests:
+		inc(rm.observeLimited)
+	default:
+		inc(rm.observeOK)
+	}
+}
+
 // adaptiveCollector collects obol_adaptive_operations_total: the series
 // the API counts, and the expired tickets of every adaptive resource, read
 // from the engine at scrape time (the engine expires them, no call does).
@@ -371,10 +421,13 @@ var (
 	unrecDesc     = prometheus.NewDesc("obol_lenient_unrecorded_total", "Grants to unconfigured resources past the number the agent records.", nil, nil)
 	windowDesc    = prometheus.NewDesc("obol_adaptive_window", "An adaptive resource's window: the calls it admits at once (as of its last admit, complete or sweep).", []string{"resource"}, nil)
 	outstandDesc  = prometheus.NewDesc("obol_adaptive_outstanding", "An adaptive resource's calls admitted and not yet completed.", []string{"resource"}, nil)
+	paceWaitDesc  = prometheus.NewDesc("obol_pacer_wait_seconds", "How long a call a pacer resource paced now would wait (without jitter).", []string{"resource"}, nil)
+	paceRateDesc  = prometheus.NewDesc("obol_pacer_rate_per_second", "The rate a pacer resource spaces calls at; absent while it does not space them.", []string{"resource"}, nil)
+	paceRemDesc   = prometheus.NewDesc("obol_pacer_remaining", "The last remaining count a pacer resource saw (a 429 counts as 0); absent before the first.", []string{"resource"}, nil)
 )
 
 func (c usageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{keysDesc, holdsDesc, sessionsDesc, holdsOpenDesc, transfersDesc, evictedDesc, overflowDesc, unrecDesc, windowDesc, outstandDesc} {
+	for _, d := range []*prometheus.Desc{keysDesc, holdsDesc, sessionsDesc, holdsOpenDesc, transfersDesc, evictedDesc, overflowDesc, unrecDesc, windowDesc, outstandDesc, paceWaitDesc, paceRateDesc, paceRemDesc} {
 		ch <- d
 	}
 }
@@ -391,6 +444,16 @@ func (c usageCollector) Collect(ch chan<- prometheus.Metric) {
 			if w, out, ok := e.AdaptiveWindow(u.Resource); ok {
 				ch <- prometheus.MustNewConstMetric(windowDesc, prometheus.GaugeValue, float64(w), u.Resource)
 				ch <- prometheus.MustNewConstMetric(outstandDesc, prometheus.GaugeValue, float64(out), u.Resource)
+			}
+		case "pacer":
+			if p, ok := e.PacerStatus(c.s.now(), u.Resource); ok {
+				ch <- prometheus.MustNewConstMetric(paceWaitDesc, prometheus.GaugeValue, p.Wait.Seconds(), u.Resource)
+				if !math.IsInf(p.Rate, 0) && !math.IsNaN(p.Rate) {
+					ch <- prometheus.MustNewConstMetric(paceRateDesc, prometheus.GaugeValue, p.Rate, u.Resource)
+				}
+				if p.Remaining >= 0 {
+					ch <- prometheus.MustNewConstMetric(paceRemDesc, prometheus.GaugeValue, float64(p.Remaining), u.Resource)
+				}
 			}
 		}
 	}

@@ -26,11 +26,13 @@ func (s *Server) pace(ctx *fasthttp.RequestCtx, _ params) {
 	}
 	defer putCall(c)
 	b := &c.body
-	p, err := g.engine.Pace(s.now(), g.name(b.resource))
+	name := g.name(b.resource)
+	p, err := g.engine.Pace(s.now(), name)
 	if err != nil {
 		s.fail(ctx, err)
 		return
 	}
+	g.countPace(name, &p)
 	c.reply(ctx, writePacing(c.writer(ctx), c.out[:0], &p, false))
 }
 
@@ -45,11 +47,13 @@ func (s *Server) observe(ctx *fasthttp.RequestCtx, _ params) {
 	}
 	defer putCall(c)
 	b := &c.body
-	p, err := g.engine.Observe(s.now(), g.name(b.resource), int(b.status), int(b.count))
+	name := g.name(b.resource)
+	p, err := g.engine.Observe(s.now(), name, int(b.status), int(b.count))
 	if err != nil {
 		s.fail(ctx, err)
 		return
 	}
+	g.countObserve(name, int(b.status), &p)
 	c.reply(ctx, writePacing(c.writer(ctx), c.out[:0], &p, true))
 }
 

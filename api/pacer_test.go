@@ -421,3 +421,39 @@ func BenchmarkPaceObserveHandlers(b *testing.B) {
 		}
 	}
 }
+
+// TestPacerMetrics: pace and observe are counted by outcome, and a pacer's
+// wait, rate and last remaining count are on /metrics (they once were not,
+// and the dashboard's row for a pacer stayed empty).
+func TestPacerMetrics(t *testing.T) {
+	h := newPacerHarness(t)
+	h.ok("/v1/pace", `{"resource":"t/api"}`) // at once
+	h.clock.set(t0.Add(100 * time.Millisecond))
+	h.ok("/v1/observe", `{"resource":"t/api","status":429,"ratelimit_remaining":"0"}`)
+	h.ok("/v1/pace", `{"resource":"t/api"}`) // waits 2365 ms
+	h.ok("/v1/observe", `{"resource":"t/api","status":200,"remaining":0}`)
+	h.ok("/v1/pace", `{"resource":"off/api"}`) // ignore_configured: lenient
+	page := string(h.do("GET", "/metrics", "").body)
+	for _, want := range []string{
+		`obol_pacer_operations_total{op="pace",outcome="now",resource="t/api"} 1`,
+		`obol_pacer_operations_total{op="pace",outcome="waited",resource="t/api"} 1`,
+		`obol_pacer_operations_total{op="observe",outcome="limited",resource="t/api"} 1`,
+		`obol_pacer_operations_total{op="observe",outcome="ok",resource="t/api"} 1`,
+		`obol_pacer_operations_total{op="pace",outcome="lenient",resource="off/api"} 1`,
+		`obol_pacer_remaining{resource="t/api"} 0`,
+		`obol_pacer_rate_per_second{resource="t/api"} 0.4058`,
+		`obol_pacer_wait_seconds{resource="t/api"} `,
+		`obol_pacer_wait_seconds{resource="t/backoff"} 0`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	// A pacer that has seen no count has no remaining series, and one that
+	// does not space calls no rate.
+	for _, absent := range []string{`obol_pacer_remaining{resource="t/backoff"}`, `obol_pacer_rate_per_second{resource="t/backoff"}`} {
+		if strings.Contains(page, absent) {
+			t.Errorf("/metrics has %q", absent)
+		}
+	}
+}
