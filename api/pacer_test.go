@@ -457,3 +457,41 @@ func TestPacerMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryKindOnMetrics: a resource of each kind (config.Kinds) has a
+// series of its own kind's on /metrics, read at scrape time, before any
+// call: a new kind must name its family here, and a kind whose resources
+// show nowhere (as pacers once did) fails.
+func TestEveryKindOnMetrics(t *testing.T) {
+	family := map[config.Kind]string{
+		config.KindTiers:    "obol_tracked_keys",
+		config.KindGCRA:     "obol_tracked_keys",
+		config.KindCopies:   "obol_holds",
+		config.KindAdaptive: "obol_adaptive_window",
+		config.KindPacer:    "obol_pacer_wait_seconds",
+	}
+	cfg, err := config.Parse([]byte(`
+resources:
+  k/tiers: {kind: tiers, tiers: "5,1,1,0"}
+  k/gcra: {kind: gcra, burst: 1, count: 1, period: 1s}
+  k/copies: {kind: copies, global_limit: 2}
+  k/adaptive: {kind: adaptive, min_window: 1, max_window: 2}
+  k/pacer: {kind: pacer, quota: 10, period: 1s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.srv.SetEngine(local.New(cfg))
+	page := string(h.do("GET", "/metrics", "").body)
+	for _, k := range config.Kinds {
+		f, ok := family[k]
+		if !ok {
+			t.Errorf("kind %s: no family named for it here", k)
+			continue
+		}
+		if want := f + `{resource="k/` + string(k) + `"}`; !strings.Contains(page, want) {
+			t.Errorf("kind %s: /metrics lacks %s", k, want)
+		}
+	}
+}
