@@ -72,6 +72,26 @@ func TestDashboard(t *testing.T) {
 		}
 	})
 
+	b.step(t, "a pacer's row shows what /metrics says of it", func(t *testing.T) {
+		var p map[string]any
+		if st := a.post(t, "/v1/observe", map[string]any{"resource": "demo/upstream", "status": 200, "remaining": 4321}, &p); st != 200 || p["remaining"] != 4321.0 {
+			t.Fatalf("POST /v1/observe through the socket: %d %v", st, p)
+		}
+		b.run(t, "open the live view", chromedp.Navigate("about:blank"), chromedp.Navigate(a.base+"/#live"),
+			chromedp.WaitVisible(`#live-table tr[data-resource="demo/upstream"] .extra`))
+		var shown string
+		b.run(t, "wait for the pacer's status",
+			chromedp.Poll(`document.querySelector('tr[data-resource="demo/upstream"] .extra').textContent.includes("4,321 left")`, nil,
+				chromedp.WithPollingTimeout(3*time.Second), chromedp.WithPollingInterval(50*time.Millisecond)),
+			chromedp.Text(`tr[data-resource="demo/upstream"] .extra`, &shown))
+		if !strings.HasPrefix(shown, "wait ") {
+			t.Errorf("demo/upstream's row shows %q, want its wait, then 4,321 left", shown)
+		}
+		if errs := b.consoleErrors(""); len(errs) > 0 {
+			t.Errorf("console errors: %q", errs)
+		}
+	})
+
 	b.step(t, "cluster loads", func(t *testing.T) {
 		b.run(t, "open the cluster view", chromedp.Navigate("about:blank"), chromedp.Navigate(a.base+"/#cluster"),
 			chromedp.WaitVisible(`#peer-table tr[data-peer="node-a"]`),

@@ -92,6 +92,18 @@ const metrics = (() => {
   }
   window.obolConfig = () => config;
 
+  // pacerText is a pacer's status from /metrics: the wait a call asking
+  // now would get, the rate it spaces calls at and the last remaining
+  // count it saw (each only when the pacer has it).
+  function pacerText(samples, name) {
+    const has = (n) => (samples || []).some((s) => s.name === n && s.labels.resource === name);
+    if (!has("obol_pacer_wait_seconds")) return "";
+    const parts = [`wait ${obol.ms(metrics.sum(samples, "obol_pacer_wait_seconds", { resource: name }) * 1000)}`];
+    if (has("obol_pacer_rate_per_second")) parts.push(fmt(metrics.sum(samples, "obol_pacer_rate_per_second", { resource: name }), "/s"));
+    if (has("obol_pacer_remaining")) parts.push(`${fmt(metrics.sum(samples, "obol_pacer_remaining", { resource: name }))} left`);
+    return parts.join(", ");
+  }
+
   function render() {
     if (!visible || !config) return;
     const body = document.querySelector("#live-table tbody");
@@ -118,7 +130,7 @@ const metrics = (() => {
       const win = metrics.sum(st.latest, "obol_adaptive_window", { resource: name });
       const out = metrics.sum(st.latest, "obol_adaptive_outstanding", { resource: name });
       tr.querySelector(".extra").textContent = kind === "adaptive" ? `window ${fmt(win)} (${fmt(out)} out)` :
-        kind === "copies" ? `${fmt(holds)} copies held` : kind === "pacer" ? "" : `${fmt(keys)} keys`;
+        kind === "copies" ? `${fmt(holds)} copies held` : kind === "pacer" ? pacerText(st.latest, name) : `${fmt(keys)} keys`;
     }
   }
   metrics.onUpdate(render);
