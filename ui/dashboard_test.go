@@ -87,6 +87,16 @@ func TestDashboard(t *testing.T) {
 		if !strings.HasPrefix(shown, "wait ") {
 			t.Errorf("demo/upstream's row shows %q, want its wait, then 4,321 left", shown)
 		}
+		// Every kind's row says something of its own (the built-in config
+		// has one resource of each kind): a kind the page does not know
+		// would show an empty cell, as pacers once did.
+		var extras map[string]string
+		b.run(t, "read every row", chromedp.Evaluate(`Object.fromEntries([...document.querySelectorAll("#live-table tr[data-resource]")].map((tr) => [tr.children[1].textContent, tr.querySelector(".extra").textContent]))`, &extras))
+		for kind, prefix := range map[string]string{"tiers": "", "gcra": "", "copies": "", "adaptive": "window ", "pacer": "wait "} {
+			if x, ok := extras[kind]; !ok || x == "" || !strings.HasPrefix(x, prefix) {
+				t.Errorf("the %s row's last cell is %q (present: %v), want something of its own", kind, x, ok)
+			}
+		}
 		if errs := b.consoleErrors(""); len(errs) > 0 {
 			t.Errorf("console errors: %q", errs)
 		}
