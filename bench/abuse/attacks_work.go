@@ -26,6 +26,7 @@ import (
 func init() {
 	attacks = append(attacks,
 		attack{name: "simcluster", what: "three clients post the largest /v1/simulate/cluster body the bounds allow and one over its event budget, in a loop", run: attackSimCluster, latency: true},
+		attack{name: "simtiny", what: "three clients post the smallest /v1/simulate body in a loop (each run takes the Go runtime's processors up by one and back down)", run: attackSimTiny, latency: true},
 		attack{name: "rlsreload", what: "the rate limit service's config directory gets a 1.8 MB file (20,000 descriptors), rewritten every 2 s", run: attackRLSReload, latency: true, agentArgs: rlsAgentArgs},
 	)
 }
@@ -76,6 +77,36 @@ func attackSimCluster(ctx context.Context, a *agentProc) (string, error) {
 		return fig, errors.New("no simulation was accepted: the test did not exercise the simulator")
 	case codes[413] == 0:
 		return fig, errors.New("the simulation over the event budget was not refused")
+	}
+	return fig, nil
+}
+
+// attackSimTiny: a simulation runs with one more Go processor than the
+// agent has, and changing the count stops the world for a moment; the
+// smallest simulations, posted as fast as they are answered, change it
+// most often.
+func attackSimTiny(ctx context.Context, a *agentProc) (string, error) {
+	const body = `{"resource":{"kind":"gcra","burst":1,"count":1,"period":"1s"},"requests":[{"at_ms":0,"domain":"d"}]}`
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				code, _, err := a.post(context.Background(), "/v1/simulate", body)
+				if err != nil {
+					continue
+				}
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	fig := fmt.Sprintf("replies by status %v", codes)
+	if codes[200] == 0 {
+		return fig, errors.New("no simulation was accepted: the test did not exercise the simulator")
 	}
 	return fig, nil
 }
