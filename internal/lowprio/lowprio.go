@@ -10,12 +10,18 @@ import (
 // The thread ends with f: no other goroutine ever runs at its priority.
 // Where threads have no priority of their own (not Linux) f runs on a
 // thread of its own all the same.
+//
+// A panic in f is carried to the caller and raised again there, so that
+// the caller's recover (an HTTP handler's) sees it; on f's own goroutine
+// it would end the process.
 func Run(f func()) {
 	release := ownProc()
 	defer release()
 	done := make(chan struct{})
+	var panicked any
 	go func() {
 		defer close(done)
+		defer func() { panicked = recover() }()
 		// Locked and never unlocked: the runtime ends the thread when
 		// this goroutine exits.
 		runtime.LockOSThread()
@@ -23,6 +29,9 @@ func Run(f func()) {
 		f()
 	}()
 	<-done
+	if panicked != nil {
+		panic(panicked)
+	}
 }
 
 // procs counts the Ps ownProc added (extra) to the GOMAXPROCS it found

@@ -48,3 +48,19 @@ func TestOwnProc(t *testing.T) {
 		t.Fatalf("GOMAXPROCS %d after both, want %d", got, n)
 	}
 }
+
+// A panic in f reaches Run's caller, and the P comes back.
+func TestRunCarriesPanic(t *testing.T) {
+	n := runtime.GOMAXPROCS(0)
+	got := func() (v any) {
+		defer func() { v = recover() }()
+		Run(func() { panic("boom") })
+		return nil
+	}()
+	if got != "boom" {
+		t.Fatalf("recovered %v in the caller, want boom", got)
+	}
+	if after := runtime.GOMAXPROCS(0); after != n {
+		t.Fatalf("GOMAXPROCS %d after the panic, want %d", after, n)
+	}
+}
