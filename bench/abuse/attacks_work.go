@@ -41,7 +41,10 @@ const (
 	simClusterOver = `{"resource":{"kind":"tiers","tiers":"100,1,1,0"},"nodes":200,"keys":1000,"duration_ms":60000,"offered_per_s":5000,"sync_interval_ms":250,"seed":1}`
 )
 
-func attackSimCluster(ctx context.Context, a *agentProc) (string, error) {
+// postLoops runs three clients that post to path until ctx ends, client w's
+// i-th body being body(w, i), pausing pause after a 429 (0: none), and
+// returns the replies by status and the slowest 200.
+func postLoops(ctx context.Context, a *agentProc, path string, body func(w, i int) string, pause time.Duration) (map[int]int, time.Duration) {
 	var mu sync.Mutex
 	codes := map[int]int{}
 	var slowest time.Duration
@@ -49,12 +52,8 @@ func attackSimCluster(ctx context.Context, a *agentProc) (string, error) {
 	for w := range 3 {
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
-				body := simClusterBody
-				if (i+w)%2 == 1 {
-					body = simClusterOver
-				}
 				t := time.Now()
-				code, _, err := a.post(context.Background(), "/v1/simulate/cluster", body)
+				code, _, err := a.post(context.Background(), path, body(w, i))
 				if err != nil {
 					continue
 				}
@@ -64,13 +63,24 @@ func attackSimCluster(ctx context.Context, a *agentProc) (string, error) {
 					slowest = max(slowest, time.Since(t))
 				}
 				mu.Unlock()
-				if code == 429 {
-					time.Sleep(10 * time.Millisecond) // as a client heeding Retry-After would, sooner
+				if code == 429 && pause > 0 {
+					time.Sleep(pause)
 				}
 			}
 		})
 	}
 	wg.Wait()
+	return codes, slowest
+}
+
+func attackSimCluster(ctx context.Context, a *agentProc) (string, error) {
+	// A client heeding Retry-After would wait longer than 10 ms after a 429.
+	codes, slowest := postLoops(ctx, a, "/v1/simulate/cluster", func(w, i int) string {
+		if (i+w)%2 == 1 {
+			return simClusterOver
+		}
+		return simClusterBody
+	}, 10*time.Millisecond)
 	fig := fmt.Sprintf("replies by status %v, slowest accepted run %v", codes, slowest.Round(time.Millisecond))
 	switch {
 	case codes[200] == 0:
@@ -87,23 +97,7 @@ func attackSimCluster(ctx context.Context, a *agentProc) (string, error) {
 // most often.
 func attackSimTiny(ctx context.Context, a *agentProc) (string, error) {
 	const body = `{"resource":{"kind":"gcra","burst":1,"count":1,"period":"1s"},"requests":[{"at_ms":0,"domain":"d"}]}`
-	var mu sync.Mutex
-	codes := map[int]int{}
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				code, _, err := a.post(context.Background(), "/v1/simulate", body)
-				if err != nil {
-					continue
-				}
-				mu.Lock()
-				codes[code]++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	codes, _ := postLoops(ctx, a, "/v1/simulate", func(int, int) string { return body }, 0)
 	fig := fmt.Sprintf("replies by status %v", codes)
 	if codes[200] == 0 {
 		return fig, errors.New("no simulation was accepted: the test did not exercise the simulator")

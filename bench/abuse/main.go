@@ -368,34 +368,12 @@ func probe(ctx context.Context, a *agentProc, d time.Duration) latency {
 func attackSimulate(ctx context.Context, a *agentProc) (string, error) {
 	redTeam := simBody(100_000, 10_000)
 	heaviest := simBody(64, 30_000)
-	var mu sync.Mutex
-	codes := map[int]int{}
-	var slowest time.Duration
-	var wg sync.WaitGroup
-	for w := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ctx.Err() == nil; i++ {
-				body := heaviest
-				if (i+w)%2 == 0 {
-					body = redTeam
-				}
-				t := time.Now()
-				code, _, err := a.post(context.Background(), "/v1/simulate", body)
-				if err != nil {
-					continue
-				}
-				mu.Lock()
-				codes[code]++
-				if code == 200 {
-					slowest = max(slowest, time.Since(t))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	codes, slowest := postLoops(ctx, a, "/v1/simulate", func(w, i int) string {
+		if (i+w)%2 == 0 {
+			return redTeam
+		}
+		return heaviest
+	}, 0)
 	fig := fmt.Sprintf("replies by status %v, slowest accepted run %v", codes, slowest.Round(time.Millisecond))
 	switch {
 	case codes[200] == 0:

@@ -297,6 +297,18 @@ func waitingListener(t *testing.T, max int) (real net.Listener, l *Listener, wai
 	return real, l, waits
 }
 
+// dialAccepted dials real and returns the connection l accepted for it
+// (from acceptAll's channel); the client's end is closed with the test.
+func dialAccepted(t *testing.T, real net.Listener, accepted <-chan net.Conn) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", real.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return <-accepted
+}
+
 // acceptAll accepts l's connections until it is closed, handing each on.
 func acceptAll(l *Listener) <-chan net.Conn {
 	accepted := make(chan net.Conn, 10)
@@ -384,14 +396,7 @@ func TestFrameScan(t *testing.T) {
 func TestFreshConnectionsPaced(t *testing.T) {
 	real, l, waits := waitingListener(t, 100)
 	accepted := acceptAll(l)
-	dial := func() net.Conn {
-		c, err := net.Dial("tcp", real.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return <-accepted
-	}
+	dial := func() net.Conn { return dialAccepted(t, real, accepted) }
 	noWait := func(what string) {
 		select {
 		case d := <-waits:
@@ -443,14 +448,7 @@ func TestStreamFloodPausesAccept(t *testing.T) {
 	real, l, waits := waitingListener(t, 100)
 	l.HTTP2()
 	accepted := acceptAll(l)
-	dial := func() net.Conn {
-		c, err := net.Dial("tcp", real.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return <-accepted
-	}
+	dial := func() net.Conn { return dialAccepted(t, real, accepted) }
 	refuse := []byte{0, 0, 4, frameRSTStream, 0, 0, 0, 0, 1, 0, 0, 0, codeRefused}
 	polite := dial()
 	polite.Write([]byte{0, 0, 0, 0x4, 0, 0, 0, 0, 0}) // its SETTINGS: answered
