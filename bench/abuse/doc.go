@@ -11,8 +11,12 @@
 // asking /v1/request over the socket, one request at a time, whose p50 and
 // p99 latency are measured idle and then while the attack runs. An attack
 // holds when its own check passes (stated per attack) and the probe's p99
-// during the attack is within 2× of idle (judged for the simulate attack
-// only: the flooding attacks run on the same two processors as the agent).
+// during the attack is within 2× of idle. With taskset (util-linux) and two
+// processors or more, each attack runs pinned (this process on one
+// processor, the agent and the probe on another), which judges every
+// attack so, and unpinned, whose figure is printed beside it; without, only
+// the attacks that flood from outside this process's own work (simulate,
+// simcluster, simtiny, rlsreload) are judged by the probe.
 // Attacks that need agents of their own (gossip, names, token, hoard) start
 // them beside the probed agent, so their latency line is the probed
 // agent's. The last line is
