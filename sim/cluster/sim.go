@@ -348,15 +348,22 @@ func (sm *sim) scheduleRequest(nd *node) {
 	if nd.rate <= 0 {
 		return
 	}
+	// The instant is computed in float64 and compared with the end before
+	// it is converted: at a tiny rate (1e-10/s) it is past any int64, and
+	// a converted overflow would queue a request at a negative time.
+	var at float64
 	if sm.sc.Arrivals == ArrivalsPoisson {
-		nd.next += int64(sm.loadRand.ExpFloat64() / nd.rate * 1e9)
+		at = float64(nd.next) + sm.loadRand.ExpFloat64()/nd.rate*1e9
 	} else {
-		nd.next = int64((float64(nd.k) + nd.phase) / nd.rate * 1e9)
+		at = (float64(nd.k) + nd.phase) / nd.rate * 1e9
 	}
 	nd.k++
-	if nd.next < sm.end {
-		sm.q.push(event{at: nd.next, kind: evRequest, node: int32(nd.idx), gen: nd.gen})
+	if !(at < float64(sm.end)) {
+		nd.next = sm.end // no more requests on this node
+		return
 	}
+	nd.next = int64(at)
+	sm.q.push(event{at: nd.next, kind: evRequest, node: int32(nd.idx), gen: nd.gen})
 }
 
 func (sm *sim) loop(ctx context.Context) error {

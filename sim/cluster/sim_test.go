@@ -383,3 +383,24 @@ func TestStretchedHeartbeat(t *testing.T) {
 			stretched.Grants, stretched.FalseDenials, stretched.WorstWindowRatio, flat.Grants, flat.FalseDenials, flat.WorstWindowRatio)
 	}
 }
+
+// A rate so small that the next request's instant is past any int64 of
+// nanoseconds: no further request is sent, and nothing is queued at a wrapped
+// (negative) time that would burn the event budget.
+func TestTinyRateSendsNothing(t *testing.T) {
+	for _, arrivals := range []string{ArrivalsEven, ArrivalsPoisson} {
+		for _, rate := range []float64{1e-10, 5e-324, 1e-300} {
+			s := Scenario{Resource: resource(t, gcraJS), Nodes: 3, Rate: rate, Arrivals: arrivals,
+				Duration: 2 * time.Second, MaxEvents: 10_000}
+			r, err := Run(context.Background(), s)
+			if err != nil {
+				t.Fatalf("%s at %g/s: %v", arrivals, rate, err)
+			}
+			// At most the one request a node's phase may put at the start.
+			if r.Requests > s.Nodes || r.Events > 1_000 {
+				t.Errorf("%s at %g/s: %d requests and %d events, want at most %d requests and a few ticks",
+					arrivals, rate, r.Requests, r.Events, s.Nodes)
+			}
+		}
+	}
+}
