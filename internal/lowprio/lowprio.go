@@ -1,6 +1,7 @@
 package lowprio
 
 import (
+	"os"
 	"runtime"
 	"sync"
 )
@@ -46,6 +47,10 @@ var procs struct {
 // count the first ownProc found, unless something else changed GOMAXPROCS
 // meanwhile. Changing GOMAXPROCS stops the world briefly (tens of µs),
 // twice per Run.
+//
+// Setting GOMAXPROCS by number ends the runtime's own updates of it (it
+// follows the container's CPU limit while nobody has set it), so the last
+// release does not simply set the number back: see restoreBase.
 func ownProc() (release func()) {
 	procs.Lock()
 	defer procs.Unlock()
@@ -60,9 +65,31 @@ func ownProc() (release func()) {
 			procs.Lock()
 			defer procs.Unlock()
 			procs.extra--
-			if runtime.GOMAXPROCS(0) == procs.base+procs.extra+1 {
-				runtime.GOMAXPROCS(procs.base + procs.extra)
+			if runtime.GOMAXPROCS(0) != procs.base+procs.extra+1 {
+				return // changed by someone else meanwhile: theirs stands
 			}
+			if procs.extra > 0 {
+				runtime.GOMAXPROCS(procs.base + procs.extra)
+				return
+			}
+			restoreBase(procs.base)
 		})
 	}
+}
+
+// restoreBase puts GOMAXPROCS back to base. Where the environment does not
+// fix GOMAXPROCS, the runtime's default is put back first, which keeps it
+// following the CPU limit; base is then set by number only if it was not
+// the default (a program that set its own count keeps it). If the CPU
+// limit changed while the work ran, the default now differs from base and
+// base is kept by number: the runtime stops following the limit, as it
+// would have had the program set the count itself.
+func restoreBase(base int) {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.SetDefaultGOMAXPROCS()
+		if runtime.GOMAXPROCS(0) == base {
+			return
+		}
+	}
+	runtime.GOMAXPROCS(base)
 }

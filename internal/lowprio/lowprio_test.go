@@ -64,3 +64,23 @@ func TestRunCarriesPanic(t *testing.T) {
 		t.Fatalf("GOMAXPROCS %d after the panic, want %d", after, n)
 	}
 }
+
+// A count the program set itself comes back by number; a default count
+// comes back as the runtime's default. (That the runtime then follows the
+// CPU limit again is not observable here without changing the limit.)
+func TestRunRestoresDefaultOrCustom(t *testing.T) {
+	defer runtime.SetDefaultGOMAXPROCS()
+	runtime.SetDefaultGOMAXPROCS()
+	def := runtime.GOMAXPROCS(0)
+	custom := def + 3 // never the default
+	runtime.GOMAXPROCS(custom)
+	Run(func() {})
+	if got := runtime.GOMAXPROCS(0); got != custom {
+		t.Errorf("GOMAXPROCS %d after Run from a set %d, want %d", got, custom, custom)
+	}
+	runtime.SetDefaultGOMAXPROCS()
+	Run(func() {})
+	if got := runtime.GOMAXPROCS(0); got != def {
+		t.Errorf("GOMAXPROCS %d after Run from the default, want %d", got, def)
+	}
+}
