@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -48,6 +49,9 @@ const (
 	// maxClusterEvents is each of the two runs' work budget (requests,
 	// ticks and merges): about a second of CPU here.
 	maxClusterEvents = 1_000_000
+	// freeAfterEvents: after runs of this many events together, or runs
+	// stopped at the time limit, the heap is given back to the system.
+	freeAfterEvents = 100_000
 )
 
 // clusterBody is a /v1/simulate/cluster body (JSON). Pointers tell an
@@ -248,9 +252,22 @@ func (s *Server) runClusterSimulation(ctx *fasthttp.RequestCtx) {
 		clusterFigures
 		TickOnly clusterFigures `json:"tick_only"`
 	}
+	var events int64
+	defer func() {
+		if events >= freeAfterEvents {
+			// A large run leaves its heap (up to about 200 MB) with the
+			// process for minutes otherwise; this GC runs on the
+			// simulation's own low-priority thread.
+			debug.FreeOSMemory()
+		}
+	}()
 	for i, tick := range []bool{false, true} {
 		sc.TickOnly = tick
 		r, err := s.clusterSim.SimulateCluster(ctx, sc)
+		events += r.Events
+		if errors.Is(err, sim.ErrTimeLimit) || errors.Is(err, sim.ErrWallLimit) {
+			events = freeAfterEvents // stopped at its limit: as large as runs get
+		}
 		switch {
 		case errors.Is(err, sim.ErrScenario):
 			s.fail(ctx, &fieldError{Field: "", Msg: strings.TrimPrefix(err.Error(), sim.ErrScenario.Error()+": ")})

@@ -1,12 +1,15 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	rtmetrics "runtime/metrics"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/obol-dev/obol/internal/wire/mpwire"
+	"github.com/obol-dev/obol/sim"
 	"github.com/obol-dev/obol/sim/cluster"
 )
 
@@ -113,7 +116,10 @@ func TestSimulateClusterBadInput(t *testing.T) {
 		{`{` + clusterGCRA + `,"nodes":3,"duration_ms":10}`, "bad_request", "duration_ms: must be 100 to 60000, got 10", 400},
 		{`{"resource":{"kind":"copies","domain_limit":2},"nodes":3}`, "bad_request", `resource.kind: must be gcra or tiers, got "copies"`, 400},
 		{`{"resource":{"kind":"gcra","burst":0},"nodes":3}`, "bad_request", "resource", 400},
-		{`{` + clusterGCRA + `,"nodes":200,"offered_per_s":100000,"duration_ms":60000}`, "too_large", "events (requests, ticks and merges) estimated, budget 1000000", 413},
+		{`{` + clusterGCRA + `,"nodes":200,"offered_per_s":100000,"duration_ms":60000}`, "too_large", "events (requests, ticks, merges and keys held) estimated, budget 1000000", 413},
+		// Few requests but many keys on many nodes: every node comes to
+		// hold every key the requests reach (about 16M), refused before it runs.
+		{`{` + clusterGCRA + `,"nodes":200,"sync_interval_ms":60000,"offered_per_s":79,"keys":100000}`, "too_large", "about 158", 413},
 		{`{` + clusterGCRA + `,"nodes":3`, "bad_request", "body", 400},
 	}
 	for _, c := range cases {
@@ -142,4 +148,37 @@ func TestSimulateClusterOneAtATime(t *testing.T) {
 	}
 	h.srv.sim.limit = time.Minute
 	clusterReply(t, h.post("/v1/simulate/cluster", `{`+clusterGCRA+`,"nodes":3}`))
+}
+
+// sizedCluster answers every run with figures of events events.
+type sizedCluster struct{ events int64 }
+
+func (f sizedCluster) SimulateCluster(context.Context, sim.ClusterScenario) (sim.ClusterFigures, error) {
+	return sim.ClusterFigures{Events: f.events}, nil
+}
+
+// forcedGCs is the count of collections forced by the program.
+func forcedGCs() uint64 {
+	s := []rtmetrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
+	rtmetrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// After runs of freeAfterEvents events together the heap goes back to the
+// system (a forced collection); after small runs it does not.
+func TestSimulateClusterFreesAfterLargeRuns(t *testing.T) {
+	h := newHarness(t)
+	for _, c := range []struct {
+		events int64
+		forced bool
+	}{{freeAfterEvents / 2, true}, {freeAfterEvents / 4, false}} {
+		h.srv.clusterSim = sizedCluster{c.events} // two runs: drift and tick-only
+		before := forcedGCs()
+		if r := h.post("/v1/simulate/cluster", `{`+clusterGCRA+`,"nodes":3}`); r.status != 200 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		if got := forcedGCs() > before; got != c.forced {
+			t.Errorf("runs of %d events each: forced collection %v, want %v", c.events, got, c.forced)
+		}
+	}
 }

@@ -52,7 +52,7 @@ type ClusterScenario struct {
 	TickOnly bool
 	// Label is memberlist's label, whose bytes count in every datagram.
 	Label string
-	// MaxEvents is the run's work budget (requests, ticks and merges);
+	// MaxEvents is the run's work budget (requests, ticks, merges and keys held);
 	// 0 = the simulator's default. Over it the run fails with
 	// ErrTooMuchWork.
 	MaxEvents int64
@@ -81,4 +81,6 @@ type ClusterFigures struct {
 	MergesPerNodeS float64
 	// Requests and Grants over the whole run.
 	Requests, Grants int
+	// Events is the run's work, as its budget counts it (not in the reply).
+	Events int64
 }

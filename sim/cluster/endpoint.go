@@ -48,6 +48,6 @@ func figures(r Result) simpkg.ClusterFigures {
 		WorstWindowRatio: r.WorstWindowRatio, MeanWindowRatio: r.MeanWindowRatio, FalseDenials: r.FalseDenials,
 		ConvergenceP50: r.ConvergenceP50, ConvergenceP99: r.ConvergenceP99, Unconverged: r.Unconverged,
 		BytesPerNodeS: r.BytesPerNodeS, DatagramsPerNodeS: r.DatagramsPerNodeS, BytesPerHitPerPeer: r.BytesPerHitPerPeer,
-		MergesPerNodeS: r.MergesPerNodeS, Requests: r.Requests, Grants: r.Grants,
+		MergesPerNodeS: r.MergesPerNodeS, Requests: r.Requests, Grants: r.Grants, Events: r.Events,
 	}
 }
