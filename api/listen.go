@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -44,6 +45,10 @@ type ListenConfig struct {
 	// Guards, when set, holds the guarded listeners and exports their
 	// figures (obol_listener_*); nil guards them all the same, unexported.
 	Guards *netguard.Set
+	// TLS, when set, serves the HTTP listener over TLS with it (the
+	// agent's --tls-cert and --tls-key); the socket and status listeners
+	// stay in the clear.
+	TLS *tls.Config
 }
 
 // DefaultDrainTimeout is the drain timeout of a ListenConfig that sets none.
@@ -61,6 +66,7 @@ type Listeners struct {
 	drain  time.Duration
 	limits netguard.Limits
 	guards *netguard.Set
+	tls    *tls.Config
 }
 
 // Listen binds the listeners of lc: the TCP address first (refused, naming
@@ -70,7 +76,7 @@ func Listen(lc ListenConfig) (*Listeners, error) {
 	if lc.Socket == "" && lc.HTTP == "" {
 		return nil, errors.New("api: nothing to listen on: no socket and no HTTP address")
 	}
-	l := &Listeners{drain: lc.DrainTimeout, limits: lc.Limits.WithDefaults(), guards: lc.Guards}
+	l := &Listeners{drain: lc.DrainTimeout, limits: lc.Limits.WithDefaults(), guards: lc.Guards, tls: lc.TLS}
 	if l.drain <= 0 {
 		l.drain = DefaultDrainTimeout
 	}
@@ -188,7 +194,11 @@ func (l *Listeners) StatusAddr() string {
 func (l *Listeners) guarded() []net.Listener {
 	var lns []net.Listener
 	if l.tcp != nil {
-		lns = append(lns, l.guards.Guard("http", l.tcp, l.limits.MaxConns))
+		g := l.guards.Guard("http", l.tcp, l.limits.MaxConns)
+		if l.tls != nil {
+			g.TLS(l.tls)
+		}
+		lns = append(lns, g)
 	}
 	if l.unix != nil {
 		lns = append(lns, l.guards.Guard("socket", l.unix, l.limits.MaxConns))
@@ -238,6 +248,7 @@ func (s *Server) Serve(ctx context.Context, l *Listeners) error {
 		addr = "unix:" + l.SocketPath()
 	}
 	s.address.Store(&addr)
+	s.listeners.Store(l)
 
 	hs := s.httpServerWith(l.limits)
 	lns := l.guarded()

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"io/fs"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/obol-dev/obol/internal/tlsfiles/tlstest"
 )
 
 // shortTempDir returns a temp dir whose socket paths fit the 108-byte limit.
@@ -185,5 +188,39 @@ func TestListenLoopbackOnly(t *testing.T) {
 	}
 	if _, err := Listen(ListenConfig{HTTP: "no-port"}); err == nil || !strings.Contains(err.Error(), "no-port") {
 		t.Errorf("Listen(no-port) = %v", err)
+	}
+}
+
+// With TLS the HTTP listener speaks only TLS (a plain request gets no
+// answer but a closed connection), serves every endpoint over it, and the
+// socket stays in the clear.
+func TestServeTLS(t *testing.T) {
+	files := tlstest.WriteFiles(t, t.TempDir())
+	sock := filepath.Join(shortTempDir(t), "obol.sock")
+	cfg := &tls.Config{Certificates: []tls.Certificate{files.Server.Pair(t)}, NextProtos: []string{"http/1.1"}}
+	ls, err := Listen(ListenConfig{Socket: sock, HTTP: "127.0.0.1:0", TLS: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(testEngine(t), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ready := waitReady(srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ls) }()
+	defer func() { cancel(); <-done }()
+	ready(t)
+	tc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: tlstest.Pool(files.CA)}}}
+	if status, body := get(t, tc, "https://"+ls.HTTPAddr()+"/v1/peers"); status != 200 || !strings.Contains(body, `"address":"`+ls.HTTPAddr()+`"`) {
+		t.Errorf("peers over TLS: %d %s", status, body)
+	}
+	plain := &http.Client{Timeout: 5 * time.Second}
+	if resp, err := plain.Get("http://" + ls.HTTPAddr() + "/v1/peers"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Errorf("a plain request over the TLS listener was answered 200")
+		}
+	}
+	if status, _ := get(t, unixClient(sock), "http://obol/healthz"); status != 200 {
+		t.Errorf("healthz over the socket: %d", status)
 	}
 }

@@ -1,6 +1,7 @@
 package netguard
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"log/slog"
@@ -178,7 +179,8 @@ type Listener struct {
 	// waited d; a variable for tests.
 	sleep func(d time.Duration, done <-chan struct{}) bool
 
-	http2 bool // its connections are HTTP/2 ones (HTTP2)
+	http2 bool        // its connections are HTTP/2 ones (HTTP2)
+	tls   *tls.Config // its connections are served over TLS (TLS)
 
 	open       atomic.Int64
 	fresh      atomic.Int64 // connections accepted and not written to yet (MaxFresh)
@@ -216,6 +218,9 @@ func (l *Listener) Refused() uint64 { return l.refused.Load() }
 // the listener's next accept waits (MaxFresh). Other connections are left
 // alone.
 func FirstRequestFailed(c net.Conn) {
+	if t, ok := c.(*tls.Conn); ok {
+		c = t.NetConn()
+	}
 	var g *conn
 	switch x := c.(type) {
 	case *conn:
@@ -326,10 +331,17 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if l.http2 {
 			h := &h2Conn{conn: conn{Conn: c, l: l}}
 			h.isFresh.Store(true)
+			h.top = &h.conn
+			if l.tls != nil {
+				h.top = tls.Server(&h.conn, l.tls)
+			}
 			return h, nil
 		}
 		cn := &conn{Conn: c, l: l}
 		cn.isFresh.Store(true)
+		if l.tls != nil {
+			return tls.Server(cn, l.tls), nil
+		}
 		return cn, nil
 	}
 }
@@ -355,10 +367,33 @@ func (l *Listener) HTTP2() *Listener {
 	return l
 }
 
+// TLS serves l's connections from now on over TLS with cfg, and returns
+// l. The handshake runs in the connection's first read or write, on the
+// goroutine that serves it, never in Accept: a client that stalls its
+// handshake holds its own connection only, until the server's read
+// deadline. The cap, the pacing and, for HTTP/2, the bounds of HTTP2 hold
+// as without TLS: the cap counts TCP connections, and the streams refused
+// are counted in the plaintext the server writes. Unwrap returns the TCP
+// connection under the TLS one.
+func (l *Listener) TLS(cfg *tls.Config) *Listener {
+	l.tls = cfg
+	return l
+}
+
 // Close closes the listener; an Accept waiting out an error returns.
 func (l *Listener) Close() error {
 	l.closeOnce.Do(func() { close(l.closed) })
 	return l.Listener.Close()
+}
+
+// Closed reports whether Close was called.
+func (l *Listener) Closed() bool {
+	select {
+	case <-l.closed:
+		return true
+	default:
+		return false
+	}
 }
 
 // note logs an event at most every logEvery, with how many were not
@@ -448,15 +483,20 @@ const abusePause = 10 * time.Millisecond
 // h2Conn is a conn of an HTTP2 listener.
 type h2Conn struct {
 	conn
+	top  net.Conn   // what the server reads and writes: &conn, or TLS over it
 	mu   sync.Mutex // the server writes from one goroutine; to be safe
 	scan frameScan
 }
+
+// Close closes the connection (sending TLS's close_notify first, when
+// served over TLS) and frees its place under the cap.
+func (c *h2Conn) Close() error { return c.top.Close() }
 
 func (c *h2Conn) Read(p []byte) (int, error) {
 	if len(p) > yieldRead {
 		p = p[:yieldRead]
 	}
-	n, err := c.Conn.Read(p)
+	n, err := c.top.Read(p)
 	runtime.Gosched()
 	return n, err
 }
@@ -464,8 +504,7 @@ func (c *h2Conn) Read(p []byte) (int, error) {
 // Write writes the server's frames, counting its refusals of streams; past
 // MaxRefusedStreams it closes the connection.
 func (c *h2Conn) Write(p []byte) (int, error) {
-	c.answered()
-	n, err := c.Conn.Write(p)
+	n, err := c.top.Write(p) // conn.Write marks c answered
 	c.mu.Lock()
 	c.scan.scan(p[:n])
 	over := c.scan.refused > MaxRefusedStreams
@@ -526,8 +565,12 @@ func (f *frameScan) scan(p []byte) {
 	}
 }
 
-// Unwrap returns the connection under c when c is a guarded one, else c.
+// Unwrap returns the connection under c when c is a guarded one (under
+// TLS, when served over TLS), else c.
 func Unwrap(c net.Conn) net.Conn {
+	if t, ok := c.(*tls.Conn); ok {
+		c = t.NetConn()
+	}
 	switch g := c.(type) {
 	case *conn:
 		return g.Conn
@@ -588,6 +631,23 @@ func (s *Set) Guard(name string, ln net.Listener, max int) *Listener {
 		s.mu.Unlock()
 	}
 	return l
+}
+
+// Listeners returns the set's listeners that are not closed, in the order
+// they were guarded; nil for a nil set.
+func (s *Set) Listeners() []*Listener {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*Listener
+	for _, l := range s.ls {
+		if !l.Closed() {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 var (

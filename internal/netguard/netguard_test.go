@@ -1,6 +1,7 @@
 package netguard
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/obol-dev/obol/internal/tlsfiles/tlstest"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -480,5 +482,91 @@ func TestStreamFloodPausesAccept(t *testing.T) {
 	case d := <-waits:
 		t.Fatalf("a second accept waited %v: the pause is owed once", d)
 	default:
+	}
+}
+
+// TestSetListeners: a set lists the listeners it guards, in order, until
+// each is closed; a nil set lists none.
+func TestSetListeners(t *testing.T) {
+	set := NewSet(nil)
+	a, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	la, lb := set.Guard("http", a, 3), set.Guard("status", b, 0)
+	defer la.Close()
+	got := set.Listeners()
+	if len(got) != 2 || got[0] != la || got[1] != lb || got[0].Max() != 3 || got[1].Max() != DefaultMaxConnsOf(b) {
+		t.Fatalf("Listeners() = %v, want http then status", got)
+	}
+	if lb.Closed() {
+		t.Error("Closed before Close")
+	}
+	lb.Close()
+	if !lb.Closed() {
+		t.Error("not Closed after Close")
+	}
+	if got := set.Listeners(); len(got) != 1 || got[0] != la {
+		t.Errorf("after closing status: %v, want http alone", got)
+	}
+	var none *Set
+	if got := none.Listeners(); got != nil {
+		t.Errorf("nil set: %v", got)
+	}
+}
+
+// TLS: a guarded listener serves TLS in the connection's own goroutine;
+// the cap counts its TCP connections, Unwrap finds the TCP connection
+// under the TLS one, and on an HTTP/2 listener the streams the server
+// refuses are counted in its plaintext, so a flood over TLS is closed
+// past MaxRefusedStreams as one in the clear.
+func TestTLS(t *testing.T) {
+	files := tlstest.WriteFiles(t, t.TempDir())
+	srvCfg := &tls.Config{Certificates: []tls.Certificate{files.Server.Pair(t)}}
+	for _, h2 := range []bool{false, true} {
+		real, l, _ := waitingListener(t, 100)
+		l.TLS(srvCfg)
+		if h2 {
+			l.HTTP2()
+		}
+		accepted := acceptAll(l)
+		raw, err := net.Dial("tcp", real.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := tls.Client(raw, &tls.Config{RootCAs: tlstest.Pool(files.CA), ServerName: "localhost"})
+		defer client.Close()
+		s := <-accepted
+		if _, ok := Unwrap(s).(*net.TCPConn); !ok {
+			t.Fatalf("h2 %v: Unwrap gave %T, want the TCP connection", h2, Unwrap(s))
+		}
+		if l.Open() != 1 {
+			t.Fatalf("h2 %v: %d open, want 1", h2, l.Open())
+		}
+		go client.Write([]byte("hello")) // the handshake runs in the server's read
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(s, buf); err != nil || string(buf) != "hello" {
+			t.Fatalf("h2 %v: read %q, %v", h2, buf, err)
+		}
+		if h2 {
+			refuse := []byte{0, 0, 4, frameRSTStream, 0, 0, 0, 0, 1, 0, 0, 0, codeRefused}
+			go io.Copy(io.Discard, client)
+			for range MaxRefusedStreams {
+				if _, err := s.Write(refuse); err != nil {
+					t.Fatalf("refusal within the bound over TLS: %v", err)
+				}
+			}
+			if _, err := s.Write(refuse); !errors.Is(err, net.ErrClosed) {
+				t.Fatalf("refusal %d over TLS: %v, want the connection closed", MaxRefusedStreams+1, err)
+			}
+		}
+		s.Close()
+		if l.Open() != 0 {
+			t.Errorf("h2 %v: %d open after close, want 0", h2, l.Open())
+		}
 	}
 }

@@ -1,0 +1,235 @@
+package tlsfiles
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/obol-dev/obol/internal/safefile"
+)
+
+// MaxFileSize bounds each file read: a certificate chain, a key or a CA
+// bundle of more is refused (a CA bundle of every public root is about
+// 220 KiB).
+const MaxFileSize = 1 << 20
+
+// Files names the files a Holder serves: a PEM certificate chain and its
+// PEM private key, and optionally a PEM bundle of the CAs that client
+// certificates must chain to (mutual TLS: a client without a valid
+// certificate is refused in the handshake).
+type Files struct {
+	Cert, Key, ClientCA string
+	// Flags name the files in errors, as the user gave them (e.g.
+	// "--tls-cert"); empty: "certificate", "key", "client CA".
+	CertFlag, KeyFlag, ClientCAFlag string
+}
+
+// Digest is the SHA-256 of the files' contents together.
+type Digest [sha256.Size]byte
+
+// pair is one load: the certificate and CA pool in force.
+type pair struct {
+	cert     tls.Certificate
+	leaf     *x509.Certificate
+	clientCA *x509.CertPool
+	sum      Digest
+}
+
+// Holder holds the pair in force. Its methods are safe for concurrent use.
+type Holder struct {
+	files Files
+	now   func() time.Time
+
+	cur     atomic.Pointer[pair]
+	mu      sync.Mutex // serializes reloads
+	last    Digest     // the last content a reload read, good or bad
+	ok, bad atomic.Uint64
+}
+
+// Load reads and checks files at now and returns a Holder serving them.
+func Load(files Files, now func() time.Time) (*Holder, error) {
+	if now == nil {
+		now = time.Now
+	}
+	h := &Holder{files: files, now: now}
+	p, err := h.read()
+	if err != nil {
+		return nil, err
+	}
+	h.cur.Store(p)
+	h.last = p.sum
+	return h, nil
+}
+
+// Reload reads the files again. A good pair that differs from the one in
+// force replaces it (changed); a bad one is refused with the reason, and
+// the pair in force stays.
+func (h *Holder) Reload() (changed bool, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, err := h.read()
+	if err != nil {
+		h.bad.Add(1)
+		if sum, rerr := h.Observe(); rerr == nil {
+			h.last = sum
+		}
+		return false, err
+	}
+	h.last = p.sum
+	if p.sum == h.cur.Load().sum {
+		return false, nil
+	}
+	h.cur.Store(p)
+	h.ok.Add(1)
+	return true, nil
+}
+
+// Known reports whether sum is the content in force or the last one a
+// reload read (a refused one): reloading it would change nothing.
+func (h *Holder) Known(sum Digest) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return sum == h.cur.Load().sum || sum == h.last
+}
+
+// Observe reads the files and returns the digest of their contents,
+// without checking them.
+func (h *Holder) Observe() (Digest, error) {
+	d := sha256.New()
+	for _, f := range []struct{ path, flag string }{{h.files.Cert, h.files.certFlag()}, {h.files.Key, h.files.keyFlag()}, {h.files.ClientCA, h.files.caFlag()}} {
+		if f.path == "" {
+			d.Write([]byte{0})
+			continue
+		}
+		data, err := safefile.Read(f.path, MaxFileSize)
+		if err != nil {
+			return Digest{}, fmt.Errorf("%s %s: %w", f.flag, f.path, err)
+		}
+		s := sha256.Sum256(data)
+		d.Write([]byte{1})
+		d.Write(s[:])
+	}
+	var sum Digest
+	d.Sum(sum[:0])
+	return sum, nil
+}
+
+// Reloads returns the reloads that put a new pair in force and those
+// refused.
+func (h *Holder) Reloads() (ok, refused uint64) { return h.ok.Load(), h.bad.Load() }
+
+// NotAfter returns when the certificate in force expires.
+func (h *Holder) NotAfter() time.Time { return h.cur.Load().leaf.NotAfter }
+
+// Subject returns the certificate in force's subject, for logs.
+func (h *Holder) Subject() string { return h.cur.Load().leaf.Subject.String() }
+
+// MutualTLS reports whether clients must present a certificate.
+func (h *Holder) MutualTLS() bool { return h.files.ClientCA != "" }
+
+// ServerConfig returns a server config that hands each handshake the pair
+// in force, offering protos by ALPN (h2 for gRPC, http/1.1 for HTTP/1.1):
+// TLS 1.2 or later, and with a client CA, a verified client certificate.
+func (h *Holder) ServerConfig(protos ...string) *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: protos,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			p := h.cur.Load()
+			c := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: protos, Certificates: []tls.Certificate{p.cert}, Time: h.now}
+			if p.clientCA != nil {
+				c.ClientCAs, c.ClientAuth = p.clientCA, tls.RequireAndVerifyClientCert
+			}
+			return c, nil
+		},
+	}
+}
+
+func (f Files) certFlag() string { return or(f.CertFlag, "certificate") }
+func (f Files) keyFlag() string  { return or(f.KeyFlag, "key") }
+func (f Files) caFlag() string   { return or(f.ClientCAFlag, "client CA") }
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// read reads and checks the files.
+func (h *Holder) read() (*pair, error) {
+	f := h.files
+	if f.Cert == "" || f.Key == "" {
+		return nil, fmt.Errorf("%s and %s: both are needed, got %q and %q", f.certFlag(), f.keyFlag(), f.Cert, f.Key)
+	}
+	sum, err := h.Observe()
+	if err != nil {
+		return nil, err
+	}
+	certPEM, err := safefile.Read(f.Cert, MaxFileSize)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", f.certFlag(), f.Cert, err)
+	}
+	keyPEM, err := safefile.Read(f.Key, MaxFileSize)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", f.keyFlag(), f.Key, err)
+	}
+	if err := hasBlock(certPEM, "CERTIFICATE"); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", f.certFlag(), f.Cert, err)
+	}
+	if err := hasBlock(keyPEM, "PRIVATE KEY"); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", f.keyFlag(), f.Key, err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s and %s %s: %w", f.certFlag(), f.Cert, f.keyFlag(), f.Key, err)
+	}
+	leaf := cert.Leaf
+	if leaf == nil {
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", f.certFlag(), f.Cert, err)
+		}
+	}
+	now := h.now()
+	switch {
+	case now.After(leaf.NotAfter):
+		return nil, fmt.Errorf("%s %s: the certificate (%s) expired at %s; expected one valid now (%s)", f.certFlag(), f.Cert, leaf.Subject, leaf.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	case now.Before(leaf.NotBefore):
+		return nil, fmt.Errorf("%s %s: the certificate (%s) is valid only from %s; expected one valid now (%s)", f.certFlag(), f.Cert, leaf.Subject, leaf.NotBefore.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	p := &pair{cert: cert, leaf: leaf, sum: sum}
+	if f.ClientCA != "" {
+		caPEM, err := safefile.Read(f.ClientCA, MaxFileSize)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", f.caFlag(), f.ClientCA, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caPEM) {
+			return nil, fmt.Errorf("%s %s: no PEM certificate in it; expected one or more CA certificates (-----BEGIN CERTIFICATE-----)", f.caFlag(), f.ClientCA)
+		}
+		p.clientCA = pool
+	}
+	return p, nil
+}
+
+// hasBlock reports a clear error when data holds no PEM block whose type
+// ends with suffix.
+func hasBlock(data []byte, suffix string) error {
+	for rest := data; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if len(b.Type) >= len(suffix) && b.Type[len(b.Type)-len(suffix):] == suffix {
+			return nil
+		}
+	}
+	return errors.New("no PEM block of type " + suffix + " in it; expected a PEM file (-----BEGIN " + suffix + "-----)")
+}

@@ -1,0 +1,217 @@
+package tlsfiles
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/obol-dev/obol/internal/tlsfiles/tlstest"
+)
+
+var t0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// handshake dials a TLS server of cfg on a pipe as a client of ccfg and
+// returns the server's leaf serial, or the handshake's error.
+func handshake(t *testing.T, cfg, ccfg *tls.Config) (int64, error) {
+	t.Helper()
+	// A loopback connection, not net.Pipe: its writes are buffered, so a
+	// server's alert never waits for a client that is writing.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	b, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer b.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	a.SetDeadline(deadline)
+	b.SetDeadline(deadline)
+	srvErr := make(chan error, 1)
+	go func() {
+		s := tls.Server(a, cfg)
+		err := s.Handshake()
+		if err == nil {
+			// Read the client's first byte so that a client refused
+			// after the handshake (TLS 1.3) sees the alert.
+			_, err = s.Read(make([]byte, 1))
+		}
+		srvErr <- err
+		a.Close()
+	}()
+	c := tls.Client(b, ccfg)
+	if err := c.Handshake(); err != nil {
+		return 0, err
+	}
+	if _, err := c.Write([]byte{1}); err != nil {
+		return 0, err
+	}
+	if err := <-srvErr; err != nil {
+		return 0, err
+	}
+	// A client refused after its handshake (TLS 1.3) reads the alert.
+	if _, err := c.Read(make([]byte, 1)); err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	return c.ConnectionState().PeerCertificates[0].SerialNumber.Int64(), nil
+}
+
+func TestLoadReloadAndRefuse(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.Issue(t, "ca", t0.Add(-time.Hour), t0.Add(24*time.Hour), nil, true, 1)
+	one := tlstest.Issue(t, "one", t0.Add(-time.Hour), t0.Add(24*time.Hour), ca, false, 11)
+	two := tlstest.Issue(t, "two", t0.Add(-time.Hour), t0.Add(48*time.Hour), ca, false, 12)
+	certP, keyP := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.KeyPEM")
+	tlstest.Write(t, certP, one.CertPEM)
+	tlstest.Write(t, keyP, one.KeyPEM)
+	files := Files{Cert: certP, Key: keyP, CertFlag: "--tls-cert", KeyFlag: "--tls-key"}
+	h, err := Load(files, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := tlstest.Pool(ca)
+	// The client checks the chain at the test's instant, as the server does.
+	client := &tls.Config{RootCAs: roots, ServerName: "localhost", Time: func() time.Time { return t0 }}
+	cfg := h.ServerConfig("http/1.1")
+	if s, err := handshake(t, cfg, client); err != nil || s != 11 {
+		t.Fatalf("first pair: serial %d, %v; want 11", s, err)
+	}
+	// Same content: nothing changes.
+	if changed, err := h.Reload(); changed || err != nil {
+		t.Fatalf("reload of the same files: changed %v, %v", changed, err)
+	}
+	// A rotation: the next handshake gets the new pair.
+	tlstest.Write(t, certP, two.CertPEM)
+	tlstest.Write(t, keyP, two.KeyPEM)
+	if changed, err := h.Reload(); !changed || err != nil {
+		t.Fatalf("reload of a new pair: changed %v, %v", changed, err)
+	}
+	if s, err := handshake(t, cfg, client); err != nil || s != 12 {
+		t.Fatalf("after the rotation: serial %d, %v; want 12", s, err)
+	}
+	if !h.NotAfter().Equal(two.X509.NotAfter) {
+		t.Errorf("NotAfter %v, want %v", h.NotAfter(), two.X509.NotAfter)
+	}
+	expired := tlstest.Issue(t, "expired", t0.Add(-48*time.Hour), t0.Add(-time.Hour), ca, false, 13)
+	early := tlstest.Issue(t, "early", t0.Add(time.Hour), t0.Add(48*time.Hour), ca, false, 14)
+	bad := []struct {
+		name      string
+		cert, key []byte
+		want      string
+	}{
+		{"key of another certificate", one.CertPEM, two.KeyPEM, "--tls-cert " + certP + " and --tls-key " + keyP + ": tls: private key does not match public key"},
+		{"not PEM", []byte("hello"), two.KeyPEM, "--tls-cert " + certP + ": no PEM block of type CERTIFICATE in it"},
+		{"a certificate for a key", one.CertPEM, one.CertPEM, "--tls-key " + keyP + ": no PEM block of type PRIVATE KEY in it"},
+		{"expired", expired.CertPEM, expired.KeyPEM, "the certificate (CN=expired) expired at"},
+		{"not yet valid", early.CertPEM, early.KeyPEM, "the certificate (CN=early) is valid only from"},
+		{"half written", two.CertPEM[:len(two.CertPEM)/2], two.KeyPEM, "--tls-cert " + certP + ": no PEM block"},
+	}
+	for _, c := range bad {
+		tlstest.Write(t, certP, c.cert)
+		tlstest.Write(t, keyP, c.key)
+		changed, err := h.Reload()
+		if changed || err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: changed %v, %v; want refused with %q", c.name, changed, err, c.want)
+		}
+		if s, err := handshake(t, cfg, client); err != nil || s != 12 {
+			t.Errorf("%s: the pair in force changed: serial %d, %v; want 12", c.name, s, err)
+		}
+	}
+	if ok, refused := h.Reloads(); ok != 1 || refused != uint64(len(bad)) {
+		t.Errorf("reloads ok %d refused %d, want 1 and %d", ok, refused, len(bad))
+	}
+	os.Remove(keyP)
+	if _, err := h.Reload(); err == nil || !strings.Contains(err.Error(), "--tls-key "+keyP) {
+		t.Errorf("a missing key: %v", err)
+	}
+	// Known: the content in force and the last refused one.
+	tlstest.Write(t, keyP, two.KeyPEM)
+	tlstest.Write(t, certP, two.CertPEM)
+	if sum, err := h.Observe(); err != nil || !h.Known(sum) {
+		t.Errorf("the pair in force is not known: %v", err)
+	}
+	tlstest.Write(t, certP, expired.CertPEM)
+	tlstest.Write(t, keyP, expired.KeyPEM)
+	if sum, _ := h.Observe(); h.Known(sum) {
+		t.Errorf("a content never read is known")
+	}
+	h.Reload()
+	if sum, _ := h.Observe(); !h.Known(sum) {
+		t.Errorf("the last refused content is not known")
+	}
+	// At start, a bad pair is an error and no Holder.
+	if _, err := Load(files, func() time.Time { return t0 }); err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("Load of an expired pair: %v", err)
+	}
+	if _, err := Load(Files{Cert: certP}, nil); err == nil || !strings.Contains(err.Error(), "both are needed") {
+		t.Errorf("Load without a key: %v", err)
+	}
+}
+
+func TestMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.Issue(t, "ca", t0.Add(-time.Hour), t0.Add(24*time.Hour), nil, true, 1)
+	other := tlstest.Issue(t, "other-ca", t0.Add(-time.Hour), t0.Add(24*time.Hour), nil, true, 2)
+	srv := tlstest.Issue(t, "server", t0.Add(-time.Hour), t0.Add(24*time.Hour), ca, false, 11)
+	good := tlstest.Issue(t, "client", t0.Add(-time.Hour), t0.Add(24*time.Hour), ca, false, 21)
+	stranger := tlstest.Issue(t, "stranger", t0.Add(-time.Hour), t0.Add(24*time.Hour), other, false, 22)
+	p := func(n string) string { return filepath.Join(dir, n) }
+	tlstest.Write(t, p("tls.crt"), srv.CertPEM)
+	tlstest.Write(t, p("tls.KeyPEM"), srv.KeyPEM)
+	tlstest.Write(t, p("ca.crt"), ca.CertPEM)
+	h, err := Load(Files{Cert: p("tls.crt"), Key: p("tls.KeyPEM"), ClientCA: p("ca.crt")}, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.MutualTLS() {
+		t.Fatal("MutualTLS false with a client CA")
+	}
+	cfg := h.ServerConfig("h2")
+	roots := tlstest.Pool(ca)
+	withCert := func(c *tlstest.Cert) *tls.Config {
+		cc := &tls.Config{RootCAs: roots, ServerName: "localhost", Time: func() time.Time { return t0 }}
+		if c != nil {
+			cc.Certificates = []tls.Certificate{c.Pair(t)}
+		}
+		return cc
+	}
+	if _, err := handshake(t, cfg, withCert(good)); err != nil {
+		t.Errorf("a client of the CA: %v", err)
+	}
+	if _, err := handshake(t, cfg, withCert(nil)); err == nil {
+		t.Errorf("a client without a certificate was let in")
+	}
+	if _, err := handshake(t, cfg, withCert(stranger)); err == nil {
+		t.Errorf("a client of another CA was let in")
+	}
+	// The CA rotates to the other one: its clients are let in, the old
+	// CA's are not.
+	tlstest.Write(t, p("ca.crt"), other.CertPEM)
+	if changed, err := h.Reload(); !changed || err != nil {
+		t.Fatalf("CA rotation: changed %v, %v", changed, err)
+	}
+	if _, err := handshake(t, cfg, withCert(stranger)); err != nil {
+		t.Errorf("after the CA rotation, a client of the new CA: %v", err)
+	}
+	// A CA file with no certificate is refused; the CA in force stays.
+	tlstest.Write(t, p("ca.crt"), []byte("not a bundle\n"))
+	if _, err := h.Reload(); err == nil || !strings.Contains(err.Error(), "client CA "+p("ca.crt")+": no PEM certificate") {
+		t.Errorf("an empty CA bundle: %v", err)
+	}
+	if _, err := handshake(t, cfg, withCert(stranger)); err != nil {
+		t.Errorf("after a refused CA, a client of the CA in force: %v", err)
+	}
+}
