@@ -6,7 +6,7 @@
 // route table (routes.go) maps method and path to a handler; there is one
 // handler file per feature: rate.go, check.go (with ratelimit.go, its
 // RateLimit fields), batch.go, copies.go, adaptive.go, pacer.go,
-// simulate.go, ops.go.
+// simulate.go, ops.go, agentstatus.go (GET /v1/status).
 //
 // Bodies are JSON, or MessagePack when the Content-Type is
 // application/msgpack (application/x-msgpack too): a map with the JSON

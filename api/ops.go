@@ -201,6 +201,7 @@ func (s *Server) Reload() (ReloadResult, error) {
 		Changed: nonNil(ch.Changed), KindChanged: nonNil(ch.KindChanged), Unchanged: ch.Unchanged, Released: ch.Released,
 	}
 	s.metrics.reloads.WithLabelValues("ok").Inc()
+	s.source.Store(&source)
 	s.log.Info("config reloaded", "source", source, "version", res.Version, "added", len(res.Added),
 		"removed", len(res.Removed), "changed", len(res.Changed)+len(res.KindChanged), "released", res.Released)
 	return res, nil

@@ -64,6 +64,7 @@ var routes = []route{
 	{"POST", "/v1/config/reload", (*Server).reloadConfig},
 	{"GET", "/metrics", (*Server).metricsPage},
 	{"GET", "/v1/peers", (*Server).peers},
+	{"GET", "/v1/status", (*Server).agentStatus}, // agentstatus.go: build, uptime, config in force, listeners
 	{"GET", "/healthz", (*Server).healthz},
 	{"GET", "/readyz", (*Server).readyz},
 

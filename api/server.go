@@ -67,6 +67,15 @@ type Options struct {
 	// as in X-Forwarded-For, whose first element is the client's address.
 	// "" (the default) means no such header.
 	CheckDomainHeader string
+	// Version and Revision name the agent's build in GET /v1/status: its
+	// release and its VCS revision; "" is shown as "unknown".
+	Version, Revision string
+	// Started is when the agent started, for GET /v1/status's uptime; the
+	// zero value means when New was called.
+	Started time.Time
+	// ConfigSource names where the first config came from (a file's path,
+	// or "built-in default"), for GET /v1/status; a reload names its own.
+	ConfigSource string
 	// LogRejections is the fraction, in [0, 1], of rejections (and shadow
 	// grants) logged at level Info as "rejected", with the resource, the
 	// domain (not for adaptive), the kind, shadow, and retry_after_ms (rate
@@ -119,6 +128,13 @@ type Server struct {
 	domainHeader string
 	tops         topSets       // the /v1/top windows of the resources in force
 	rejected     *rejectionLog // nil when rejections are not logged
+
+	// GET /v1/status (agentstatus.go): the build, the start, where the
+	// config in force came from, and the listeners Serve serves.
+	version, revision string
+	started           time.Time
+	source            atomic.Pointer[string]
+	listeners         atomic.Pointer[Listeners]
 }
 
 // generation is one engine in force and what is derived from it once.
@@ -164,7 +180,15 @@ func New(e *local.Engine, opts Options) *Server {
 		cluster: opts.Cluster,
 
 		domainHeader: opts.CheckDomainHeader,
+		version:      opts.Version,
+		revision:     opts.Revision,
+		started:      opts.Started,
 	}
+	if s.started.IsZero() {
+		s.started = time.Now()
+	}
+	source := opts.ConfigSource
+	s.source.Store(&source)
 	s.metrics = newMetrics(s)
 	s.metrics.reg.MustRegister(opts.Collectors...)
 	s.authToken, s.authEverywhere = append([]byte(nil), opts.AuthToken...), opts.AuthEverywhere

@@ -4,6 +4,7 @@
 //	agent [--config FILE] [--socket PATH|off] [--http ADDR|off] [--http-public] [--log-level LEVEL] [gossip flags]
 //	agent --check-config FILE [flags]
 //	agent --version
+//	agent status|top|peers|check|reload|config [arguments] [flags]
 //
 // Each flag but --check-config and --version has an environment variable
 // (OBOL_CONFIG, OBOL_SOCKET, OBOL_HTTP, OBOL_HTTP_PUBLIC, OBOL_LOG_LEVEL, …),
@@ -23,4 +24,15 @@
 // SIGHUP, POST /v1/config/reload and a change of the config file's content
 // (watch.go, --watch-config) reload the config. --status-http serves the
 // probes and the metrics on an address kubelet and Prometheus reach.
+//
+// A first argument that is not a flag is an operator command (command.go,
+// commands.go): it asks the running agent over its API, on the socket the
+// agent's own rule names (or --http), prints the answer (--json for
+// scripts) and exits 0 done, 1 the agent answered with an error, 2 bad
+// usage, 3 the agent could not be reached, 4 check found a rejection.
+// `agent help` lists the commands.
+//
+// --tls-cert and --tls-key (tls.go) serve TLS on the listeners off
+// loopback, with --tls-client-ca for mutual TLS; the files are polled like
+// the config file and a bad pair is refused, the one in force kept.
 package main

@@ -23,6 +23,7 @@ import (
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/internal/clock"
 	"github.com/obol-dev/obol/internal/netguard"
+	"github.com/obol-dev/obol/internal/tlsfiles"
 	"github.com/obol-dev/obol/local"
 	"github.com/obol-dev/obol/reconcile"
 	"github.com/obol-dev/obol/rls"
@@ -88,7 +89,9 @@ const stepEvery = time.Second
 // nil. Every error is reported on stderr before it is returned, as an
 // exitError carrying the exit status: 2 for bad flags, environment or config
 // (every problem is printed), 1 when the agent cannot serve. --version and
-// --check-config print on stdout and return without serving.
+// --check-config print on stdout and return without serving. A first
+// argument that is not a flag runs an operator command instead
+// (command.go), with the exit statuses it documents.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	return runOn(ctx, nil, args, getenv, stdout, stderr)
 }
@@ -98,6 +101,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // agents they run together one base of their own, so that windows start
 // where the test puts them rather than where the wall clock is.
 func runOn(ctx context.Context, base *clock.Monotonic, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	// A first argument that is not a flag names a command (command.go):
+	// flags alone, or none, run the agent.
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return runCommand(ctx, args, getenv, stdout, stderr)
+	}
 	f, err := parseFlags(args, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -134,7 +142,8 @@ type plan struct {
 	path string
 	file *configFile
 	st   settings
-	rls  *rlsPlan // nil: the rate limit service is off
+	rls  *rlsPlan         // nil: the rate limit service is off
+	tls  *tlsfiles.Holder // nil: every listener in the clear
 }
 
 // source names where the config came from, for the log.
@@ -189,6 +198,11 @@ func prepare(f flags, e env, lookup func(string) ([]net.IP, error)) (plan, error
 		errs = append(errs, unjoin(err)...)
 	}
 	p.rls = rp
+	th, err := prepareTLS(f, e, p.st, rp)
+	if err != nil {
+		errs = append(errs, unjoin(err)...)
+	}
+	p.tls = th
 	return p, errors.Join(errs...)
 }
 
@@ -223,6 +237,12 @@ func serve(ctx context.Context, p plan, base *clock.Monotonic, stderr io.Writer)
 	guards := netguard.NewSet(log)
 	guards.Hook = listenerHook
 	opts.Collectors = append(opts.Collectors, guards)
+	if p.tls != nil {
+		opts.Collectors = append(opts.Collectors, p.tls)
+		log.Info("obol agent serves TLS off loopback", "cert", p.tls.CertPath(), "subject", p.tls.Subject(),
+			"not_after", p.tls.NotAfter().UTC().Format(time.RFC3339), "mutual", p.tls.MutualTLS(),
+			"http", st.httpPublic, "rls", p.rls != nil && p.rls.public)
+	}
 	engine := local.New(p.cfg)
 	// A name conflict seen in the first minute means this agent took a name
 	// in use: it stops (the other one was there first). Later, the conflict
@@ -231,6 +251,9 @@ func serve(ctx context.Context, p plan, base *clock.Monotonic, stderr io.Writer)
 	ctx, refuse := context.WithCancelCause(ctx)
 	defer refuse(nil)
 	started := time.Now()
+	opts.Started, opts.ConfigSource = started, p.source()
+	bi, ok := debug.ReadBuildInfo()
+	opts.Version, opts.Revision = buildOf(version, bi, ok)
 	onConflict := func(other uint64) {
 		if time.Since(started) < conflictGrace {
 			refuse(fmt.Errorf("%v: another live agent uses this node name (incarnation %d); give each agent a unique --node-name", value{st.cluster.name, "--node-name"}, other))
@@ -307,7 +330,11 @@ func serve(ctx context.Context, p plan, base *clock.Monotonic, stderr io.Writer)
 	var rlsSrv *rlsRun
 	if p.rls != nil {
 		var err error
-		rlsSrv, err = startRLS(ctx, p.rls, svc, base.Now, rlsServing{drain: st.drain, limits: st.limits, guards: guards, fail: fail}, log)
+		sv := rlsServing{drain: st.drain, limits: st.limits, guards: guards, fail: fail}
+		if p.rls.public {
+			sv.tls = p.tls
+		}
+		rlsSrv, err = startRLS(ctx, p.rls, svc, base.Now, sv, log)
 		if err != nil {
 			log.Error("obol agent cannot start the rate limit service", "err", err)
 			return err
@@ -318,8 +345,12 @@ func serve(ctx context.Context, p plan, base *clock.Monotonic, stderr io.Writer)
 		opts.Collectors = append(opts.Collectors, rlsSrv.srv.Service().Stats())
 	}
 	srv := api.New(engine, opts)
-	ls, err := api.Listen(api.ListenConfig{Socket: st.socket, HTTP: st.http, AllowPublic: st.httpPublic, Status: st.status,
-		DrainTimeout: st.drain, Limits: st.limits, Guards: guards})
+	lc := api.ListenConfig{Socket: st.socket, HTTP: st.http, AllowPublic: st.httpPublic, Status: st.status,
+		DrainTimeout: st.drain, Limits: st.limits, Guards: guards}
+	if st.httpPublic && p.tls != nil {
+		lc.TLS = p.tls.ServerConfig("http/1.1")
+	}
+	ls, err := api.Listen(lc)
 	if err != nil {
 		log.Error("obol agent cannot listen", "err", err)
 		return &exitError{exitFailure, err}
@@ -364,6 +395,11 @@ func serve(ctx context.Context, p plan, base *clock.Monotonic, stderr io.Writer)
 		w := &watcher{path: p.file.path, quiet: watchQuiet, known: p.file.known,
 			reload: func() { _, _ = srv.Reload() }, log: log}
 		wg.Go(func() { w.run(stepCtx, watchEvery) })
+	}
+	if p.tls != nil {
+		// The TLS files likewise (tls.go): a new pair serves the next
+		// handshakes.
+		wg.Go(func() { watchTLS(stepCtx, p.tls, p.tls.CertPath(), log) })
 	}
 	err = srv.Serve(ctx, ls)
 	if err != nil {
@@ -489,8 +525,8 @@ func summary(p plan) string {
 			gossip += ", not encrypted"
 		}
 	}
-	return fmt.Sprintf("obol: %s is valid: %s, %s; socket %s, http %s; %s%s",
-		p.source(), res, plural(len(p.cfg.Namespaces), "namespace"), orOff(p.st.socket), orOff(p.st.http), gossip, rlsSummary(p.rls))
+	return fmt.Sprintf("obol: %s is valid: %s, %s; socket %s, http %s; %s%s%s",
+		p.source(), res, plural(len(p.cfg.Namespaces), "namespace"), orOff(p.st.socket), orOff(p.st.http), gossip, rlsSummary(p.rls), tlsSummary(p))
 }
 
 // plural returns "1 thing" or "n things".

@@ -15,6 +15,7 @@ import (
 	"github.com/obol-dev/obol/internal/lowprio"
 	"github.com/obol-dev/obol/internal/netguard"
 	"github.com/obol-dev/obol/internal/sock"
+	"github.com/obol-dev/obol/internal/tlsfiles"
 	"github.com/obol-dev/obol/reconcile"
 	"github.com/obol-dev/obol/rls"
 	"google.golang.org/grpc"
@@ -67,6 +68,7 @@ func readRLSEnv(getenv func(string) string) rlsEnv {
 // it is off.
 type rlsPlan struct {
 	dir, socket, grpc, http string
+	public                  bool // --rls-public: --rls-grpc and --rls-http may be off loopback
 	opt                     rls.Options
 	watch                   bool
 	cfg                     *rls.Config
@@ -96,6 +98,7 @@ func prepareRLS(f flags, e env) (*rlsPlan, error) {
 		grpc: str("rls-grpc", rf.grpc, re.grpc), http: str("rls-http", rf.http, re.http),
 	}
 	public := boolean("rls-public", rf.public, re.public, "OBOL_RLS_PUBLIC")
+	p.public = public
 	p.opt.ShadowMode = boolean("rls-shadow-mode", rf.shadow, re.shadow, "OBOL_RLS_SHADOW_MODE")
 	p.opt.StopIncrementOverLimit = boolean("rls-stop-increment-over-limit", rf.stopIncrement, re.stopIncrement, "OBOL_RLS_STOP_INCREMENT_OVER_LIMIT")
 	p.watch = true
@@ -215,6 +218,7 @@ type rlsServing struct {
 	limits netguard.Limits
 	guards *netguard.Set
 	fail   func(error)
+	tls    *tlsfiles.Holder // nil: in the clear; else --rls-grpc and --rls-http serve TLS (not --rls-socket)
 }
 
 // startRLS starts the service of p, its counters joined to rec (nil: the
@@ -244,7 +248,11 @@ func startRLS(ctx context.Context, p *rlsPlan, svc *rls.Service, now func() time
 			closeAll()
 			return nil, &exitError{exitFailure, fmt.Errorf("--rls-grpc: %w", err)}
 		}
-		ls = append(ls, sv.guards.Guard("rls_grpc", l, sv.limits.MaxConns).HTTP2())
+		g := sv.guards.Guard("rls_grpc", l, sv.limits.MaxConns).HTTP2()
+		if sv.tls != nil {
+			g.TLS(sv.tls.ServerConfig("h2"))
+		}
+		ls = append(ls, g)
 	}
 	var hl net.Listener
 	if p.http != "" {
@@ -253,7 +261,11 @@ func startRLS(ctx context.Context, p *rlsPlan, svc *rls.Service, now func() time
 			closeAll()
 			return nil, &exitError{exitFailure, fmt.Errorf("--rls-http: %w", err)}
 		}
-		hl = sv.guards.Guard("rls_http", l, sv.limits.MaxConns)
+		g := sv.guards.Guard("rls_http", l, sv.limits.MaxConns)
+		if sv.tls != nil {
+			g.TLS(sv.tls.ServerConfig("http/1.1"))
+		}
+		hl = g
 		r.https = r.srv.HTTPServer(sv.limits)
 	}
 	for _, l := range ls {
@@ -282,7 +294,7 @@ func startRLS(ctx context.Context, p *rlsPlan, svc *rls.Service, now func() time
 	if hl != nil {
 		addrs = append(addrs, "http "+hl.Addr().String())
 	}
-	log.Info("rate limit service started", "listeners", addrs, "config", p.dir, "domains", p.cfg.Domains(), "limits", len(p.cfg.Limits()))
+	log.Info("rate limit service started", "listeners", addrs, "tls", sv.tls != nil, "config", p.dir, "domains", p.cfg.Domains(), "limits", len(p.cfg.Limits()))
 
 	r.wg.Go(func() {
 		tick := time.NewTicker(time.Second)

@@ -65,6 +65,7 @@ type env struct {
 	idleTimeout  string // OBOL_IDLE_TIMEOUT: every listener's idle timeout
 
 	rls rlsEnv // OBOL_RLS_*: Envoy's rate limit service (rls.go)
+	tls tlsEnv // OBOL_TLS_*, OBOL_INSECURE_TOKEN: TLS off loopback (tls.go)
 }
 
 func readEnv(getenv func(string) string) env {
@@ -94,6 +95,7 @@ func readEnv(getenv func(string) string) env {
 		statusHTTP:  getenv("OBOL_STATUS_HTTP"),
 		watchConfig: getenv("OBOL_WATCH_CONFIG"),
 		rls:         readRLSEnv(getenv),
+		tls:         readTLSEnv(getenv),
 
 		maxConns:     getenv("OBOL_MAX_CONNS"),
 		readTimeout:  getenv("OBOL_READ_TIMEOUT"),
@@ -135,6 +137,7 @@ type flags struct {
 	maxConns, readTimeout, writeTimeout, idleTimeout string
 
 	rls rlsFlags // Envoy's rate limit service (rls.go)
+	tls tlsFlags // TLS off loopback (tls.go)
 
 	set map[string]bool // the flags given
 }
@@ -142,6 +145,10 @@ type flags struct {
 const usage = `Usage: agent [flags]
        agent --check-config FILE [flags]
        agent --version
+       agent COMMAND [arguments] [flags]
+
+Commands ask a running agent and print its answer (--json for scripts):
+status, top, peers, check, reload, config; agent help lists them.
 
 obol's agent: a rate-limiting sidecar serving the local API on a Unix socket
 and a loopback HTTP address. Each flag but --check-config and --version has
@@ -188,6 +195,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.writeTimeout, "write-timeout", "", "every listener's bound on writing one reply, a Go duration (env OBOL_WRITE_TIMEOUT; default "+netguard.DefaultWriteTimeout.String()+")")
 	fs.StringVar(&f.idleTimeout, "idle-timeout", "", "how long every listener keeps a connection with no request in flight, a Go duration (env OBOL_IDLE_TIMEOUT; default "+netguard.DefaultIdleTimeout.String()+")")
 	f.rls.register(fs)
+	f.tls.register(fs)
 	out := stderr
 	fs.Usage = func() {
 		fmt.Fprint(out, usage)
@@ -204,9 +212,13 @@ func parseFlags(args []string, stdout, stderr io.Writer) (flags, error) {
 		return f, err
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected argument %q\n", fs.Arg(0))
+		err := fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		if a := fs.Arg(0); a == "help" || lookupCommand(a) != nil {
+			err = fmt.Errorf("unexpected argument %q: a command comes first (agent %s [flags])", a, a)
+		}
+		fmt.Fprintln(stderr, err)
 		fs.Usage()
-		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return f, err
 	}
 	var errs []error
 	fs.Visit(func(fl *flag.Flag) {
@@ -321,6 +333,31 @@ func pick(vs ...value) value {
 	return value{}
 }
 
+// socketValue returns the Unix socket setting: --socket, else OBOL_SOCKET,
+// else the config file's agent.socket; v "" means the default path
+// (defaultSocket), off none. The agent listens by this rule and its
+// commands (command.go) dial by it.
+func socketValue(f flags, e env, cfg *config.Config) value {
+	return pick(value{f.socket, "--socket"}, value{e.socket, "OBOL_SOCKET"}, value{cfg.Agent.Socket, "config agent.socket"})
+}
+
+// httpValue returns the HTTP listener setting: --http, else OBOL_HTTP,
+// else the config file's agent.http, else the default; off means none.
+func httpValue(f flags, e env, cfg *config.Config) value {
+	return pick(value{f.http, "--http"}, value{e.http, "OBOL_HTTP"}, value{cfg.Agent.HTTP, "config agent.http"}, value{defaultHTTP, "the default --http"})
+}
+
+// defaultSocket returns the socket path when none is given: sock.DefaultPath
+// with e's XDG_RUNTIME_DIR.
+func defaultSocket(e env) string {
+	return sock.DefaultPath(func(k string) string {
+		if k == "XDG_RUNTIME_DIR" {
+			return e.runtimeDir
+		}
+		return ""
+	})
+}
+
 // resolve merges flags, environment, the config file's agent: and gossip:
 // keys and the defaults, in that order of precedence, and checks the
 // result. Its error joins every problem, each naming the flag, variable or
@@ -332,17 +369,11 @@ func resolve(f flags, e env, cfg *config.Config) (settings, error) {
 		errs = append(errs, fmt.Errorf("%v: "+format, append([]any{v}, args...)...))
 	}
 
-	sockV := pick(value{f.socket, "--socket"}, value{e.socket, "OBOL_SOCKET"}, value{cfg.Agent.Socket, "config agent.socket"})
-	httpV := pick(value{f.http, "--http"}, value{e.http, "OBOL_HTTP"}, value{cfg.Agent.HTTP, "config agent.http"}, value{defaultHTTP, "the default --http"})
+	sockV, httpV := socketValue(f, e, cfg), httpValue(f, e, cfg)
 	switch {
 	case sockV.v == off:
 	case sockV.v == "":
-		s.socket = sock.DefaultPath(func(k string) string {
-			if k == "XDG_RUNTIME_DIR" {
-				return e.runtimeDir
-			}
-			return ""
-		})
+		s.socket = defaultSocket(e)
 	default:
 		s.socket = sockV.v
 		if n := len(sockV.v); n > sock.MaxPathLen() {

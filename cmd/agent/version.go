@@ -46,6 +46,25 @@ func versionText(stamped string, bi *debug.BuildInfo, ok bool) string {
 	return b.String()
 }
 
+// buildOf returns the version and the VCS revision GET /v1/status shows:
+// the stamped version, else the main module's, and the revision the build
+// recorded; "" for what bi (ok false: none) does not say.
+func buildOf(stamped string, bi *debug.BuildInfo, ok bool) (version, revision string) {
+	version = stamped
+	if !ok || bi == nil {
+		return version, ""
+	}
+	if version == "" {
+		version = bi.Main.Version
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			revision = s.Value
+		}
+	}
+	return version, revision
+}
+
 func orUnknown(s string) string {
 	if s == "" {
 		return "unknown"

@@ -118,6 +118,9 @@ func observe(path string) observation {
 // It is not safe for concurrent use (one goroutine runs it).
 type watcher struct {
 	path   string
+	what   string             // what is watched, in the log lines: "config file" when ""
+	keeps  string             // what the log says while it cannot be read: "the config in force stays, watching for the file" when ""
+	read   func() observation // one read of what is watched: observe(path) when nil
 	quiet  time.Duration
 	known  func(digest) bool // content in force or refused last (configFile.known)
 	reload func()            // the server's reload: loads, logs, counts
@@ -136,14 +139,14 @@ func (w *watcher) step(now time.Time, o observation) bool {
 	if o.err != nil {
 		if !w.unreadable {
 			w.unreadable = true
-			w.log.Warn("config file cannot be read; the config in force stays, watching for the file", "path", w.path, "err", o.err)
+			w.log.Warn(w.whatOr()+" cannot be read; "+or(w.keeps, "the config in force stays, watching for the file"), "path", w.path, "err", o.err)
 		}
 		w.hasPending = false
 		return false
 	}
 	if w.unreadable {
 		w.unreadable = false
-		w.log.Info("config file can be read again", "path", w.path)
+		w.log.Info(w.whatOr()+" can be read again", "path", w.path)
 	}
 	if w.known(o.sum) {
 		w.hasPending = false // back to what is in force, or loaded by another
@@ -157,12 +160,25 @@ func (w *watcher) step(now time.Time, o observation) bool {
 		return false
 	}
 	w.hasPending = false
-	w.log.Info("config file changed; reloading", "path", w.path)
+	w.log.Info(w.whatOr()+" changed; reloading", "path", w.path)
 	w.reload()
 	return true
 }
 
 // run reads the file every interval and steps until ctx is done.
 func (w *watcher) run(ctx context.Context, every time.Duration) {
-	stepLoop(ctx, every, time.Now, func(now time.Time) { w.step(now, observe(w.path)) })
+	read := w.read
+	if read == nil {
+		read = func() observation { return observe(w.path) }
+	}
+	stepLoop(ctx, every, time.Now, func(now time.Time) { w.step(now, read()) })
+}
+
+func (w *watcher) whatOr() string { return or(w.what, "config file") }
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

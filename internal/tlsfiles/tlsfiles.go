@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/internal/safefile"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // MaxFileSize bounds each file read: a certificate chain, a key or a CA
@@ -233,3 +234,26 @@ func hasBlock(data []byte, suffix string) error {
 	}
 	return errors.New("no PEM block of type " + suffix + " in it; expected a PEM file (-----BEGIN " + suffix + "-----)")
 }
+
+var (
+	descExpiry  = prometheus.NewDesc("obol_tls_certificate_expiry_timestamp_seconds", "When the TLS certificate in force expires (Unix seconds).", nil, nil)
+	descReloads = prometheus.NewDesc("obol_tls_reloads_total", "Reloads of the TLS files: ok put a new pair in force, refused kept the one in force (the reason is logged).", []string{"result"}, nil)
+)
+
+// Describe and Collect make a Holder a prometheus.Collector of its
+// figures: obol_tls_certificate_expiry_timestamp_seconds and
+// obol_tls_reloads_total{result="ok"|"refused"}.
+func (h *Holder) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descExpiry
+	ch <- descReloads
+}
+
+func (h *Holder) Collect(ch chan<- prometheus.Metric) {
+	ok, refused := h.Reloads()
+	ch <- prometheus.MustNewConstMetric(descExpiry, prometheus.GaugeValue, float64(h.NotAfter().Unix()))
+	ch <- prometheus.MustNewConstMetric(descReloads, prometheus.CounterValue, float64(ok), "ok")
+	ch <- prometheus.MustNewConstMetric(descReloads, prometheus.CounterValue, float64(refused), "refused")
+}
+
+// CertPath returns the certificate's path, for logs.
+func (h *Holder) CertPath() string { return h.files.Cert }

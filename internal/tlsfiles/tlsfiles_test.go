@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/internal/tlsfiles/tlstest"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 var t0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -213,5 +214,42 @@ func TestMutualTLS(t *testing.T) {
 	}
 	if _, err := handshake(t, cfg, withCert(stranger)); err != nil {
 		t.Errorf("after a refused CA, a client of the CA in force: %v", err)
+	}
+}
+
+// The figures: the certificate's expiry and the reloads, ok and refused.
+func TestMetrics(t *testing.T) {
+	files := tlstest.WriteFiles(t, t.TempDir())
+	h, err := Load(Files{Cert: files.Cert, Key: files.Key}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlstest.Write(t, files.Key, []byte("garbage"))
+	h.Reload()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(h)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "/" + l.GetValue()
+			}
+			got[name] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{
+		"obol_tls_certificate_expiry_timestamp_seconds": float64(files.Server.X509.NotAfter.Unix()),
+		"obol_tls_reloads_total/ok":                     0,
+		"obol_tls_reloads_total/refused":                1,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
+		}
 	}
 }
