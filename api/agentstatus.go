@@ -19,8 +19,8 @@ import (
 // read-only and off the hot path (the hash marshals the config in force on
 // each call, as GET /v1/config does).
 
-// statusReply is the reply of GET /v1/status.
-type statusReply struct {
+// StatusReply is the reply of GET /v1/status.
+type StatusReply struct {
 	Version   string `json:"version"`
 	Revision  string `json:"revision"`
 	GoVersion string `json:"go_version"`
@@ -38,13 +38,13 @@ type statusReply struct {
 	ConfigSHA256  string         `json:"config_sha256"`
 	ConfigSource  string         `json:"config_source"`
 	Resources     int            `json:"resources"`
-	Listeners     []listenerInfo `json:"listeners"`
+	Listeners     []ListenerInfo `json:"listeners"`
 }
 
-// listenerInfo is one listener of GET /v1/status. Connections and
+// ListenerInfo is one listener of GET /v1/status. Connections and
 // MaxConnections are absent when the listener is not guarded (an agent
 // embedded without a netguard.Set).
-type listenerInfo struct {
+type ListenerInfo struct {
 	Name           string `json:"name"`
 	Address        string `json:"address"`
 	Connections    *int   `json:"connections,omitempty"`
@@ -55,7 +55,7 @@ type listenerInfo struct {
 // then the status listener, then the rate limit service's.
 var listenerOrder = []string{"socket", "http", "status", "rls_socket", "rls_grpc", "rls_http"}
 
-// GET /v1/status → statusReply.
+// GET /v1/status → StatusReply.
 func (s *Server) agentStatus(ctx *fasthttp.RequestCtx, _ params) {
 	g := s.gen.Load()
 	cfg, err := json.Marshal(g.engine.Config())
@@ -64,7 +64,7 @@ func (s *Server) agentStatus(ctx *fasthttp.RequestCtx, _ params) {
 		return
 	}
 	sum := sha256.Sum256(cfg)
-	reply := statusReply{
+	reply := StatusReply{
 		Version: orUnknown(s.version), Revision: orUnknown(s.revision), GoVersion: runtime.Version(),
 		Node: s.name, Ready: s.Ready(),
 		StartedAtMs: s.started.UnixMilli(), UptimeMs: max(0, time.Since(s.started).Milliseconds()),
@@ -81,17 +81,17 @@ func (s *Server) agentStatus(ctx *fasthttp.RequestCtx, _ params) {
 // its netguard.Set (the rate limit service's among them, when the agent
 // guards them with the same set), else its own; none for a nil l (Serve
 // has not started).
-func (l *Listeners) describe() []listenerInfo {
-	out := []listenerInfo{}
+func (l *Listeners) describe() []ListenerInfo {
+	out := []ListenerInfo{}
 	if l == nil {
 		return out
 	}
 	for _, gl := range l.guards.Listeners() {
 		open, max := gl.Open(), gl.Max()
-		out = append(out, listenerInfo{Name: gl.Name(), Address: gl.Addr().String(), Connections: &open, MaxConnections: &max})
+		out = append(out, ListenerInfo{Name: gl.Name(), Address: gl.Addr().String(), Connections: &open, MaxConnections: &max})
 	}
 	if len(out) == 0 {
-		for _, li := range []listenerInfo{{"socket", l.SocketPath(), nil, nil}, {"http", l.HTTPAddr(), nil, nil}, {"status", l.StatusAddr(), nil, nil}} {
+		for _, li := range []ListenerInfo{{"socket", l.SocketPath(), nil, nil}, {"http", l.HTTPAddr(), nil, nil}, {"status", l.StatusAddr(), nil, nil}} {
 			if li.Address != "" {
 				out = append(out, li)
 			}
@@ -103,7 +103,7 @@ func (l *Listeners) describe() []listenerInfo {
 		}
 		return len(listenerOrder)
 	}
-	slices.SortStableFunc(out, func(a, b listenerInfo) int { return rank(a.Name) - rank(b.Name) })
+	slices.SortStableFunc(out, func(a, b ListenerInfo) int { return rank(a.Name) - rank(b.Name) })
 	return out
 }
 

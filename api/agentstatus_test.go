@@ -1,11 +1,9 @@
 package api
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -20,12 +18,12 @@ import (
 )
 
 // statusOf decodes a GET /v1/status reply.
-func statusOf(t *testing.T, r reply) statusReply {
+func statusOf(t *testing.T, r reply) StatusReply {
 	t.Helper()
 	if r.status != 200 {
 		t.Fatalf("/v1/status: %d %s", r.status, r.body)
 	}
-	var st statusReply
+	var st StatusReply
 	if err := json.Unmarshal(r.body, &st); err != nil {
 		t.Fatalf("/v1/status reply: %v: %s", err, r.body)
 	}
@@ -63,9 +61,9 @@ func TestAgentStatus(t *testing.T) {
 	h.serve()
 
 	st := statusOf(t, h.do("GET", "/v1/status", ""))
-	want := statusReply{Version: "v1.2.3", Revision: "abc123", GoVersion: runtime.Version(), Node: "node-a", Ready: true,
+	want := StatusReply{Version: "v1.2.3", Revision: "abc123", GoVersion: runtime.Version(), Node: "node-a", Ready: true,
 		StartedAtMs: started.UnixMilli(), UptimeMs: st.UptimeMs, ConfigVersion: 1, ConfigSHA256: configHash(t, h),
-		ConfigSource: "/etc/obol/obol.yaml", Resources: 6, Listeners: []listenerInfo{}}
+		ConfigSource: "/etc/obol/obol.yaml", Resources: 6, Listeners: []ListenerInfo{}}
 	if !reflect.DeepEqual(st, want) {
 		t.Errorf("status\n%+v\nwant\n%+v", st, want)
 	}
@@ -152,16 +150,10 @@ func TestAgentStatusListeners(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := New(testEngine(t), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			ready := waitReady(srv)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- srv.Serve(ctx, ls) }()
-			defer func() { cancel(); <-done }()
-			ready(t)
+			serving(t, ls)
 
 			code, body := get(t, unixClient(sock), "http://obol/v1/status")
-			var st statusReply
+			var st StatusReply
 			if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil {
 				t.Fatalf("/v1/status: %d %s (%v)", code, body, err)
 			}

@@ -92,8 +92,8 @@ type LagHistogram struct {
 // under "origins" (local.Contribution, which the cluster fills).
 type Contribution = local.Contribution
 
-// peerReply is one node of GET /v1/peers.
-type peerReply struct {
+// PeerReply is one node of GET /v1/peers.
+type PeerReply struct {
 	Name          string `json:"name"`
 	Address       string `json:"address"`
 	State         string `json:"state"`
@@ -108,13 +108,13 @@ type peerReply struct {
 // none arrived yet) and the gossip bytes exchanged with it. Alone (no
 // cluster configured) it lists this node only, with its HTTP address.
 func (s *Server) peers(ctx *fasthttp.RequestCtx, _ params) {
-	out := []peerReply{}
+	out := []PeerReply{}
 	if s.cluster == nil {
-		out = append(out, peerReply{Name: s.name, Address: *s.address.Load(), State: "alive", Self: true})
+		out = append(out, PeerReply{Name: s.name, Address: *s.address.Load(), State: "alive", Self: true})
 	} else {
 		now := s.now()
 		for _, p := range s.cluster.Peers() {
-			r := peerReply{Name: p.Name, Address: p.Address, State: p.State, Self: p.Self, BytesIn: p.BytesIn, BytesOut: p.BytesOut, LastSyncAgeMs: -1}
+			r := PeerReply{Name: p.Name, Address: p.Address, State: p.State, Self: p.Self, BytesIn: p.BytesIn, BytesOut: p.BytesOut, LastSyncAgeMs: -1}
 			switch {
 			case p.Self:
 				r.LastSyncAgeMs = 0
@@ -122,14 +122,14 @@ func (s *Server) peers(ctx *fasthttp.RequestCtx, _ params) {
 				r.LastSyncAgeMs = max(0, now.Sub(p.LastSync).Milliseconds())
 			}
 			if p.Self {
-				out = append([]peerReply{r}, out...)
+				out = append([]PeerReply{r}, out...)
 			} else {
 				out = append(out, r)
 			}
 		}
 	}
 	s.replyJSON(ctx, struct {
-		Peers []peerReply `json:"peers"`
+		Peers []PeerReply `json:"peers"`
 	}{out})
 }
 

@@ -202,13 +202,7 @@ func TestServeTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(testEngine(t), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	ready := waitReady(srv)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ls) }()
-	defer func() { cancel(); <-done }()
-	ready(t)
+	serving(t, ls)
 	tc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: tlstest.Pool(files.CA)}}}
 	if status, body := get(t, tc, "https://"+ls.HTTPAddr()+"/v1/peers"); status != 200 || !strings.Contains(body, `"address":"`+ls.HTTPAddr()+`"`) {
 		t.Errorf("peers over TLS: %d %s", status, body)
@@ -223,4 +217,17 @@ func TestServeTLS(t *testing.T) {
 	if status, _ := get(t, unixClient(sock), "http://obol/healthz"); status != 200 {
 		t.Errorf("healthz over the socket: %d", status)
 	}
+}
+
+// serving serves a test server on ls, once it is ready, until the test
+// ends.
+func serving(t *testing.T, ls *Listeners) {
+	t.Helper()
+	srv := New(testEngine(t), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ready := waitReady(srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ls) }()
+	t.Cleanup(func() { cancel(); <-done })
+	ready(t)
 }

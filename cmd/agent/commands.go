@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/obol-dev/obol/api"
 	"io"
 	"net/http"
 	"net/url"
@@ -99,37 +100,11 @@ not a path (_file, _path, _dir) is printed as "REDACTED".`,
 	run: runConfig,
 }
 
-// agentStatus is GET /v1/status's reply, as the commands read it.
+// agentStatus is GET /v1/status's reply (the api package's own type),
+// with the peers status adds from GET /v1/peers.
 type agentStatus struct {
-	Version       string `json:"version"`
-	Revision      string `json:"revision"`
-	GoVersion     string `json:"go_version"`
-	Node          string `json:"node"`
-	Ready         bool   `json:"ready"`
-	StartedAtMs   int64  `json:"started_at_ms"`
-	UptimeMs      int64  `json:"uptime_ms"`
-	ConfigVersion int64  `json:"config_version"`
-	ConfigSHA256  string `json:"config_sha256"`
-	ConfigSource  string `json:"config_source"`
-	Resources     int    `json:"resources"`
-	Listeners     []struct {
-		Name           string `json:"name"`
-		Address        string `json:"address"`
-		Connections    *int   `json:"connections,omitempty"`
-		MaxConnections *int   `json:"max_connections,omitempty"`
-	} `json:"listeners"`
-	Peers []peerInfo `json:"peers,omitempty"`
-}
-
-// peerInfo is one member of GET /v1/peers.
-type peerInfo struct {
-	Name          string `json:"name"`
-	Address       string `json:"address"`
-	State         string `json:"state"`
-	LastSyncAgeMs int64  `json:"last_sync_age_ms"`
-	Self          bool   `json:"self"`
-	BytesIn       uint64 `json:"bytes_in"`
-	BytesOut      uint64 `json:"bytes_out"`
+	api.StatusReply
+	Peers []api.PeerReply `json:"peers,omitempty"`
 }
 
 // notReadyError: status found the agent answering but not ready.
@@ -174,7 +149,7 @@ func runStatus(c *cmdRun, _ []string) error {
 // (the version and the hash of its config member), /v1/peers (the node's
 // name) and /metrics (process_start_time_seconds, for the uptime).
 func statusOfOlder(c *cmdRun) error {
-	st := agentStatus{Version: "unknown", Revision: "unknown", GoVersion: "unknown"}
+	st := agentStatus{StatusReply: api.StatusReply{Version: "unknown", Revision: "unknown", GoVersion: "unknown"}}
 	ready, err := c.agent.do(c.ctx, http.MethodGet, "/readyz")
 	if err != nil {
 		return err
@@ -196,7 +171,7 @@ func statusOfOlder(c *cmdRun) error {
 		st.Resources = len(res.Resources)
 	}
 	var peers struct {
-		Peers []peerInfo `json:"peers"`
+		Peers []api.PeerReply `json:"peers"`
 	}
 	if _, err := c.agent.getJSON(c.ctx, "/v1/peers", &peers); err != nil {
 		return err
@@ -306,7 +281,7 @@ func printStatus(w io.Writer, st *agentStatus) {
 
 // peerSummary is "none: the agent runs alone", or how many peers are in
 // each state.
-func peerSummary(peers []peerInfo) string {
+func peerSummary(peers []api.PeerReply) string {
 	states := map[string]int{}
 	var order []string
 	n := 0
@@ -386,7 +361,7 @@ func runTop(c *cmdRun, args []string) error {
 
 func runPeers(c *cmdRun, _ []string) error {
 	var peers struct {
-		Peers []peerInfo `json:"peers"`
+		Peers []api.PeerReply `json:"peers"`
 	}
 	raw, err := c.agent.getJSON(c.ctx, "/v1/peers", &peers)
 	if err != nil {
@@ -496,16 +471,7 @@ func runReload(c *cmdRun, _ []string) error {
 	if err != nil {
 		return err
 	}
-	var r struct {
-		Version     int64    `json:"version"`
-		Source      string   `json:"source"`
-		Added       []string `json:"added"`
-		Removed     []string `json:"removed"`
-		Changed     []string `json:"changed"`
-		KindChanged []string `json:"kind_changed"`
-		Unchanged   int      `json:"unchanged"`
-		Released    int      `json:"released"`
-	}
+	var r api.ReloadResult
 	if err := json.Unmarshal(ans.body, &r); err != nil {
 		return &answerError{status: ans.status, code: "bad_reply", message: fmt.Sprintf("POST /v1/config/reload: %v", err)}
 	}
