@@ -67,12 +67,19 @@ func TestOpenLoopRate(t *testing.T) {
 	srv := serveInProcess(t, granted)
 	bodies, _ := buildBodies(requestJSON, testResources, 100, 1)
 	spec := loadSpec{srv: srv, sc: requestJSON, bodies: bodies, conns: 4, rate: 2000, seed: 1}
-	res, err := runPhase(context.Background(), spec, phaseTiming{warmup: 100 * time.Millisecond, dur: 500 * time.Millisecond, hz: 100})
+	timing := phaseTiming{warmup: 100 * time.Millisecond, dur: 500 * time.Millisecond, hz: 100}
+	res, err := runPhase(context.Background(), spec, timing)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rps := res.rps(); rps < 1500 || rps > 2300 {
-		t.Errorf("open loop at 2000/s answered %.0f/s", rps)
+	// The schedule bounds what can be answered in the measured interval:
+	// at most every request scheduled up to its end, those of the warmup
+	// included (a backlog the warmup left is answered in the interval: on
+	// a loaded machine 2,321/s was seen). Below, half the rate: the
+	// generator sends, whatever the machine's load.
+	most := spec.rate * (timing.warmup + timing.dur).Seconds() / timing.dur.Seconds()
+	if rps := res.rps(); rps < spec.rate/2 || rps > most {
+		t.Errorf("open loop at %.0f/s answered %.0f/s, want %.0f to %.0f", spec.rate, rps, spec.rate/2, most)
 	}
 }
 
