@@ -55,7 +55,8 @@ var routes = []route{
 
 	// Simulation (simulate.go).
 	{"POST", "/v1/simulate", (*Server).simulate},
-	{"POST", "/v1/simulate/cluster", (*Server).simulateCluster}, // simcluster.go: N agents on a virtual clock
+	{"POST", "/v1/simulate/cluster", (*Server).simulateCluster},            // simcluster.go: N agents on a virtual clock
+	{"POST", "/v1/simulate/cluster/sweep", (*Server).simulateClusterSweep}, // simsweep.go: that cluster at each drift of a list
 
 	// Operations (ops.go).
 	{"GET", "/v1/state", (*Server).state},

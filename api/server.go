@@ -56,9 +56,10 @@ type Options struct {
 	// the time it may take on the clock; 0 means DefaultSimulateTimeLimit.
 	// A simulation past either is stopped and answered 413 too_large.
 	SimulateTimeLimit time.Duration
-	// ClusterSimulator runs POST /v1/simulate/cluster's simulations (the
-	// agent passes sim/cluster's Endpoint); nil means the endpoint answers
-	// 404 not_found.
+	// ClusterSimulator runs POST /v1/simulate/cluster's simulations and
+	// the sweep's (the agent passes sim/cluster's Endpoint); nil means both
+	// answer 404 not_found, and so does the sweep when it is not also a
+	// ClusterEstimator.
 	ClusterSimulator ClusterSimulator
 	// CheckDomainHeader names a request header that GET /v1/check takes
 	// the domain from when the request gives neither the query parameter
@@ -120,7 +121,7 @@ type Server struct {
 	reload         sync.Mutex // one reload at a time
 	cluster        ClusterView
 	sim            simGuard         // bounds POST /v1/simulate (simulate.go)
-	clusterSim     ClusterSimulator // runs POST /v1/simulate/cluster (simcluster.go); nil: none
+	clusterSim     ClusterSimulator // runs POST /v1/simulate/cluster (simcluster.go) and its sweep (simsweep.go); nil: none
 	authToken      []byte           // auth.go
 	authEverywhere bool
 	connLog        *connLogger // fasthttp's messages, cut and rate-limited (connlog.go)

@@ -31,7 +31,8 @@ import (
 // refuses (the text after it names the field), one wrapping
 // sim.ErrTooMuchWork over sc.MaxEvents, sc.Yield's error as it is. It must
 // be safe for concurrent use (one server runs one simulation at a time, but
-// servers may share a simulator).
+// servers may share a simulator). One that is also a ClusterEstimator
+// serves POST /v1/simulate/cluster/sweep too (simsweep.go).
 type ClusterSimulator interface {
 	SimulateCluster(ctx context.Context, sc sim.ClusterScenario) (sim.ClusterFigures, error)
 }
@@ -77,16 +78,32 @@ const clusterFields = "resource, nodes, sync_interval_ms, drift, delay_ms, loss,
 // Resource parsed and normalized). Every error names the field; the
 // simulator checks the rest when it runs.
 func decodeCluster(data []byte) (sim.ClusterScenario, error) {
-	var sc sim.ClusterScenario
 	var b clusterBody
+	if err := decodeClusterJSON(data, &b, clusterFields); err != nil {
+		return sim.ClusterScenario{}, err
+	}
+	return b.scenario()
+}
+
+// decodeClusterJSON decodes data, one JSON object, into v (a body struct
+// whose fields are fields, for the unknown-field error), its errors worded
+// as field errors.
+func decodeClusterJSON(data []byte, v any, fields string) error {
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.DisallowUnknownFields()
-	if err := d.Decode(&b); err != nil {
-		return sc, clusterJSONError(err)
+	if err := d.Decode(v); err != nil {
+		return clusterJSONError(err, fields)
 	}
 	if d.More() {
-		return sc, &fieldError{Field: "body", Msg: "must be one JSON object, got more after it"}
+		return &fieldError{Field: "body", Msg: "must be one JSON object, got more after it"}
 	}
+	return nil
+}
+
+// scenario checks b's fields and returns its scenario (its Resource parsed
+// and normalized). Every error names the field.
+func (b *clusterBody) scenario() (sim.ClusterScenario, error) {
+	var sc sim.ClusterScenario
 	if len(b.Resource) == 0 || string(b.Resource) == "null" {
 		return sc, &fieldError{Field: "resource", Msg: "required field is missing"}
 	}
@@ -160,8 +177,9 @@ func decodeCluster(data []byte) (sim.ClusterScenario, error) {
 	return sc, nil
 }
 
-// clusterJSONError words encoding/json's errors as field errors.
-func clusterJSONError(err error) error {
+// clusterJSONError words encoding/json's errors as field errors; fields
+// lists the body's fields, for the unknown-field error.
+func clusterJSONError(err error, fields string) error {
 	var te *json.UnmarshalTypeError
 	var se *json.SyntaxError
 	switch {
@@ -171,7 +189,7 @@ func clusterJSONError(err error) error {
 		return &fieldError{Field: "body", Msg: fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, err)}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return &fieldError{Field: f, Msg: "unknown field; expected one of " + clusterFields}
+		return &fieldError{Field: f, Msg: "unknown field; expected one of " + fields}
 	}
 	return &fieldError{Field: "body", Msg: err.Error()}
 }
@@ -222,32 +240,34 @@ func (s *Server) simulateCluster(ctx *fasthttp.RequestCtx, _ params) {
 	s.oneSimulation(ctx, s.runClusterSimulation)
 }
 
+// readClusterBody reads a cluster simulation's body as JSON: a MessagePack
+// body is turned into the JSON object it spells.
+func readClusterBody(ctx *fasthttp.RequestCtx) ([]byte, error) {
+	body, f, err := readBody(ctx)
+	if err != nil || f != formatMsgpack {
+		return body, err
+	}
+	var rd mpwire.Reader
+	rd.Reset(body)
+	if body, err = rd.AppendJSON(nil, "body", 0); err == nil {
+		err = rd.End()
+	}
+	return body, err
+}
+
 func (s *Server) runClusterSimulation(ctx *fasthttp.RequestCtx) {
 	pace := s.sim.pace()
-	body, f, err := readBody(ctx)
+	body, err := readClusterBody(ctx)
 	if err != nil {
 		s.fail(ctx, err)
 		return
-	}
-	if f == formatMsgpack {
-		var rd mpwire.Reader
-		rd.Reset(body)
-		if body, err = rd.AppendJSON(nil, "body", 0); err == nil {
-			err = rd.End()
-		}
-		if err != nil {
-			s.fail(ctx, err)
-			return
-		}
 	}
 	sc, err := decodeCluster(body)
 	if err != nil {
 		s.fail(ctx, err)
 		return
 	}
-	sc.MaxEvents = maxClusterEvents
-	sc.Label = "obol" // the agent's default label: its bytes count in every datagram
-	sc.Yield = pace.Step
+	sc = bounded(sc, pace)
 	var out struct {
 		clusterFigures
 		TickOnly clusterFigures `json:"tick_only"`
@@ -268,18 +288,8 @@ func (s *Server) runClusterSimulation(ctx *fasthttp.RequestCtx) {
 		if errors.Is(err, sim.ErrTimeLimit) || errors.Is(err, sim.ErrWallLimit) {
 			events = freeAfterEvents // stopped at its limit: as large as runs get
 		}
-		switch {
-		case errors.Is(err, sim.ErrScenario):
-			s.fail(ctx, &fieldError{Field: "", Msg: strings.TrimPrefix(err.Error(), sim.ErrScenario.Error()+": ")})
-			return
-		case errors.Is(err, sim.ErrTooMuchWork):
-			s.fail(ctx, tooLarge("%s; the endpoint's budget is %d events per run", strings.TrimPrefix(err.Error(), sim.ErrTooMuchWork.Error()+": "), maxClusterEvents))
-			return
-		case errors.Is(err, sim.ErrTimeLimit), errors.Is(err, sim.ErrWallLimit):
-			s.fail(ctx, simStopped(pace, err, "cluster simulation", "", "simulate fewer nodes, a lower rate or a shorter duration"))
-			return
-		case err != nil:
-			s.fail(ctx, fmt.Errorf("cluster simulation: %w", err))
+		if err != nil {
+			s.fail(ctx, clusterRunError(pace, err, "cluster simulation", "", "simulate fewer nodes, a lower rate or a shorter duration"))
 			return
 		}
 		if i == 0 {
@@ -296,4 +306,31 @@ func (s *Server) runClusterSimulation(ctx *fasthttp.RequestCtx) {
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType(contentTypes[formatJSON])
 	ctx.Response.SetBodyRaw(js)
+}
+
+// clusterRunError is the reply to err, a cluster run's error (not nil):
+// 400 for a scenario the simulator refuses, 413 over the work budget or
+// stopped by pace (what names the simulation, done its progress, hint what
+// to simulate instead, as simStopped), else an internal error.
+func clusterRunError(pace *sim.Pace, err error, what, done, hint string) error {
+	switch {
+	case errors.Is(err, sim.ErrScenario):
+		return &fieldError{Field: "", Msg: strings.TrimPrefix(err.Error(), sim.ErrScenario.Error()+": ")}
+	case errors.Is(err, sim.ErrTooMuchWork):
+		return tooLarge("%s; the endpoint's budget is %d events per run", strings.TrimPrefix(err.Error(), sim.ErrTooMuchWork.Error()+": "), maxClusterEvents)
+	case errors.Is(err, sim.ErrTimeLimit), errors.Is(err, sim.ErrWallLimit):
+		return simStopped(pace, err, what, done, hint)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// bounded is sc as the agent runs it: within the endpoint's event budget,
+// with the agent's default gossip label (its bytes count in every
+// datagram, so the same body gives the same figures on both endpoints),
+// yielding to pace.
+func bounded(sc sim.ClusterScenario, pace *sim.Pace) sim.ClusterScenario {
+	sc.MaxEvents = maxClusterEvents
+	sc.Label = "obol"
+	sc.Yield = pace.Step
+	return sc
 }

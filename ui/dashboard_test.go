@@ -11,6 +11,8 @@ import (
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+
+	"github.com/obol-dev/obol/config"
 )
 
 // TestDashboard loads each view of the dashboard in headless Chromium
@@ -245,6 +247,177 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("console errors: %q", errs)
 		}
 	})
+}
+
+// TestDashboardSweep runs the drift tuner's sweep in headless Chromium
+// against a real agent and checks every plotted point against
+// /v1/simulate/cluster. It has a browser and an agent of its own: the
+// browser's time bound is not shared with TestDashboard's steps, whose
+// default-sized tuner runs take most of it on a loaded machine under the
+// race detector.
+func TestDashboardSweep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser; run without -short")
+	}
+	b := newBrowser(t)
+	a := startAgent(t)
+
+	b.step(t, "the drift sweep plots the figures the endpoint returns at each drift", func(t *testing.T) {
+		// A small cluster for a short time: 11 runs (10 drifts and
+		// tick-only) of about 400 events each. Offered three times the
+		// limit, tick-only shipping and the largest drift over-admit;
+		// the small drifts do not. The form is filled in before the
+		// tuner is shown, so that the run the view starts with is this
+		// small one, not the default.
+		b.run(t, "open the page", chromedp.Navigate("about:blank"), chromedp.Navigate(a.base+"/#live"), chromedp.WaitVisible(`#tab-tuner`))
+		form := map[string]string{"t-nodes": "3", "t-sync": "250", "t-drift": "0.04", "t-delay": "2", "t-loss": "0",
+			"t-limit": "50", "t-window": "1", "t-offered": "150", "t-duration": "2", "t-target": "2", "t-name": "api/search", "t-skew": "even"}
+		acts := []chromedp.Action{}
+		for id, v := range form {
+			acts = append(acts, chromedp.SetValue("#"+id, v, chromedp.ByQuery))
+		}
+		acts = append(acts, chromedp.Click(`#tab-tuner`, chromedp.ByQuery), chromedp.WaitVisible(`#t-sweep`), chromedp.Click(`#t-sweep`, chromedp.ByQuery),
+			chromedp.Poll(`!!(window.obolTuner.lastSweep || window.obolTuner.lastSweepError)`, nil, chromedp.WithPollingTimeout(60*time.Second)))
+		b.run(t, "sweep", acts...)
+		var failed string
+		b.run(t, "read the outcome", chromedp.Evaluate(`window.obolTuner.lastSweepError ? window.obolTuner.lastSweepError.status + " " + window.obolTuner.lastSweepError.message : ""`, &failed))
+		if failed != "" {
+			t.Fatalf("the sweep failed: %s", failed)
+		}
+		plotted := sweepPlot(t, b)
+		var req map[string]any
+		if err := json.Unmarshal([]byte(plotted.Request), &req); err != nil {
+			t.Fatal(err)
+		}
+		if req["target_overshoot"] != 0.02 || req["drift"] != 0.04 || req["nodes"] != 3.0 {
+			t.Errorf("the page sent target_overshoot %v, drift %v, nodes %v; want the form's 0.02, 0.04 and 3", req["target_overshoot"], req["drift"], req["nodes"])
+		}
+		delete(req, "target_overshoot")
+		// Every plotted point is what /v1/simulate/cluster returns for the
+		// same body at that drift; the default drifts and the form's are
+		// all there.
+		worst := plotted.Figures["worst_window_ratio"]
+		var drifts []string
+		figs := map[string]map[string]any{}
+		for _, pt := range worst.Points {
+			drifts = append(drifts, pt[0])
+			d, err := strconv.ParseFloat(pt[0], 64)
+			if err != nil {
+				t.Fatalf("a point's data-drift %q: %v", pt[0], err)
+			}
+			req["drift"] = d
+			var rep map[string]any
+			if st := a.post(t, "/v1/simulate/cluster", req, &rep); st != 200 {
+				t.Fatalf("POST /v1/simulate/cluster at drift %v: %d", d, st)
+			}
+			figs[pt[0]] = rep
+		}
+		if got := strings.Join(drifts, " "); got != "0.005 0.01 0.02 0.03 0.04 0.05 0.075 0.1 0.15 0.2" {
+			t.Fatalf("plotted drifts %s, want the default list and the form's 0.04", got)
+		}
+		for key, f := range plotted.Figures {
+			if len(f.Points) != len(drifts) {
+				t.Errorf("%s: %d points plotted, want %d", key, len(f.Points), len(drifts))
+			}
+			for _, pt := range f.Points {
+				got, err := strconv.ParseFloat(pt[1], 64)
+				if want, ok := figs[pt[0]][key].(float64); err != nil || !ok || got != want {
+					t.Errorf("%s at drift %s: plotted %q, /v1/simulate/cluster returns %v", key, pt[0], pt[1], figs[pt[0]][key])
+				}
+			}
+			got, err := strconv.ParseFloat(f.Tick, 64)
+			if want, ok := figs["0.04"]["tick_only"].(map[string]any)[key].(float64); err != nil || !ok || got != want {
+				t.Errorf("%s, tick-only: plotted %q, /v1/simulate/cluster returns %v", key, f.Tick, figs["0.04"]["tick_only"])
+			}
+		}
+		if len(plotted.Figures) != 3 {
+			t.Errorf("plots of %d figures, want worst_window_ratio, false_denials and bytes_per_node_s", len(plotted.Figures))
+		}
+		// The cheapest drift within the target: the endpoint's rule over
+		// /v1/simulate/cluster's figures, the same on every plot and the
+		// same as the sweep's own answer.
+		want := cheapestDrift(drifts, figs, 0.02)
+		if want == "" || want == drifts[len(drifts)-1] {
+			t.Fatalf("the cheapest drift within 2%% is %q: the case should have one, and not the largest", want)
+		}
+		checkCheapest(t, plotted, want)
+		if plotted.Server != want {
+			t.Errorf("the sweep's cheapest is %q, /v1/simulate/cluster's figures say %s", plotted.Server, want)
+		}
+		b.run(t, "scroll to the sweep", scrollTo("#sweep-summary"))
+		b.screenshot(t, "tuner-sweep")
+		// Export YAML: the resource with that drift, in the config's format.
+		var text string
+		b.run(t, "export", chromedp.Click(`#t-export`, chromedp.ByQuery), chromedp.WaitVisible(`#tuner-yaml`), chromedp.Text(`#tuner-yaml`, &text))
+		cfg, err := config.Parse([]byte(text))
+		if err != nil {
+			t.Fatalf("the exported YAML does not load: %v\n%s", err, text)
+		}
+		res := cfg.Resources["api/search"]
+		if res == nil || res.Drift == nil || strconv.FormatFloat(*res.Drift, 'g', -1, 64) != want || res.Kind != config.KindTiers || len(res.Tiers) != 1 || res.Tiers[0].Limit != 50 {
+			t.Errorf("the exported YAML is not api/search, tiers 50 per second, drift %s:\n%s", want, text)
+		}
+		// A looser target moves the mark without another sweep.
+		b.run(t, "loosen the target", chromedp.Evaluate(`(() => { const i = document.getElementById("t-target"); i.value = "10"; i.dispatchEvent(new Event("input")); })()`, nil))
+		checkCheapest(t, sweepPlot(t, b), cheapestDrift(drifts, figs, 0.10))
+		if errs := b.consoleErrors(""); len(errs) > 0 {
+			t.Errorf("console errors: %q", errs)
+		}
+	})
+}
+
+// sweepPlotted is what the drift sweep's plots show.
+type sweepPlotted struct {
+	Figures map[string]struct {
+		Points   [][2]string // [data-drift, data-value], in the order drawn
+		Tick     string      // the tick-only point's data-value
+		Cheapest []string    // the data-drift of the points marked cheapest
+	}
+	Request string // the body the page sent, JSON
+	Server  string // the sweep's cheapest drift, "" for none
+}
+
+// sweepPlot reads the sweep's plots from the page.
+func sweepPlot(t *testing.T, b *browser) sweepPlotted {
+	t.Helper()
+	var js string
+	b.run(t, "read the plots", chromedp.Evaluate(`JSON.stringify({
+		Figures: Object.fromEntries([...document.querySelectorAll("#sweep-plots svg[data-figure]")].map((s) => [s.dataset.figure, {
+			Points: [...s.querySelectorAll("circle[data-drift]")].map((c) => [c.dataset.drift, c.dataset.value]),
+			Tick: s.querySelector("[data-tick-only]").dataset.value,
+			Cheapest: [...s.querySelectorAll("[data-cheapest]")].map((c) => c.dataset.drift)}])),
+		Request: JSON.stringify(window.obolTuner.lastSweepRequest),
+		Server: window.obolTuner.lastSweep.cheapest ? String(window.obolTuner.lastSweep.cheapest.drift) : ""})`, &js))
+	var p sweepPlotted
+	if err := json.Unmarshal([]byte(js), &p); err != nil {
+		t.Fatalf("the plots: %v: %s", err, js)
+	}
+	return p
+}
+
+// cheapestDrift is the endpoint's rule over figs (/v1/simulate/cluster's
+// replies by drift; drifts ascending): of the drifts whose worst window is
+// within 1 + target times the limit, the one with the fewest bytes per
+// node, a tie going to the larger; "" for none.
+func cheapestDrift(drifts []string, figs map[string]map[string]any, target float64) string {
+	best, bestBytes := "", 0.0
+	for _, d := range drifts {
+		w, by := figs[d]["worst_window_ratio"].(float64), figs[d]["bytes_per_node_s"].(float64)
+		if w <= 1+target+1e-9 && (best == "" || by <= bestBytes) {
+			best, bestBytes = d, by
+		}
+	}
+	return best
+}
+
+// checkCheapest checks that every plot marks want, and only it, cheapest.
+func checkCheapest(t *testing.T, p sweepPlotted, want string) {
+	t.Helper()
+	for key, f := range p.Figures {
+		if len(f.Cheapest) != 1 || f.Cheapest[0] != want {
+			t.Errorf("%s: marked cheapest %v, want drift %s", key, f.Cheapest, want)
+		}
+	}
 }
 
 // bars returns the request plot's bins as "i:granted/rejected" fields.

@@ -8,7 +8,9 @@
 // heaviest domains, a domain inspector), Cluster (peers, merge lag, drift
 // flushes, the overshoot estimate), Simulator (burst tiers or gcra buckets
 // run through POST /v1/simulate, the state kept in the URL) and Drift tuner
-// (POST /v1/simulate/cluster). Charts are plain SVG drawn by the page's own
+// (POST /v1/simulate/cluster, and its sweep over drifts, POST
+// /v1/simulate/cluster/sweep, plotted against drift with the cheapest
+// drift that meets a target and its YAML). Charts are plain SVG drawn by the page's own
 // script: no charting library, so nothing to vendor or keep up to date.
 //
 // The package holds no state and imports nothing of the agent's: Lookup

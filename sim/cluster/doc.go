@@ -122,5 +122,6 @@
 //
 // Scenario.MaxEvents bounds the events a run may process; Run refuses a
 // scenario whose estimate is over it before running (ErrTooMuchWork) and
-// stops one that reaches it.
+// stops one that reaches it. Estimate returns that estimate without
+// running, for a caller that sums several runs first (the drift sweep).
 package cluster

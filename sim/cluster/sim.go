@@ -152,10 +152,7 @@ func setup(s Scenario) (*sim, error) {
 	sm.rc = &rc
 	sm.resName = or(s.ResourceName, defaultResource)
 	keyPrefix, nodePrefix := or(s.KeyPrefix, defaultKey), or(s.NamePrefix, defaultNode)
-	sm.sync = int64(s.SyncInterval)
-	if sm.sync == 0 {
-		sm.sync = int64(DefaultSyncInterval)
-	}
+	sm.sync = s.syncInterval()
 	switch s.Delay {
 	case 0:
 		sm.delay = int64(DefaultDelay)
@@ -181,7 +178,7 @@ func setup(s Scenario) (*sim, error) {
 	// its budget costs its refusal nothing (200 nodes' engines, rings and
 	// streams took 150 ms of processor time, most of it collecting them).
 	rates := spread(s, limitPerS(&rc))
-	if est := estimateOf(rates, max(s.Keys, 1), sm.end, sm.sync); est > sm.maxEvents {
+	if est := s.estimate(rates); est > sm.maxEvents {
 		return nil, fmt.Errorf("%w: about %d events (requests, ticks, merges and keys held) estimated, budget %d; simulate fewer nodes or keys, a lower rate or a shorter duration", ErrTooMuchWork, est, sm.maxEvents)
 	}
 	mc := &memberlist.Config{ProtocolVersion: memberlist.ProtocolVersion2Compatible, Label: s.Label}
@@ -316,6 +313,30 @@ func spread(s Scenario, limit float64) []float64 {
 		w[i] = total * w[i] / sum
 	}
 	return w
+}
+
+// Estimate returns the work Run estimates for s before it runs, the
+// figure it holds against s.MaxEvents (requests, ticks, merges and keys
+// held; see estimateOf), without running it or making its nodes. Drift
+// and TickOnly do not change it. It fails as Validate does (ErrScenario).
+func Estimate(s Scenario) (int64, error) {
+	if err := s.Validate(); err != nil {
+		return 0, err
+	}
+	return s.estimate(spread(s, limitPerS(s.Resource))), nil
+}
+
+// estimate is the work of s whose nodes are offered rates (spread).
+func (s *Scenario) estimate(rates []float64) int64 {
+	return estimateOf(rates, max(s.Keys, 1), int64(s.duration()), s.syncInterval())
+}
+
+// syncInterval is the shipping tick in ns, the default for 0.
+func (s *Scenario) syncInterval() int64 {
+	if s.SyncInterval == 0 {
+		return int64(DefaultSyncInterval)
+	}
+	return int64(s.SyncInterval)
 }
 
 // estimateOf is the work of a run of len(rates) nodes offered rates (per

@@ -1,6 +1,7 @@
-// chart.js: plain SVG charts (no library): sparklines and x/y charts with
-// axes, lines, steps and stacked bars. Colours come from CSS variables, so
-// the charts follow the light or dark theme.
+// chart.js: plain SVG charts (no library): sparklines, x/y charts with
+// axes, lines, steps and stacked bars, and point plots on a scale the
+// caller lays out (the drift sweep's log scale). Colours come from CSS
+// variables, so the charts follow the light or dark theme.
 "use strict";
 const charts = (() => {
   const NS = "http://www.w3.org/2000/svg";
@@ -93,6 +94,55 @@ const charts = (() => {
     }
     return s;
   }
+  // scatter draws points over an x axis the caller lays out: every x is a
+  // position in [0, 1] (so the caller picks a linear or a log scale, and
+  // may set slots apart, as the drift sweep's tick-only slot). opts:
+  // {label, yLabel, height, yMin (0), yMax (from the values), yTick(v) →
+  // text, xTicks: [[x, text]], series: [{name, color, points: [{x, y,
+  // attrs, title}]}] (joined by a line, each a circle carrying its attrs),
+  // marks: [{x, y, color, attrs, title}] (squares, not joined), hlines:
+  // [{y, text, class}] (the text above the line's right end),
+  // vlines: [{x, text, class}]}.
+  function scatter(opts) {
+    const W = 900, H = opts.height || 190, L = 64, R = 12, T = 14, B = 30;
+    const pw = W - L - R, ph = H - T - B;
+    const ys = (opts.series || []).flatMap((se) => se.points.map((p) => p.y)).concat((opts.marks || []).map((m) => m.y));
+    const y0 = opts.yMin || 0, y1 = opts.yMax > y0 ? opts.yMax : y0 + niceMax(Math.max(0, ...ys) - y0);
+    const x = (p) => L + p * pw, y = (v) => T + ph - ((Math.min(y1, Math.max(y0, v)) - y0) / (y1 - y0)) * ph;
+    const s = svg("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": opts.label });
+    s.append(svg("line", { class: "axis", x1: L, y1: T + ph, x2: L + pw, y2: T + ph }));
+    s.append(svg("line", { class: "axis", x1: L, y1: T, x2: L, y2: T + ph }));
+    for (let i = 0; i <= 4; i++) {
+      const v = y0 + ((y1 - y0) * i) / 4;
+      s.append(svg("line", { class: "axis", x1: L - 4, y1: y(v), x2: L + pw, y2: y(v), "stroke-opacity": i ? 0.35 : 1 }));
+      s.append(svg("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end" }, opts.yTick ? opts.yTick(v) : obol.fmt(v)));
+    }
+    for (const [p, text] of opts.xTicks || []) {
+      s.append(svg("line", { class: "axis", x1: x(p), y1: T + ph, x2: x(p), y2: T + ph + 4 }));
+      s.append(svg("text", { x: x(p), y: T + ph + 16, "text-anchor": "middle" }, text));
+    }
+    s.append(svg("text", { x: L + 6, y: T + 10 }, opts.yLabel || ""));
+    for (const h of opts.hlines || []) {
+      s.append(svg("line", { class: h.class || "guide", x1: L, y1: y(h.y), x2: L + pw, y2: y(h.y) }));
+      if (h.text) s.append(svg("text", { x: L + pw - 4, y: y(h.y) - 4, "text-anchor": "end" }, h.text));
+    }
+    for (const v of opts.vlines || []) {
+      s.append(svg("line", { class: v.class || "guide", x1: x(v.x), y1: T, x2: x(v.x), y2: T + ph }));
+      if (v.text) s.append(svg("text", { x: x(v.x) + 4, y: T + 10 }, v.text));
+    }
+    for (const se of opts.series || []) {
+      if (se.points.length > 1) {
+        s.append(svg("path", { d: se.points.map((p, i) => `${i ? "L" : "M"}${x(p.x)},${y(p.y)}`).join(""), fill: "none", stroke: se.color, "stroke-width": 2, "data-series": se.name }));
+      }
+      for (const p of se.points) {
+        s.append(svg("circle", { cx: x(p.x), cy: y(p.y), r: 4, fill: se.color, ...(p.attrs || {}) }, svg("title", {}, p.title || "")));
+      }
+    }
+    for (const m of opts.marks || []) {
+      s.append(svg("rect", { x: x(m.x) - 4.5, y: y(m.y) - 4.5, width: 9, height: 9, fill: m.color, ...(m.attrs || {}) }, svg("title", {}, m.title || "")));
+    }
+    return s;
+  }
   // legend returns an HTML legend for [{name, color}].
   function legend(items) {
     const d = obol.el("div", { class: "legend" });
@@ -105,5 +155,5 @@ const charts = (() => {
   }
   // color reads a CSS variable (--granted, --t1...).
   function color(name) { return getComputedStyle(document.documentElement).getPropertyValue("--" + name).trim(); }
-  return { spark, chart, legend, color };
+  return { spark, chart, scatter, legend, color, niceMax };
 })();
