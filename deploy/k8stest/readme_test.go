@@ -12,10 +12,16 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// readmes are the documents whose kubectl commands must fit the manifests.
-var readmes = []string{
-	filepath.Join("..", "sidecar", "README.md"),
-	filepath.Join("..", "sidecar", "kubernetes", "README.md"),
+// readmes are the documents whose kubectl commands must fit the manifests:
+// the base's walk-through, and the chart's README with the chart's default
+// render (installed as example-app).
+var readmes = []struct {
+	file   string
+	source string // a name in sources
+}{
+	{filepath.Join("..", "sidecar", "README.md"), "base"},
+	{filepath.Join("..", "sidecar", "kubernetes", "README.md"), "base"},
+	{filepath.Join("..", "sidecar", "helm", "obol", "README.md"), "chart"},
 }
 
 var (
@@ -28,15 +34,11 @@ var (
 	repoPath     = regexp.MustCompile(`\b(?:deploy|cmd)/[A-Za-z0-9_./-]+`)
 )
 
-// TestReadmeCommands: the shell commands of the Kubernetes walk-through
-// name what the manifests define: the containers (-c), the workloads
-// (deployment/NAME), the labels (-l), the ports forwarded, the socket, the
-// Secret and the files of the repository.
-func TestReadmeCommands(t *testing.T) {
-	o, err := build(t, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+// commandProblems returns how a shell command line does not fit the
+// objects o: a kubectl command's containers (-c), workloads
+// (deployment/NAME and the like), label selectors (-l) and forwarded ports,
+// and the socket of any command.
+func commandProblems(line string, o objects) []string {
 	ps := pod(o)
 	c := sidecar(ps)
 	f := flagValues(c.Args)
@@ -44,18 +46,60 @@ func TestReadmeCommands(t *testing.T) {
 	for _, ct := range append(append([]corev1.Container{}, ps.InitContainers...), ps.Containers...) {
 		containers[ct.Name] = true
 	}
-	httpPort, err := portOf(f["http"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	statusPort, err := portOf(f["status-http"])
-	if err != nil {
-		t.Fatal(err)
-	}
+	httpPort, _ := portOf(f["http"])
+	statusPort, _ := portOf(f["status-http"])
 	names := map[string]string{"deployment": o.deploy.Name, "service": o.svc.Name, "secret": o.secret.Name, "configmap": o.cm.Name}
+	var out []string
+	if strings.Contains(line, "kubectl ") {
+		for _, m := range containerArg.FindAllStringSubmatch(line, -1) {
+			if !containers[m[1]] {
+				out = append(out, fmt.Sprintf("no container %q in the pod", m[1]))
+			}
+		}
+		for _, m := range workloadArg.FindAllStringSubmatch(line, -1) {
+			if want, ok := names[m[1]]; ok && m[2] != want {
+				out = append(out, fmt.Sprintf("%s/%s, but the %s is %q", m[1], m[2], m[1], want))
+			}
+		}
+		for _, m := range selectorArg.FindAllStringSubmatch(line, -1) {
+			sel, err := labels.Parse(m[1])
+			if err != nil || !sel.Matches(labels.Set(o.deploy.Spec.Template.Labels)) {
+				out = append(out, fmt.Sprintf("-l %s does not select the pods (%v)", m[1], err))
+			}
+		}
+		if strings.Contains(line, "port-forward") {
+			for _, m := range forwardArg.FindAllStringSubmatch(line, -1) {
+				if m[1] != fmt.Sprint(httpPort) && m[1] != fmt.Sprint(statusPort) {
+					out = append(out, fmt.Sprintf("port %s is neither the agent's --http port %d nor its --status-http port %d", m[1], httpPort, statusPort))
+				}
+			}
+		}
+	}
+	for _, m := range socketArg.FindAllStringSubmatch(line, -1) {
+		if m[1] != f["socket"] {
+			out = append(out, fmt.Sprintf("socket %s is not the agent's --socket %s", m[1], f["socket"]))
+		}
+	}
+	return out
+}
+
+// TestReadmeCommands: the shell commands of the Kubernetes walk-through
+// and of the chart's README name what the manifests define
+// (commandProblems) and files of the repository.
+func TestReadmeCommands(t *testing.T) {
+	built := map[string]objects{}
+	for _, src := range sources {
+		o, err := src.build(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		built[src.name] = o
+	}
 	root := repoRoot(t)
 	commands := 0
-	for _, file := range readmes {
+	for _, readme := range readmes {
+		file := readme.file
+		o := built[readme.source]
 		b, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
@@ -68,35 +112,8 @@ func TestReadmeCommands(t *testing.T) {
 				}
 				commands++
 				where := fmt.Sprintf("%s: %s", filepath.Base(filepath.Dir(file))+"/"+filepath.Base(file), line)
-				if strings.Contains(line, "kubectl ") {
-					for _, m := range containerArg.FindAllStringSubmatch(line, -1) {
-						if !containers[m[1]] {
-							t.Errorf("%s: no container %q in the pod", where, m[1])
-						}
-					}
-					for _, m := range workloadArg.FindAllStringSubmatch(line, -1) {
-						if want, ok := names[m[1]]; ok && m[2] != want {
-							t.Errorf("%s: %s/%s, but the %s is %q", where, m[1], m[2], m[1], want)
-						}
-					}
-					for _, m := range selectorArg.FindAllStringSubmatch(line, -1) {
-						sel, err := labels.Parse(m[1])
-						if err != nil || !sel.Matches(labels.Set(o.deploy.Spec.Template.Labels)) {
-							t.Errorf("%s: -l %s does not select the pods (%v)", where, m[1], err)
-						}
-					}
-					if strings.Contains(line, "port-forward") {
-						for _, m := range forwardArg.FindAllStringSubmatch(line, -1) {
-							if m[1] != fmt.Sprint(httpPort) && m[1] != fmt.Sprint(statusPort) {
-								t.Errorf("%s: port %s is neither the agent's --http port %d nor its --status-http port %d", where, m[1], httpPort, statusPort)
-							}
-						}
-					}
-				}
-				for _, m := range socketArg.FindAllStringSubmatch(line, -1) {
-					if m[1] != f["socket"] {
-						t.Errorf("%s: socket %s is not the agent's --socket %s", where, m[1], f["socket"])
-					}
+				for _, p := range commandProblems(line, o) {
+					t.Errorf("%s: %s", where, p)
 				}
 				for _, p := range repoPath.FindAllString(line, -1) {
 					p = strings.TrimSuffix(p, "/...") // a Go package pattern names its directory
