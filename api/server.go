@@ -124,7 +124,7 @@ type Server struct {
 	clusterSim     ClusterSimulator // runs POST /v1/simulate/cluster (simcluster.go) and its sweep (simsweep.go); nil: none
 	authToken      []byte           // auth.go
 	authEverywhere bool
-	connLog        *connLogger // fasthttp's messages, cut and rate-limited (connlog.go)
+	connLog        *netguard.ConnLog // fasthttp's messages, cut and rate-limited (connlog.go)
 	// domainHeader is Options.CheckDomainHeader.
 	domainHeader string
 	tops         topSets       // the /v1/top windows of the resources in force
@@ -208,8 +208,8 @@ func New(e *local.Engine, opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	s.connLog = newConnLogger(s.log, time.Now)
-	s.connLog.register(s.metrics.reg)
+	s.connLog = netguard.NewConnLog(s.log, time.Now, "http server: connection error")
+	registerConnLog(s.connLog, s.metrics.reg)
 	if s.name == "" {
 		s.name, _ = os.Hostname()
 	}

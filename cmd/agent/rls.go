@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -267,6 +268,9 @@ func startRLS(ctx context.Context, p *rlsPlan, svc *rls.Service, now func() time
 		}
 		hl = g
 		r.https = r.srv.HTTPServer(sv.limits)
+		// net/http's own messages (a failed TLS handshake, a client gone
+		// mid-request) are cut and rate-limited as the API's are.
+		r.https.ErrorLog = stdlog.New(netguard.NewConnLog(log, time.Now, "rls http server: connection error"), "", 0)
 	}
 	for _, l := range ls {
 		flag := "--rls-grpc"

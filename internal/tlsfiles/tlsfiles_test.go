@@ -3,6 +3,7 @@ package tlsfiles
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -251,5 +252,56 @@ func TestMetrics(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
 		}
+	}
+}
+
+// A client's chain is verified by the agent, bounded: an intermediate
+// between the client and the CA is taken; a chain past MaxClientChain is
+// refused before any signature of it is checked, in the handshake.
+func TestClientChainBounded(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.Issue(t, "ca", t0.Add(-time.Hour), t0.Add(24*time.Hour), nil, true, 1)
+	srv := tlstest.Issue(t, "server", t0.Add(-time.Hour), t0.Add(24*time.Hour), ca, false, 2)
+	p := func(n string) string { return filepath.Join(dir, n) }
+	tlstest.Write(t, p("tls.crt"), srv.CertPEM)
+	tlstest.Write(t, p("tls.key"), srv.KeyPEM)
+	tlstest.Write(t, p("ca.crt"), ca.CertPEM)
+	h, err := Load(Files{Cert: p("tls.crt"), Key: p("tls.key"), ClientCA: p("ca.crt")}, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := h.ServerConfig("h2")
+	// A chain: CA → i1 → … → in → leaf.
+	chain := func(n int) tls.Certificate {
+		parent := ca
+		var inters []*tlstest.Cert
+		for i := range n {
+			parent = tlstest.Issue(t, fmt.Sprintf("inter-%d", i), t0.Add(-time.Hour), t0.Add(24*time.Hour), parent, true, int64(100+i))
+			inters = append(inters, parent)
+		}
+		leaf := tlstest.Issue(t, "client", t0.Add(-time.Hour), t0.Add(24*time.Hour), parent, false, 99)
+		pair := leaf.Pair(t)
+		for i := len(inters) - 1; i >= 0; i-- {
+			pair.Certificate = append(pair.Certificate, inters[i].X509.Raw)
+		}
+		return pair
+	}
+	client := func(c tls.Certificate) *tls.Config {
+		return &tls.Config{RootCAs: tlstest.Pool(ca), ServerName: "localhost", Time: func() time.Time { return t0 }, Certificates: []tls.Certificate{c}}
+	}
+	if _, err := handshake(t, cfg, client(chain(1))); err != nil {
+		t.Errorf("a client through one intermediate: %v", err)
+	}
+	if _, err := handshake(t, cfg, client(chain(MaxClientChain))); err == nil {
+		t.Errorf("a chain of %d certificates was let in", MaxClientChain+1)
+	}
+	raw := chain(MaxClientChain).Certificate
+	if err := verifyClient(raw, tlstest.Pool(ca), t0); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("chain of %d certificates", MaxClientChain+1)) {
+		t.Errorf("verifyClient of a long chain: %v", err)
+	}
+	other := tlstest.Issue(t, "other", t0.Add(-time.Hour), t0.Add(24*time.Hour), nil, true, 5)
+	stranger := tlstest.Issue(t, "stranger", t0.Add(-time.Hour), t0.Add(24*time.Hour), other, false, 6)
+	if err := verifyClient([][]byte{stranger.X509.Raw}, tlstest.Pool(ca), t0); err == nil || !strings.Contains(err.Error(), "unknown authority") {
+		t.Errorf("verifyClient of another CA's client: %v", err)
 	}
 }
