@@ -305,3 +305,54 @@ func TestClientChainBounded(t *testing.T) {
 		t.Errorf("verifyClient of another CA's client: %v", err)
 	}
 }
+
+// The handshake budget: a burst, then each handshake waits its share of
+// the listener's budget, and past MaxHandshakeWait is refused and counted;
+// each listener (each ServerConfig) has its own.
+func TestHandshakeBudget(t *testing.T) {
+	files := tlstest.WriteFiles(t, t.TempDir())
+	now := time.Now()
+	h, err := Load(Files{Cert: files.Cert, Key: files.Key}, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var slept time.Duration
+	sleeps := 0
+	h.sleep = func(d time.Duration) { slept = d; sleeps++ }
+	cfg := h.ServerConfig("h2")
+	refused := 0
+	for i := 1; i <= HandshakeBurst+HandshakeBudget+50; i++ {
+		_, err := cfg.GetConfigForClient(&tls.ClientHelloInfo{})
+		switch {
+		case i <= HandshakeBurst && (err != nil || sleeps != 0):
+			t.Fatalf("handshake %d of the burst: %v, %d waits", i, err, sleeps)
+		case err != nil:
+			refused++
+		}
+	}
+	// P-256: weight 1. After the burst, HandshakeBudget handshakes wait up
+	// to a second each; the 50 past that are refused.
+	if refused != 50 || sleeps != HandshakeBudget || slept > MaxHandshakeWait || slept < MaxHandshakeWait-10*time.Millisecond {
+		t.Errorf("refused %d (want 50), waited %d times (want %d), the last %v", refused, sleeps, HandshakeBudget, slept)
+	}
+	if h.BusyHandshakes() != 50 {
+		t.Errorf("BusyHandshakes %d, want 50", h.BusyHandshakes())
+	}
+	if _, err := h.ServerConfig("http/1.1").GetConfigForClient(&tls.ClientHelloInfo{}); err != nil {
+		t.Errorf("another listener's first handshake: %v", err)
+	}
+	now = now.Add(time.Minute) // the budget refills
+	if _, err := cfg.GetConfigForClient(&tls.ClientHelloInfo{}); err != nil {
+		t.Errorf("a minute later: %v", err)
+	}
+}
+
+func TestKeyWeight(t *testing.T) {
+	ec := tlstest.Issue(t, "ec", t0, t0.Add(time.Hour), nil, false, 1)
+	if w := keyWeight(ec.Key); w != 1 {
+		t.Errorf("P-256 weight %d, want 1", w)
+	}
+	if w := keyWeight(nil); w != 4 {
+		t.Errorf("unknown key weight %d, want 4", w)
+	}
+}
