@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -179,6 +180,12 @@ type Listener struct {
 	// waited d; a variable for tests.
 	sleep func(d time.Duration, done <-chan struct{}) bool
 
+	// perSource is the most connections one client (a remote address off
+	// loopback; an IPv6 /64) may hold open (PerSourceOf); 0: no share.
+	perSource int
+	srcMu     sync.Mutex
+	bySource  map[netip.Addr]int
+
 	http2 bool        // its connections are HTTP/2 ones (HTTP2)
 	tls   *tls.Config // its connections are served over TLS (TLS)
 
@@ -305,6 +312,17 @@ func (l *Listener) Accept() (net.Conn, error) {
 			}
 			continue
 		}
+		src, ok := l.takeSource(c)
+		if !ok {
+			l.open.Add(-1)
+			l.refused.Add(1)
+			c.Close()
+			l.note("connection over one client's share of the cap closed", "max_per_client", l.perSource)
+			if !l.sleep(refusePace, l.closed) {
+				return nil, net.ErrClosed
+			}
+			continue
+		}
 		if l.abused.Swap(false) {
 			// The last connection closed was one that kept opening
 			// streams past the limit: the next accept waits abusePause,
@@ -313,6 +331,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 			l.paced.Add(1)
 			if !l.sleep(abusePause, l.closed) {
 				l.open.Add(-1)
+				l.dropSource(src)
 				c.Close()
 				return nil, net.ErrClosed
 			}
@@ -324,12 +343,13 @@ func (l *Listener) Accept() (net.Conn, error) {
 			if !l.sleep(freshPace, l.closed) {
 				l.fresh.Add(-1)
 				l.open.Add(-1)
+				l.dropSource(src)
 				c.Close()
 				return nil, net.ErrClosed
 			}
 		}
 		if l.http2 {
-			h := &h2Conn{conn: conn{Conn: c, l: l}}
+			h := &h2Conn{conn: conn{Conn: c, l: l, src: src}}
 			h.isFresh.Store(true)
 			h.top = &h.conn
 			if l.tls != nil {
@@ -337,7 +357,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 			}
 			return h, nil
 		}
-		cn := &conn{Conn: c, l: l}
+		cn := &conn{Conn: c, l: l, src: src}
 		cn.isFresh.Store(true)
 		if l.tls != nil {
 			return tls.Server(cn, l.tls), nil
@@ -429,6 +449,7 @@ func sleepOrDone(d time.Duration, done <-chan struct{}) bool {
 type conn struct {
 	net.Conn
 	l       *Listener
+	src     netip.Addr // the client it counts against (perSource); invalid: none
 	done    atomic.Bool
 	isFresh atomic.Bool // nothing written to it yet (Listener.fresh)
 }
@@ -452,6 +473,7 @@ func (c *conn) Close() error {
 		}
 		c.answered()
 		c.l.open.Add(-1)
+		c.l.dropSource(c.src)
 	}
 	return c.Conn.Close()
 }
@@ -610,8 +632,9 @@ func NewSet(log *slog.Logger) *Set {
 }
 
 // Guard returns ln guarded with a cap of max open connections (0 or less:
-// DefaultMaxConns()), named name in the logs and metrics (socket, http,
-// status, rls_grpc…). A nil set guards with no metrics.
+// DefaultMaxConns()), of which one client off loopback may hold a quarter
+// on a TCP listener (PerSourceOf), named name in the logs and metrics
+// (socket, http, status, rls_grpc…). A nil set guards with no metrics.
 func (s *Set) Guard(name string, ln net.Listener, max int) *Listener {
 	if max <= 0 {
 		max = DefaultMaxConnsOf(ln)
@@ -625,6 +648,9 @@ func (s *Set) Guard(name string, ln net.Listener, max int) *Listener {
 	}
 	l := &Listener{Listener: ln, name: name, max: int64(max), log: log, now: time.Now,
 		sleep: sleepOrDone, closed: make(chan struct{})}
+	if _, ok := ln.Addr().(*net.TCPAddr); ok {
+		l.perSource = PerSourceOf(max)
+	}
 	if s != nil {
 		s.mu.Lock()
 		s.ls = append(s.ls, l)
@@ -695,5 +721,63 @@ func (s *Set) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, f.refused, n)
 		ch <- prometheus.MustNewConstMetric(descPaced, prometheus.CounterValue, f.paced, n)
 		ch <- prometheus.MustNewConstMetric(descErrs, prometheus.CounterValue, f.errs, n)
+	}
+}
+
+// PerSourceOf is the share of a listener's cap of limit connections that one
+// client may hold: a quarter, at least 1. A client is a remote address off
+// loopback (an IPv6 address's /64, which one host commonly holds whole);
+// clients on loopback (every process of the host, or of the pod, shares
+// 127.0.0.1) are not told apart and share the whole cap.
+func PerSourceOf(limit int) int { return max(1, limit/4) }
+
+// PerSource sets the share of the cap one client off loopback may hold
+// (0: none), and returns l. Set by Guard for TCP listeners (PerSourceOf).
+func (l *Listener) PerSource(n int) *Listener {
+	l.perSource = n
+	return l
+}
+
+// takeSource counts c against its client's share and reports whether the
+// share had room; src is invalid when c counts against none (loopback, a
+// Unix socket, or no share).
+func (l *Listener) takeSource(c net.Conn) (src netip.Addr, ok bool) {
+	if l.perSource <= 0 {
+		return netip.Addr{}, true
+	}
+	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
+	if err != nil {
+		return netip.Addr{}, true
+	}
+	src = ap.Addr().Unmap()
+	if src.IsLoopback() {
+		return netip.Addr{}, true
+	}
+	if src.Is6() {
+		src = netip.PrefixFrom(src, 64).Masked().Addr()
+	}
+	l.srcMu.Lock()
+	defer l.srcMu.Unlock()
+	if l.bySource[src] >= l.perSource {
+		return netip.Addr{}, false
+	}
+	if l.bySource == nil {
+		l.bySource = map[netip.Addr]int{}
+	}
+	l.bySource[src]++
+	return src, true
+}
+
+// dropSource gives back a connection's place in src's share.
+func (l *Listener) dropSource(src netip.Addr) {
+	if !src.IsValid() {
+		return
+	}
+	l.srcMu.Lock()
+	defer l.srcMu.Unlock()
+	if l.bySource[src] <= 1 {
+		delete(l.bySource, src)
+	} else {
+		l.bySource[src]--
 	}
 }
