@@ -2,18 +2,14 @@ package netguard
 
 import (
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"log/slog"
 	"net"
 	"net/netip"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Default timeouts of Limits.
@@ -297,28 +293,14 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		delay = 0
 		if l.open.Add(1) > l.max {
-			l.open.Add(-1)
-			l.refused.Add(1)
-			c.Close()
-			l.note("connection over the cap closed", "max_connections", l.max)
-			// Refusals are paced (refusePace): a flood of connections
-			// over the cap would otherwise keep this loop accepting and
-			// closing as fast as the processor allows, and every request
-			// of every listener would wait behind it. Connections dialled
-			// meanwhile wait in the kernel's accept queue; past it, the
-			// kernel refuses them without the agent's help.
-			if !l.sleep(refusePace, l.closed) {
+			if !l.refuse(c, "connection over the cap closed", "max_connections", l.max) {
 				return nil, net.ErrClosed
 			}
 			continue
 		}
 		src, ok := l.takeSource(c)
 		if !ok {
-			l.open.Add(-1)
-			l.refused.Add(1)
-			c.Close()
-			l.note("connection over one client's share of the cap closed", "max_per_client", l.perSource)
-			if !l.sleep(refusePace, l.closed) {
+			if !l.refuse(c, "connection over one client's share of the cap closed", "max_per_client", l.perSource) {
 				return nil, net.ErrClosed
 			}
 			continue
@@ -366,25 +348,20 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-// HTTP2 marks l's connections from now on as HTTP/2 ones (gRPC), served
-// by a server that reads many calls from one connection in one loop, and
-// returns l. Two bounds then hold on each connection:
-//
-//   - its reads are of at most 1 KiB, each followed by a yield of the
-//     processor (runtime.Gosched): a client that floods its connection
-//     cannot keep the reading goroutine running for a whole time slice
-//     (10 ms) while the requests of other listeners wait. It costs one
-//     scheduler call per read (of up to 5 calls), not per call;
-//   - once the server has refused more than MaxRefusedStreams of its
-//     streams (RST_STREAM REFUSED_STREAM: the client opened more than the
-//     server's SETTINGS_MAX_CONCURRENT_STREAMS allows, which a client
-//     that heeds the settings never does), the connection is closed: a
-//     flood of streams past the limit costs the server a bounded amount
-//     of work per connection. Each such close is counted with the
-//     refused connections and logged.
-func (l *Listener) HTTP2() *Listener {
-	l.http2 = true
-	return l
+// refuse closes c, accepted over the cap or its client's share (its place
+// already counted in open), counts and logs it, then waits refusePace; it
+// reports false when the listener closed meanwhile. Refusals are paced: a
+// flood of connections over the cap would otherwise keep Accept accepting
+// and closing as fast as the processor allows, and every request of every
+// listener would wait behind it. Connections dialled meanwhile wait in the
+// kernel's accept queue; past it, the kernel refuses them without the
+// agent's help.
+func (l *Listener) refuse(c net.Conn, msg string, args ...any) bool {
+	l.open.Add(-1)
+	l.refused.Add(1)
+	c.Close()
+	l.note(msg, args...)
+	return l.sleep(refusePace, l.closed)
 }
 
 // TLS serves l's connections from now on over TLS with cfg, and returns
@@ -478,115 +455,6 @@ func (c *conn) Close() error {
 	return c.Conn.Close()
 }
 
-// yieldRead is the most an h2Conn reads at once: the work one read gives
-// its reader between two yields (about 50 header-only HTTP/2 frames of a
-// flood, each of which may start a stream's goroutine, or 5 calls of
-// Envoy's). 4 KiB left the pinned probe's p99 at 4.2-4.4× idle under the
-// streams flood and 1 KiB at 1.9-2.8× (go run ./bench/abuse -attack
-// streams); bench/rls's req/s against its floor stayed within its noise.
-const yieldRead = 1 << 10
-
-// MaxRefusedStreams is how many streams the server may refuse on one
-// HTTP/2 connection before the connection is closed (HTTP2). A client that
-// heeds the server's SETTINGS_MAX_CONCURRENT_STREAMS is refused none; one
-// that opens streams before the server's settings reach it can be refused
-// those over the limit in its first round trip.
-const MaxRefusedStreams = 100
-
-// abusePause is how long a listener waits before its next accept after
-// closing an HTTP/2 connection for refused streams (MaxRefusedStreams).
-// Without it the client reconnects and floods again at once: 200,000
-// header-only streams, a connection closed after each 1,000 refused, moved
-// the pinned probe's p99 8× (go run ./bench/abuse -attack streams). Other
-// clients' connections wait in the kernel's accept queue meanwhile; those
-// already open are served.
-const abusePause = 10 * time.Millisecond
-
-// h2Conn is a conn of an HTTP2 listener.
-type h2Conn struct {
-	conn
-	top  net.Conn   // what the server reads and writes: &conn, or TLS over it
-	mu   sync.Mutex // the server writes from one goroutine; to be safe
-	scan frameScan
-}
-
-// Close closes the connection (sending TLS's close_notify first, when
-// served over TLS) and frees its place under the cap.
-func (c *h2Conn) Close() error { return c.top.Close() }
-
-func (c *h2Conn) Read(p []byte) (int, error) {
-	if len(p) > yieldRead {
-		p = p[:yieldRead]
-	}
-	n, err := c.top.Read(p)
-	runtime.Gosched()
-	return n, err
-}
-
-// Write writes the server's frames, counting its refusals of streams; past
-// MaxRefusedStreams it closes the connection.
-func (c *h2Conn) Write(p []byte) (int, error) {
-	n, err := c.top.Write(p) // conn.Write marks c answered
-	c.mu.Lock()
-	c.scan.scan(p[:n])
-	over := c.scan.refused > MaxRefusedStreams
-	c.mu.Unlock()
-	if over && err == nil {
-		c.l.refused.Add(1)
-		c.l.abused.Store(true)
-		c.l.note("HTTP/2 connection closed: the client kept opening streams past the limit", "refused_streams", MaxRefusedStreams)
-		c.Conn.Close()
-		return n, net.ErrClosed
-	}
-	return n, err
-}
-
-// frameScan follows the HTTP/2 frames a server writes (a stream of
-// frames: the server sends no preface) and counts its RST_STREAM frames
-// with the code REFUSED_STREAM.
-type frameScan struct {
-	hdr     [9]byte // the frame header being read
-	nh      int     // bytes of it read
-	left    int     // payload bytes of the current frame still to come
-	rst     bool    // the current frame is a RST_STREAM
-	code    [4]byte // its error code
-	nc      int     // bytes of it read
-	refused int
-}
-
-// HTTP/2 (RFC 9113): the RST_STREAM frame type and the REFUSED_STREAM code.
-const (
-	frameRSTStream = 0x3
-	codeRefused    = 0x7
-)
-
-func (f *frameScan) scan(p []byte) {
-	for len(p) > 0 {
-		if f.left > 0 {
-			k := min(f.left, len(p))
-			if f.rst && f.nc < 4 {
-				k = min(k, 4-f.nc)
-				copy(f.code[f.nc:], p[:k])
-				f.nc += k
-				if f.nc == 4 && binary.BigEndian.Uint32(f.code[:]) == codeRefused {
-					f.refused++
-				}
-			}
-			p, f.left = p[k:], f.left-k
-			continue
-		}
-		k := min(9-f.nh, len(p))
-		copy(f.hdr[f.nh:], p[:k])
-		f.nh += k
-		p = p[k:]
-		if f.nh == 9 {
-			f.nh, f.nc = 0, 0
-			f.left = int(f.hdr[0])<<16 | int(f.hdr[1])<<8 | int(f.hdr[2])
-			f.rst = f.hdr[3] == frameRSTStream
-		}
-	}
-}
-
 // Unwrap returns the connection under c when c is a guarded one (under
 // TLS, when served over TLS), else c.
 func Unwrap(c net.Conn) net.Conn {
@@ -600,184 +468,4 @@ func Unwrap(c net.Conn) net.Conn {
 		return g.Conn
 	}
 	return c
-}
-
-// Set is an agent's guarded listeners, a prometheus.Collector of their
-// figures:
-//
-//   - obol_listener_connections{listener}: connections open now;
-//   - obol_listener_max_connections{listener}: the cap;
-//   - obol_listener_refused_connections_total{listener}: connections
-//     closed at once for being over the cap;
-//   - obol_listener_accept_errors_total{listener}: temporary Accept errors
-//     waited out (EMFILE and the like).
-//
-// Its methods are safe for concurrent use.
-type Set struct {
-	log *slog.Logger
-	// Hook, when set, wraps each listener before it is guarded: a seam
-	// for tests that make Accept fail.
-	Hook func(name string, ln net.Listener) net.Listener
-
-	mu sync.Mutex
-	ls []*Listener
-}
-
-// NewSet returns an empty set logging to log (nil: slog.Default()).
-func NewSet(log *slog.Logger) *Set {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Set{log: log}
-}
-
-// Guard returns ln guarded with a cap of max open connections (0 or less:
-// DefaultMaxConns()), of which one client off loopback may hold a quarter
-// on a TCP listener (PerSourceOf), named name in the logs and metrics
-// (socket, http, status, rls_grpc…). A nil set guards with no metrics.
-func (s *Set) Guard(name string, ln net.Listener, max int) *Listener {
-	if max <= 0 {
-		max = DefaultMaxConnsOf(ln)
-	}
-	log := slog.Default()
-	if s != nil {
-		log = s.log
-		if s.Hook != nil {
-			ln = s.Hook(name, ln)
-		}
-	}
-	l := &Listener{Listener: ln, name: name, max: int64(max), log: log, now: time.Now,
-		sleep: sleepOrDone, closed: make(chan struct{})}
-	if _, ok := ln.Addr().(*net.TCPAddr); ok {
-		l.perSource = PerSourceOf(max)
-	}
-	if s != nil {
-		s.mu.Lock()
-		s.ls = append(s.ls, l)
-		s.mu.Unlock()
-	}
-	return l
-}
-
-// Listeners returns the set's listeners that are not closed, in the order
-// they were guarded; nil for a nil set.
-func (s *Set) Listeners() []*Listener {
-	if s == nil {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []*Listener
-	for _, l := range s.ls {
-		if !l.Closed() {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-var (
-	descOpen    = prometheus.NewDesc("obol_listener_connections", "Connections open now, per listener.", []string{"listener"}, nil)
-	descMax     = prometheus.NewDesc("obol_listener_max_connections", "The cap on a listener's open connections.", []string{"listener"}, nil)
-	descRefused = prometheus.NewDesc("obol_listener_refused_connections_total", "Connections closed at once for being over the listener's cap.", []string{"listener"}, nil)
-	descPaced   = prometheus.NewDesc("obol_listener_paced_accepts_total", "Accepts that waited 1 ms because 64 of the listener's connections were fresh (accepted, their first request not answered yet) or for a fresh connection closed unanswered: a flood of new connections.", []string{"listener"}, nil)
-	descErrs    = prometheus.NewDesc("obol_listener_accept_errors_total", "Temporary accept errors (EMFILE, ENFILE, ECONNABORTED…) the listener waited out.", []string{"listener"}, nil)
-)
-
-// Describe implements prometheus.Collector.
-func (s *Set) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descOpen
-	ch <- descMax
-	ch <- descRefused
-	ch <- descPaced
-	ch <- descErrs
-}
-
-// Collect implements prometheus.Collector. Two listeners of one name (a
-// restart of a server) report their sum.
-func (s *Set) Collect(ch chan<- prometheus.Metric) {
-	type fig struct{ open, max, refused, paced, errs float64 }
-	s.mu.Lock()
-	figs := map[string]*fig{}
-	var names []string
-	for _, l := range s.ls {
-		f := figs[l.name]
-		if f == nil {
-			f = &fig{}
-			figs[l.name] = f
-			names = append(names, l.name)
-		}
-		f.open += float64(l.Open())
-		f.max = float64(l.max)
-		f.refused += float64(l.Refused())
-		f.paced += float64(l.Paced())
-		f.errs += float64(l.AcceptErrors())
-	}
-	s.mu.Unlock()
-	for _, n := range names {
-		f := figs[n]
-		ch <- prometheus.MustNewConstMetric(descOpen, prometheus.GaugeValue, f.open, n)
-		ch <- prometheus.MustNewConstMetric(descMax, prometheus.GaugeValue, f.max, n)
-		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, f.refused, n)
-		ch <- prometheus.MustNewConstMetric(descPaced, prometheus.CounterValue, f.paced, n)
-		ch <- prometheus.MustNewConstMetric(descErrs, prometheus.CounterValue, f.errs, n)
-	}
-}
-
-// PerSourceOf is the share of a listener's cap of limit connections that one
-// client may hold: a quarter, at least 1. A client is a remote address off
-// loopback (an IPv6 address's /64, which one host commonly holds whole);
-// clients on loopback (every process of the host, or of the pod, shares
-// 127.0.0.1) are not told apart and share the whole cap.
-func PerSourceOf(limit int) int { return max(1, limit/4) }
-
-// PerSource sets the share of the cap one client off loopback may hold
-// (0: none), and returns l. Set by Guard for TCP listeners (PerSourceOf).
-func (l *Listener) PerSource(n int) *Listener {
-	l.perSource = n
-	return l
-}
-
-// takeSource counts c against its client's share and reports whether the
-// share had room; src is invalid when c counts against none (loopback, a
-// Unix socket, or no share).
-func (l *Listener) takeSource(c net.Conn) (src netip.Addr, ok bool) {
-	if l.perSource <= 0 {
-		return netip.Addr{}, true
-	}
-	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
-	if err != nil {
-		return netip.Addr{}, true
-	}
-	src = ap.Addr().Unmap()
-	if src.IsLoopback() {
-		return netip.Addr{}, true
-	}
-	if src.Is6() {
-		src = netip.PrefixFrom(src, 64).Masked().Addr()
-	}
-	l.srcMu.Lock()
-	defer l.srcMu.Unlock()
-	if l.bySource[src] >= l.perSource {
-		return netip.Addr{}, false
-	}
-	if l.bySource == nil {
-		l.bySource = map[netip.Addr]int{}
-	}
-	l.bySource[src]++
-	return src, true
-}
-
-// dropSource gives back a connection's place in src's share.
-func (l *Listener) dropSource(src netip.Addr) {
-	if !src.IsValid() {
-		return
-	}
-	l.srcMu.Lock()
-	defer l.srcMu.Unlock()
-	if l.bySource[src] <= 1 {
-		delete(l.bySource, src)
-	} else {
-		l.bySource[src]--
-	}
 }
