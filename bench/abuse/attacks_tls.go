@@ -2,22 +2,17 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/obol-dev/obol/internal/tlsfiles/tlstest"
 )
 
 // attacks_tls.go replays the TLS review's handshake flood: clients that
@@ -39,26 +34,15 @@ const tlsConns = 16
 // over TLS, with a self-signed P-256 certificate and a token written in
 // dir.
 func tlsAgentArgs(dir string) ([]string, error) {
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
 	now := time.Now()
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "obol abuse bench"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
-	if err != nil {
-		return nil, err
-	}
-	kder, err := x509.MarshalECPrivateKey(priv)
+	c, err := tlstest.New("obol abuse bench", now.Add(-time.Hour), now.Add(24*time.Hour), nil, false, 1)
 	if err != nil {
 		return nil, err
 	}
 	cert, key, token := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), filepath.Join(dir, "tls-token")
 	for path, data := range map[string][]byte{
-		cert:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		key:   pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+		cert:  c.CertPEM,
+		key:   c.KeyPEM,
 		token: []byte("0123456789abcdef0123456789abcdef\n"),
 	} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {

@@ -1,5 +1,6 @@
-// Package tlstest issues certificates for tests: a CA, and server and
-// client certificates it signs, as PEM, valid for localhost and 127.0.0.1.
+// Package tlstest issues certificates for tests and benches: a CA, and
+// server and client certificates it signs, as PEM, valid for localhost and
+// 127.0.0.1.
 package tlstest
 
 import (
@@ -27,12 +28,21 @@ type Cert struct {
 }
 
 // Issue makes a certificate for cn valid [from, to), signed by ca (nil:
-// self-signed), a CA when isCA, with the serial given.
+// self-signed), a CA when isCA, with the serial given; an error fails t.
 func Issue(t testing.TB, cn string, from, to time.Time, ca *Cert, isCA bool, serial int64) *Cert {
 	t.Helper()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := New(cn, from, to, ca, isCA, serial)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return c
+}
+
+// New is Issue for a program (a bench): it returns the error.
+func New(cn string, from, to time.Time, ca *Cert, isCA bool, serial int64) (*Cert, error) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
 		NotBefore: from, NotAfter: to, DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
@@ -44,18 +54,18 @@ func Issue(t testing.TB, cn string, from, to time.Time, ca *Cert, isCA bool, ser
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &priv.PublicKey, signer)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	kder, err := x509.MarshalECPrivateKey(priv)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	c, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	return &Cert{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), X509: c, Key: priv}
+		KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), X509: c, Key: priv}, nil
 }
 
 // Pair returns c as a tls.Certificate.
