@@ -28,11 +28,11 @@ func (l *Listener) takeSource(c net.Conn) (src netip.Addr, ok bool) {
 	if l.perSource <= 0 {
 		return netip.Addr{}, true
 	}
-	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
-	if err != nil {
+	ta, isTCP := c.RemoteAddr().(*net.TCPAddr)
+	if !isTCP {
 		return netip.Addr{}, true
 	}
-	src = ap.Addr().Unmap()
+	src = ta.AddrPort().Addr().Unmap()
 	if src.IsLoopback() {
 		return netip.Addr{}, true
 	}

@@ -159,9 +159,10 @@ func (h *Holder) ServerConfig(protos ...string) *tls.Config {
 			// exchange) comes after this: it waits its share of the
 			// budget, or is refused when that would take over
 			// MaxHandshakeWait.
-			r := lim.ReserveN(h.now(), p.weight)
-			if d := r.DelayFrom(h.now()); d > MaxHandshakeWait || !r.OK() {
-				r.CancelAt(h.now())
+			now := h.now()
+			r := lim.ReserveN(now, p.weight)
+			if d := r.DelayFrom(now); d > MaxHandshakeWait || !r.OK() {
+				r.CancelAt(now)
 				h.busy.Add(1)
 				return nil, errHandshakesBusy
 			} else if d > 0 {
