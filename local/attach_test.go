@@ -26,6 +26,7 @@ type nopRecorder struct{}
 func (nopRecorder) TierHits(string, int64, int64, []int64, uint64) {}
 func (nopRecorder) Spend(string, int64, int64)                     {}
 func (nopRecorder) Refund(string, int64, int64)                    {}
+func (nopRecorder) Reset(string, int64) bool                       { return true }
 
 // Attach registers each configured tiers, gcra and copies resource, once,
 // with one applier; an unlimited rate resource and the per-agent kinds not

@@ -39,7 +39,8 @@ type Applier interface {
 	// ApplyCount adds n of a peer's hits (or gcra spends, refunds) of
 	// resource/domain in slot, made in the bucket [at, at+width).
 	ApplyCount(resource, domain string, slot int, at, width, n, now int64)
-	// ApplyEntry says a peer entered tier slot of resource/domain at at.
+	// ApplyEntry says a peer entered tier slot of resource/domain at at
+	// (SlotTAT: a gcra TAT; SlotReset: a reset of the key at at).
 	ApplyEntry(resource, domain string, slot int, at, now int64)
 	// AddRemoteHolds changes the copies peers hold for resource/domain by n.
 	AddRemoteHolds(resource, domain string, n int64)
@@ -72,6 +73,10 @@ type ClusterSpec struct {
 	// its own span, so peers must see it); otherwise such a bucket counts
 	// in no window any more and goes unshipped.
 	ShipLate bool
+	// Replays says that the engine's reset of a key forgets its peers'
+	// counts made after the reset too (gcra: a TAT does not tell its
+	// spends apart), so the cluster applies those again after it.
+	Replays bool
 }
 
 // ClusterSpecOf returns the cluster spec of rc, a validated and normalized
@@ -117,7 +122,7 @@ func ClusterSpecOf(rc *config.Resource) ClusterSpec {
 		}
 		s.Spans = []Span{{Hits: life}, {Hits: life}}
 		s.Limits = []int64{int64(rc.Burst), int64(rc.Burst)}
-		s.ShipLate = true
+		s.ShipLate, s.Replays = true, true
 	}
 	return s
 }
@@ -138,6 +143,12 @@ type Recorder interface {
 	Spend(domain string, at, n int64)
 	// Refund records that n tokens were refunded to a gcra bucket at at.
 	Refund(domain string, at, n int64)
+	// Reset records that domain's counts, tier entries and gcra state
+	// from before at (Unix ms) are to be forgotten (Engine.Reset), for
+	// every peer to forget them too (ApplyEntry with SlotReset). It
+	// reports false, recording nothing, when the cluster keeps as many
+	// resets as it may: the engine then forgets nothing.
+	Reset(domain string, at int64) bool
 }
 
 // Slots in which a key's records are counted, shipped and applied
@@ -157,6 +168,10 @@ const (
 	// cannot know the debt a long-busy bucket carried before them
 	// (EachTAT). It is no tier's slot.
 	SlotTAT = 1<<31 - 1
+	// SlotReset is the entry slot (ApplyEntry) of a reset of a tiers or
+	// gcra key: everything the key holds from before the entry's instant
+	// is forgotten (Engine.Reset). It is no tier's slot.
+	SlotReset = 1<<31 - 2
 )
 
 // Span is how long, in ms, a record of one slot matters to a decision: Hits
@@ -277,10 +292,15 @@ func (e *Engine) ApplyCount(resource, domain string, slot int, at, width, n, now
 // (Unix ms). Entries merge earliest-wins per instance: an entry that
 // overlaps the local instance (each began before the other ended) moves its
 // start back to the earlier one; one after the local instance ended starts a
-// new instance; an older one that has ended by now changes nothing.
+// new instance; an older one that has ended by now changes nothing. An
+// entry of SlotReset is a peer's reset of the key at at (reset.go).
 func (e *Engine) ApplyEntry(resource, domain string, slot int, at, now int64) {
 	r, ok := e.res[resource]
 	if !ok || r.unlimited {
+		return
+	}
+	if slot == SlotReset {
+		e.resetFrom(r, domain, at, now)
 		return
 	}
 	r.k.applyEntry(domain, slot, at, now)
@@ -330,8 +350,9 @@ func (w recorder) tierHits(domain string, at, total int64, taken []int64, entere
 	w.r.TierHits(hideString(domain), at, total, hideSlice(taken), entered)
 }
 
-func (w recorder) spend(domain string, at, n int64)  { w.r.Spend(hideString(domain), at, n) }
-func (w recorder) refund(domain string, at, n int64) { w.r.Refund(hideString(domain), at, n) }
+func (w recorder) spend(domain string, at, n int64)   { w.r.Spend(hideString(domain), at, n) }
+func (w recorder) refund(domain string, at, n int64)  { w.r.Refund(hideString(domain), at, n) }
+func (w recorder) reset(domain string, at int64) bool { return w.r.Reset(hideString(domain), at) }
 
 // hide returns p such that escape analysis does not follow it (the pointer
 // goes through a uintptr). The callee must not keep it.

@@ -58,6 +58,11 @@ type kindRes interface {
 	applyCount(domain string, slot int, at, width, n, now int64)
 	// applyEntry applies a peer's entry into tier slot (≥ 1) at at.
 	applyEntry(domain string, slot int, at, now int64)
+	// reset forgets domain's counts, tier entries and gcra state from
+	// before at (Unix ms) at now, and records the reset for the cluster
+	// when record is set; false when the cluster refuses it, and nothing
+	// is forgotten (reset.go).
+	reset(domain string, at, now int64, record bool) bool
 	// addRemote changes the copies peers hold of domain by n.
 	addRemote(domain string, n int64)
 	// eachHold calls fn for every domain this node holds copies of.

@@ -59,6 +59,14 @@ func (d *deque) reset() { d.buf, d.head, d.sum = d.buf[:0], 0, 0 }
 // live returns the stamps still held, oldest first.
 func (d *deque) live() []stamp { return d.buf[d.head:] }
 
+// first returns the time of the oldest stamp, or false when empty.
+func (d *deque) first() (int64, bool) {
+	if d.head == len(d.buf) {
+		return 0, false
+	}
+	return d.buf[d.head].at, true
+}
+
 // last returns the time of the newest stamp, or false when empty.
 func (d *deque) last() (int64, bool) {
 	if d.head == len(d.buf) {

@@ -157,6 +157,9 @@ type Cluster struct {
 
 	mu  sync.Mutex // the remote table
 	tab *table
+	// resets is the latest reset of each key (reset.go): the table's,
+	// which the engine's resets record into without c.mu.
+	resets *resetBook
 	// amu orders the engine's changes as the table made them: it is taken
 	// before c.mu is released and held until they are applied (unlockApply).
 	// A floor (a gcra TAT taken from a joiner's first state) does not
@@ -221,6 +224,8 @@ func New(o Options) *Cluster {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	c.tab.selfInc = c.inc
+	c.resets = c.tab.resets
+	c.tab.replays = c.replays
 	c.started = c.clock.Now().UnixMilli()
 	c.live.Store(1)
 	return c
@@ -363,6 +368,28 @@ func widthOf(p *params, slot int) int64 {
 // may have been forgotten, and applying it again would count it twice.
 func (c *Cluster) grace() int64 { return 2*int64(c.interval/time.Millisecond) + 1000 }
 
+// replays reports whether the engine's reset of a key of resource forgets
+// its peers' counts made after the reset too, which the table then applies
+// again (local.ClusterSpec.Replays).
+func (c *Cluster) replays(resource string) bool {
+	c.resMu.RLock()
+	r, ok := c.res[resource]
+	c.resMu.RUnlock()
+	return ok && r.p.Load().replays
+}
+
+// resetLife reports how long a reset of a key of resource matters
+// (params.resetLife); false for a resource nobody registered.
+func (c *Cluster) resetLife(resource string) (int64, bool) {
+	c.resMu.RLock()
+	r, ok := c.res[resource]
+	c.resMu.RUnlock()
+	if !ok {
+		return 0, false
+	}
+	return r.p.Load().resetLife(), true
+}
+
 // life reports how long a slot's buckets (or entries) of resource matter.
 func (c *Cluster) life(resource string, slot uint32, mark bool) (int64, bool) {
 	c.resMu.RLock()
@@ -372,14 +399,13 @@ func (c *Cluster) life(resource string, slot uint32, mark bool) (int64, bool) {
 		return 0, false
 	}
 	p := r.p.Load()
-	l := p.life
 	if mark {
-		l = p.mark
+		return p.markLife(slot)
 	}
-	if int(slot) >= len(l) {
+	if int(slot) >= len(p.life) {
 		return 0, false
 	}
-	return l[slot], true
+	return p.life[slot], true
 }
 
 var _ gossip.Handler = (*Cluster)(nil)

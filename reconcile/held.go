@@ -356,7 +356,7 @@ func (c *Cluster) Welcome(name string) {
 					keys++
 					pkt.Names = append(pkt.Names, packet.Name{Hash: k.hash, Resource: r.name, Domain: k.domain})
 					for _, m := range k.marks { // the tier entries the counts belong to
-						if int(m.slot) < len(p.mark) && m.at+p.mark[m.slot] > now {
+						if l, ok := p.markLife(m.slot); ok && m.at+l > now {
 							marks.Marks = append(marks.Marks, packet.Mark{Hash: k.hash, Slot: m.slot, At: m.at})
 							marks.Names = append(marks.Names, packet.Name{Hash: k.hash, Resource: r.name, Domain: k.domain})
 						}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/local"
 )
 
 // merge.go is the merge of peers' packets, pure: no clock, no locks, no I/O.
@@ -152,6 +153,10 @@ type table struct {
 	// homes is, per key of those, its owner and successor at the last
 	// placement change (owner mode; newHomes).
 	homes map[uint64][2]string
+	// resets is the latest reset of each key (reset.go); replays, whether
+	// a resource's reset forgets its peers' later counts too (nil: none).
+	resets  *resetBook
+	replays func(resource string) bool
 	// placedOn is the live members of the placement newHomes last saw
 	// (the ring's own slice, never modified): a key first seen at a
 	// placement change was placed by their ring.
@@ -168,7 +173,7 @@ type growth struct {
 }
 
 func newTable(self string) *table {
-	return &table{origins: make(map[string]*origin), names: make(map[uint64]keyName), waiting: make(map[uint64][]*origin),
+	return &table{resets: &resetBook{}, origins: make(map[string]*origin), names: make(map[uint64]keyName), waiting: make(map[uint64][]*origin),
 		asked: make(map[uint64]int64), idle: make(map[uint64]int64), self: self,
 		relays: make(map[uint64]*relayKey), retired: make(map[originID]*origin), own: make(map[uint64]*remoteKey), selfNames: make(map[uint64]keyName), sums: make(map[uint64]*sumKey)}
 }
@@ -322,6 +327,10 @@ func (t *table) mergeEntries(o *origin, marks []packet.Mark, counts []packet.Cou
 		if !k.setMark(m.Slot, m.At) {
 			continue
 		}
+		if isReset(m) {
+			out = t.resetNews(out, m.Hash, m.At, k.resolved)
+			continue
+		}
 		if k.resolved {
 			out = t.emit(out, opEntry, m.Hash, int(m.Slot), m.At, 0)
 		}
@@ -362,6 +371,9 @@ func (t *table) learn(names []packet.Name, now int64, out []op) []op {
 			for i := range sk.rows {
 				out = t.settle(out, n.Hash, &sk.rows[i])
 			}
+		}
+		if at, ok := t.resets.unapplied(n.Hash, n.Resource); ok { // a reset that waited for the name
+			out = t.resetOps(out, n.Hash, at)
 		}
 		delete(t.waiting, n.Hash)
 		delete(t.asked, n.Hash)
@@ -412,6 +424,9 @@ func (t *table) emit(out []op, kind opKind, h uint64, slot int, at, n int64) []o
 	if kind == opCount && n < 0 {
 		n = math.MaxInt64
 	}
+	if kind != opHolds && t.beforeReset(h, at) {
+		return out // made before the key's latest reset (reset.go)
+	}
 	name := t.names[h]
 	return append(out, op{kind: kind, resource: name.resource, domain: name.domain, slot: slot, at: at, n: n})
 }
@@ -419,6 +434,9 @@ func (t *table) emit(out []op, kind opKind, h uint64, slot int, at, n int64) []o
 // applyAll emits every value of a key that waited for its name.
 func (t *table) applyAll(h uint64, k *remoteKey, out []op) []op {
 	for _, m := range k.marks {
+		if m.slot == local.SlotReset {
+			continue // learn applies the key's latest reset once, after every origin's values
+		}
 		out = t.emit(out, opEntry, h, int(m.slot), m.at, 0)
 	}
 	for _, c := range k.counts {

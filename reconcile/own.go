@@ -267,7 +267,7 @@ func (r *Res) collect(p *params, k *ownKey, s uint32, now int64, pkt, cp *packet
 	k.counts = keep
 	mk := k.marks[:0]
 	for _, m := range k.marks {
-		if int(m.slot) < len(p.mark) && m.at+p.mark[m.slot] <= now {
+		if l, ok := p.markLife(m.slot); ok && m.at+l <= now {
 			continue
 		}
 		if all || (once && m.unsent) || (!once && (shipped || due(s, m.changed))) {
@@ -408,6 +408,9 @@ func (r *Res) own(domain string, now int64) (slots []int64, marks map[int]int64)
 		}
 	}
 	for _, m := range k.marks {
+		if m.slot == local.SlotReset {
+			continue
+		}
 		if marks == nil {
 			marks = make(map[int]int64)
 		}

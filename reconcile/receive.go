@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/obol-dev/obol/gossip/packet"
+	"github.com/obol-dev/obol/local"
 )
 
 // receive.go is the receive step: a peer's packet (a sync message, a sum
@@ -198,6 +199,9 @@ func (c *Cluster) apply(ops []op, now int64) {
 		a := c.applierOf(tap, r)
 		switch o.kind {
 		case opEntry:
+			if o.slot == local.SlotReset {
+				c.stats.resetsApplied.Add(1)
+			}
 			if a != nil {
 				a.ApplyEntry(o.resource, o.domain, o.slot, o.at, now)
 			}

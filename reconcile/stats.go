@@ -47,6 +47,10 @@ type Stats struct {
 	// counts to (Cluster.Welcome); HeldPassed the push/pulls asked of new
 	// owners of keys it holds gone origins' counts of (owner mode).
 	Welcomes, HeldPassed uint64
+	// Resets counts the keys this node reset (Res.Reset), ResetsApplied
+	// the peers' resets it applied; ResetsKept is the resets it keeps
+	// now, to apply no count made before them (reset.go).
+	Resets, ResetsApplied, ResetsKept uint64
 	// MergeLag is, per merged delta, how old its newest bucket was on
 	// arrival: the sender's wait to ship plus the network, plus up to one
 	// bucket width (the hit is dated to its bucket's start).
@@ -99,6 +103,7 @@ type statsCounters struct {
 	silentExpired, nameConflicts, namesAsked                          atomic.Uint64
 	targeted, sumsSent, sumsMerged, wide, tooOld                      atomic.Uint64
 	heldStates, heldGrew, welcomes, heldPassed                        atomic.Uint64
+	resets, resetsApplied                                             atomic.Uint64
 	countsApplied                                                     atomic.Int64
 	lag                                                               lagHistogram
 }
@@ -118,6 +123,7 @@ func (c *Cluster) Stats() Stats {
 		NamesAsked: s.namesAsked.Load(),
 		Owners:     c.agg.Load(), Targeted: s.targeted.Load(), SumsSent: s.sumsSent.Load(), SumsMerged: s.sumsMerged.Load(),
 		WideRelays: s.wide.Load(), MergeLag: s.lag.load(),
+		Resets: s.resets.Load(), ResetsApplied: s.resetsApplied.Load(), ResetsKept: uint64(c.resets.len()),
 	}
 }
 
@@ -168,6 +174,9 @@ func (c *Cluster) Contributions(resource, domain string, now time.Time) []Contri
 			}
 		}
 		for _, m := range k.marks {
+			if m.slot == local.SlotReset {
+				continue
+			}
 			if ct.Entries == nil {
 				ct.Entries = make(map[int]int64)
 			}

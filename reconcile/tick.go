@@ -240,6 +240,7 @@ func (c *Cluster) Step(now time.Time) {
 	if housekeeping {
 		c.mu.Lock()
 		c.tab.sweep(ms, c.grace(), c.life)
+		c.resets.sweep(ms, c.grace(), c.resetLife)
 		ops, expired := c.tab.expireSilent(ms, c.silence(), nil)
 		var conflicts []string
 		for name := range c.tab.origins {
