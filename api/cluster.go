@@ -75,6 +75,8 @@ type MergeCounters struct {
 	Targeted, SumsSent, SumsMerged, WideRelays uint64
 	// Counts kept and passed on for gone origins and earlier incarnations.
 	HeldStates, HeldGrew, HeldOrigins, HeldKeys, Welcomes, HeldPassed uint64
+	// Resets: peers' resets applied, and the resets kept now.
+	ResetsApplied, ResetsKept uint64
 	// MergeLag is how old a merged delta's newest bucket was on arrival.
 	MergeLag LagHistogram
 }
@@ -169,11 +171,13 @@ var (
 	descHeldOrigins   = prometheus.NewDesc("obol_cluster_held_origins", "Origins this node keeps counts of that are gone or earlier incarnations of a name, until their windows end.", nil, nil)
 	descHeldKeys      = prometheus.NewDesc("obol_cluster_held_keys", "Keys of those origins this node keeps.", nil, nil)
 	descWelcomes      = prometheus.NewDesc("obol_cluster_welcomes_total", "Members that joined this node sent its recent counts to.", nil, nil)
+	descResetsApplied = prometheus.NewDesc("obol_cluster_resets_applied_total", "Peers' resets of a key (POST /v1/reset on another agent) this node applied.", nil, nil)
+	descResetsKept    = prometheus.NewDesc("obol_cluster_resets_kept", "Resets this node keeps, to count nothing made before them, until their resource's longest window ends (at most 100,000).", nil, nil)
 	descHeldPassed    = prometheus.NewDesc("obol_cluster_held_passed_total", "Push/pulls this node asked of a key's new owner or successor to pass on a gone origin's counts of it (owner mode).", nil, nil)
 )
 
 func (c clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descAsked, descResent, descRepairResyncs, descUnheard, descDuplicates, descNames, descReships, descStretch, descTargetedOn, descSequenced, descLive, descMerged, descFlushes, descStale, descApplied, descTooOld, descGone, descLag, descOwnerMode, descTargeted, descSums, descWide, descHeldStates, descHeldHits, descHeldOrigins, descHeldKeys, descWelcomes, descHeldPassed} {
+	for _, d := range []*prometheus.Desc{descGossipBytes, descGossipPackets, descGossipDropped, descGossipErrors, descQueueDrops, descAsked, descResent, descRepairResyncs, descUnheard, descDuplicates, descNames, descReships, descStretch, descTargetedOn, descSequenced, descLive, descMerged, descFlushes, descStale, descApplied, descTooOld, descGone, descLag, descOwnerMode, descTargeted, descSums, descWide, descHeldStates, descHeldHits, descHeldOrigins, descHeldKeys, descWelcomes, descHeldPassed, descResetsApplied, descResetsKept} {
 		ch <- d
 	}
 }
@@ -233,6 +237,8 @@ func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descHeldKeys, prometheus.GaugeValue, float64(m.HeldKeys))
 	counter(descWelcomes, m.Welcomes)
 	counter(descHeldPassed, m.HeldPassed)
+	counter(descResetsApplied, m.ResetsApplied)
+	ch <- prometheus.MustNewConstMetric(descResetsKept, prometheus.GaugeValue, float64(m.ResetsKept))
 	buckets := make(map[float64]uint64, len(m.MergeLag.BoundsMs))
 	for i, b := range m.MergeLag.BoundsMs {
 		if i < len(m.MergeLag.Counts) {

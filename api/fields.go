@@ -134,6 +134,7 @@ const rawHeaderFields = fRateLimit | fRateLimitRemaining
 const (
 	requestFields  = fResource | fDomain | fCopies | fMinCopies
 	refundFields   = fResource | fDomain | fCopies
+	resetFields    = fResource | fDomain
 	reserveFields  = fResource | fDomain | fCopies | fMinCopies | fSession
 	releaseFields  = fHold | fCopies
 	transferFields = fHold | fCopies | fTTL

@@ -46,7 +46,8 @@ import (
 // obol_adaptive_outstanding{resource}; then obol_sessions, obol_holds_open,
 // obol_transfers_staged, obol_max_keys_evicted_total,
 // obol_max_keys_overflow_total,
-// obol_lenient_unrecorded_total, obol_config_reloads_total{result}, and the
+// obol_lenient_unrecorded_total, obol_config_reloads_total{result},
+// obol_key_resets_total{resource}, and the
 // go_* and process_* collectors. Calls on resources with no config are
 // counted under resource="unconfigured", so a client cannot grow the series
 // without bound. Errors (a bad request, an unknown hold) are not outcomes
@@ -68,6 +69,7 @@ type metrics struct {
 	pacerOps    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	reloads     *prometheus.CounterVec
+	resets      *prometheus.CounterVec
 }
 
 // adaptiveOpsDesc describes obol_adaptive_operations_total, both the
@@ -120,8 +122,11 @@ func newMetrics(s *Server) *metrics {
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "obol_config_reloads_total", Help: "Config reloads by result (ok, refused).",
 		}, []string{"result"}),
+		resets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "obol_key_resets_total", Help: "Keys reset through POST /v1/reset on this agent, by resource (peers' resets are obol_cluster_resets_applied_total).",
+		}, []string{"resource"}),
 	}
-	m.reg.MustRegister(m.decisions, m.copiesOps, adaptiveCollector{s, m.adaptiveOps}, m.pacerOps, m.latency, m.reloads,
+	m.reg.MustRegister(m.decisions, m.copiesOps, adaptiveCollector{s, m.adaptiveOps}, m.pacerOps, m.latency, m.reloads, m.resets,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		usageCollector{s})
 	if s.cluster != nil {

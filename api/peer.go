@@ -33,16 +33,25 @@ func clientOf(ctx *fasthttp.RequestCtx) string {
 // peerProcess returns "pid:N" for the process at the other end of a Unix
 // socket, "" when the kernel does not say.
 func peerProcess(c *net.UnixConn) string {
+	if cred := peerCred(c); cred != nil {
+		return "pid:" + strconv.Itoa(int(cred.Pid))
+	}
+	return ""
+}
+
+// peerCred returns the credentials of the process at the other end of a
+// Unix socket, as the kernel reports them, or nil.
+func peerCred(c *net.UnixConn) *syscall.Ucred {
 	raw, err := c.SyscallConn()
 	if err != nil {
-		return ""
+		return nil
 	}
 	var cred *syscall.Ucred
 	var cerr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-	}); err != nil || cerr != nil || cred == nil {
-		return ""
+	}); err != nil || cerr != nil {
+		return nil
 	}
-	return "pid:" + strconv.Itoa(int(cred.Pid))
+	return cred
 }

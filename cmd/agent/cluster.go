@@ -161,6 +161,7 @@ func mergeCounters(m reconcile.Stats) api.MergeCounters {
 		PacketsMerged: m.PacketsMerged, Flushes: m.Flushes, Stale: m.Stale, CountsApplied: m.CountsApplied, TooOld: m.TooOld, NodesGone: m.NodesGone,
 		Owners: m.Owners, Targeted: m.Targeted, SumsSent: m.SumsSent, SumsMerged: m.SumsMerged, WideRelays: m.WideRelays,
 		HeldStates: m.HeldStates, HeldGrew: m.HeldGrew, HeldOrigins: m.HeldOrigins, HeldKeys: m.HeldKeys, Welcomes: m.Welcomes, HeldPassed: m.HeldPassed,
+		ResetsApplied: m.ResetsApplied, ResetsKept: m.ResetsKept,
 		MergeLag: api.LagHistogram{BoundsMs: reconcile.LagBoundsMs, Counts: m.MergeLag.Counts, Count: m.MergeLag.Count, SumMs: m.MergeLag.SumMs},
 	}
 }

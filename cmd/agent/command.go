@@ -53,7 +53,7 @@ type command struct {
 
 // commandList returns the commands, in the order help lists them.
 func commandList() []*command {
-	return []*command{statusCommand, topCommand, peersCommand, checkCommand, reloadCommand, configCommand}
+	return []*command{statusCommand, topCommand, peersCommand, checkCommand, resetCommand, reloadCommand, configCommand}
 }
 
 // lookupCommand returns the command named name, or nil.
@@ -486,9 +486,22 @@ func (e *answerError) Error() string {
 // do sends a request with no body and returns the reply, or an
 // unreachableError.
 func (a *agentClient) do(ctx context.Context, method, path string) (answer, error) {
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+a.t.host+path, nil)
+	return a.send(ctx, method, path, nil)
+}
+
+// send sends a request with a JSON body (none when nil) and returns the
+// reply, or an unreachableError.
+func (a *agentClient) send(ctx context.Context, method, path string, body []byte) (answer, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+a.t.host+path, rd)
 	if err != nil {
 		return answer{}, fmt.Errorf("a request for %s: %w", path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
 	if len(a.token) > 0 {
@@ -499,14 +512,14 @@ func (a *agentClient) do(ctx context.Context, method, path string) (answer, erro
 		return answer{}, &unreachableError{a.t, err}
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxReply+1))
+	got, err := io.ReadAll(io.LimitReader(resp.Body, maxReply+1))
 	if err != nil {
 		return answer{}, &unreachableError{a.t, err}
 	}
-	if len(body) > maxReply {
+	if len(got) > maxReply {
 		return answer{}, &answerError{status: resp.StatusCode, code: "too_large", message: fmt.Sprintf("%s %s: the reply is over %d MiB", method, path, maxReply>>20)}
 	}
-	return answer{status: resp.StatusCode, header: resp.Header, body: body}, nil
+	return answer{status: resp.StatusCode, header: resp.Header, body: got}, nil
 }
 
 // call sends a request and returns the body of a reply with one of the

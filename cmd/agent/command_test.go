@@ -293,6 +293,22 @@ func TestCommandsEndToEnd(t *testing.T) {
 	code, out, errw = cmd("check", "--", "e2e/tiers", "-dash")
 	want("check of a domain after --", code, 0, out, errw, "for -dash")
 
+	// reset: alice's empty bucket is full again; the agent logs who asked.
+	code, out, errw = cmd("reset", "e2e/bucket", "alice")
+	want("reset", code, 0, out, errw, "reset e2e/bucket for alice")
+	code, out, errw = cmd("check", "e2e/bucket", "alice", "--copies", "2")
+	want("check after the reset", code, 0, out, errw, "granted: 2 of e2e/bucket for alice (spent)")
+	if !strings.Contains(a.stderr.String(), `"msg":"key reset","resource":"e2e/bucket","domain":"alice","client":"pid:`) {
+		t.Errorf("the agent's log lacks the reset with its client:\n%s", a.stderr.String())
+	}
+	code, out, errw = cmd("reset", "e2e/window", "x")
+	want("reset of an adaptive resource", code, exitAnswered, out, errw, "409 wrong_kind")
+	code, out, errw = cmd("reset", "e2e/bucket", "--json", "bob")
+	want("reset --json", code, 0, out, errw)
+	if m := jsonOf("reset --json", out); m["reset"] != true {
+		t.Errorf("reset --json: %s", out)
+	}
+
 	// top
 	code, out, errw = cmd("top", "e2e/bucket")
 	want("top", code, 0, out, errw, "rejections of e2e/bucket in the last ", "COUNT  ERROR  DOMAIN", "alice")
