@@ -2,7 +2,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { AgentUnavailableError, ClosedError, Codes, ObolError, badRequest, errorFor } from "./errors";
-import { Reply, Transport, abortReason } from "./transport";
+import { Reply, Transport, abortReason, now } from "./transport";
 
 /** Where warnings go: `console` by default. */
 export interface Logger {
@@ -299,6 +299,9 @@ export class Client {
    * @internal
    */
   async call(method: string, p: string, body?: unknown, signal?: AbortSignal, raw = false): Promise<any> {
+    // timeoutMs runs from here: the call times out at this deadline,
+    // whatever comes before the request is sent (a connection, a resend).
+    const deadline = now() + this.timeoutMs;
     if (this.closed) throw new ClosedError();
     if (signal?.aborted) throw abortReason(signal);
     this.counters.calls++;
@@ -307,7 +310,7 @@ export class Client {
     }
     let r: Reply;
     try {
-      r = await this.t.call(method, p, body === undefined ? undefined : JSON.stringify(body), this.timeoutMs, signal);
+      r = await this.t.call(method, p, body === undefined ? undefined : JSON.stringify(body), deadline, this.timeoutMs, signal);
     } catch (e) {
       if (e instanceof AgentUnavailableError && e.timeout) this.pausedUntil = Date.now() + this.timeoutPauseMs;
       throw e;

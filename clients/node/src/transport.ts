@@ -1,5 +1,60 @@
 import * as http from "node:http";
+import { performance } from "node:perf_hooks";
 import { AgentUnavailableError, badRequest } from "./errors";
+
+/** The clock of the calls' deadlines: monotonic, in fractional milliseconds. */
+export const now = (): number => performance.now();
+
+/**
+ * Runs fn once, at the deadline (a time of {@link now}), not before it and
+ * not a whole timer tick after it, unless cancelled first. Node runs a
+ * setTimeout(ms) anywhere from about ms - 1 to ms + 1 after it is set, late
+ * by however long the event loop is busy (it counts whole milliseconds of a
+ * clock read once per loop turn). So the timer is set to fire 1 to 2 ms
+ * before the deadline, and the rest is waited for with setImmediate, one
+ * check of the clock per loop turn: the loop keeps serving I/O (a reply
+ * that comes in that window is taken) but spins, using the CPU for those
+ * 1 to 2 ms. fn is never called synchronously from the constructor.
+ */
+export class Deadline {
+  private timer: NodeJS.Timeout | undefined;
+  private immediate: NodeJS.Immediate | undefined;
+  private cancelled = false;
+
+  constructor(
+    readonly at: number,
+    private readonly fn: () => void,
+  ) {
+    this.schedule(at - now());
+  }
+
+  cancel(): void {
+    this.cancelled = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    if (this.immediate !== undefined) clearImmediate(this.immediate);
+    this.timer = this.immediate = undefined;
+  }
+
+  private schedule(left: number): void {
+    // A timer of floor(left) - 1 ms fires from floor(left) - 2 ms on: at
+    // least frac(left) ms, at most 2 + frac(left) ms, before the deadline.
+    const ms = Math.floor(left) - 1;
+    if (ms >= 1) this.timer = setTimeout(this.check, ms);
+    else this.immediate = setImmediate(this.check);
+  }
+
+  private readonly check = (): void => {
+    this.timer = this.immediate = undefined;
+    if (this.cancelled) return;
+    const left = this.at - now();
+    if (left > 0) {
+      this.schedule(left);
+      return;
+    }
+    this.cancelled = true;
+    this.fn();
+  };
+}
 
 /** A reply the agent gave: its status, headers and body. */
 export interface Reply {
@@ -54,16 +109,20 @@ export class Transport {
   /**
    * Sends one request. It resolves with the reply, or rejects with an
    * AgentUnavailableError (the agent could not answer: fail open), or with
-   * the signal's reason when the caller aborted.
+   * the signal's reason when the caller aborted. deadline is a time of
+   * {@link now}, taken when the caller's call started (timeoutMs after it):
+   * the call times out at it, not before, connecting and a resend
+   * included.
    */
-  call(method: string, path: string, body: string | undefined, timeoutMs: number, signal?: AbortSignal): Promise<Reply> {
-    return this.once(method, path, body, timeoutMs, signal, true);
+  call(method: string, path: string, body: string | undefined, deadline: number, timeoutMs: number, signal?: AbortSignal): Promise<Reply> {
+    return this.once(method, path, body, deadline, timeoutMs, signal, true);
   }
 
   private once(
     method: string,
     path: string,
     body: string | undefined,
+    deadline: number,
     timeoutMs: number,
     signal: AbortSignal | undefined,
     mayResend: boolean,
@@ -73,6 +132,11 @@ export class Transport {
         reject(abortReason(signal));
         return;
       }
+      const timedOut = () => new AgentUnavailableError(`no reply within ${timeoutMs} ms`, true);
+      if (now() >= deadline) {
+        reject(timedOut());
+        return;
+      }
       const headers: http.OutgoingHttpHeaders = { accept: "application/json" };
       if (body !== undefined) {
         headers["content-type"] = "application/json";
@@ -80,20 +144,29 @@ export class Transport {
       }
       let done = false;
       let gotReply = false;
-      const started = Date.now();
       const finish = (err: Error | undefined, r?: Reply) => {
         if (done) return;
         done = true;
-        clearTimeout(timer);
+        timer.cancel();
         signal?.removeEventListener("abort", onAbort);
         if (err) reject(err);
         else resolve(r!);
       };
-      const req = http.request({ ...this.base, method, path: this.prefix + path, headers });
-      const timer = setTimeout(() => {
-        finish(new AgentUnavailableError(`no reply within ${timeoutMs} ms`, true));
-        req.destroy();
-      }, timeoutMs);
+      // The timer runs to the deadline the caller took, and is set before
+      // the request (and its connection) is made; it never fires
+      // synchronously. At the deadline the caller gets its answer first;
+      // the connection is destroyed after, off the caller's time.
+      const timer = new Deadline(deadline, () => {
+        finish(timedOut());
+        setImmediate(() => req.destroy());
+      });
+      let req: http.ClientRequest;
+      try {
+        req = http.request({ ...this.base, method, path: this.prefix + path, headers });
+      } catch (e) {
+        timer.cancel();
+        throw e;
+      }
       const onAbort = () => {
         finish(abortReason(signal!));
         req.destroy();
@@ -106,14 +179,10 @@ export class Transport {
         // when it failed before any reply byte; a timeout never is.
         if (mayResend && !gotReply && req.reusedSocket && RESENDABLE.has(e.code ?? "")) {
           done = true;
-          clearTimeout(timer);
+          timer.cancel();
           signal?.removeEventListener("abort", onAbort);
-          const left = timeoutMs - (Date.now() - started);
-          if (left <= 0) {
-            reject(new AgentUnavailableError(`no reply within ${timeoutMs} ms`, true));
-            return;
-          }
-          this.once(method, path, body, left, signal, false).then(resolve, reject);
+          // Within the same deadline (once() rejects at once if it is past).
+          this.once(method, path, body, deadline, timeoutMs, signal, false).then(resolve, reject);
           return;
         }
         finish(new AgentUnavailableError(`${e.code ?? "error"}: ${e.message}`));

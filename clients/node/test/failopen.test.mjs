@@ -4,6 +4,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import * as path from "node:path";
+import { performance } from "node:perf_hooks";
+import transport from "../dist/transport.js";
 import { Client, ObolError, Codes } from "../esm/index.mjs";
 import { fakeAgent, tempDir, memLogger } from "./helpers.mjs";
 
@@ -81,6 +83,87 @@ test("a timeout pauses asking: within timeoutPauseMs, decisions are degraded at 
   const d = await c.request("t/x", "u");
   assert.equal(d.degraded, true);
   assert.equal(f.calls.length, 1, "the paused call must not connect");
+});
+
+// The timeout's rules, checked without timing bounds that a busy machine
+// could break: a call is never given up before timeoutMs has passed since
+// it started, and time spent before the request goes out (connecting
+// included) counts.
+
+/** Blocks the event loop for ms (a synchronous wait). */
+function block(ms) {
+  const end = performance.now() + ms;
+  while (performance.now() < end);
+}
+
+test("a timed-out call is degraded no earlier than timeoutMs after it started", async (t) => {
+  const f = await fakeAgent(t, "hang");
+  const c = new Client({ socket: f.sock, timeoutMs: 15, timeoutPauseMs: 0, logger: memLogger() });
+  t.after(() => c.close());
+  for (let i = 0; i < 50; i++) {
+    const t0 = performance.now();
+    const d = i % 2 ? await c.check("t/x", "u") : await c.request("t/x", "u");
+    const took = performance.now() - t0;
+    assert.equal(d.degraded, true);
+    assert.ok(took >= 15, `call ${i} degraded after ${took.toFixed(3)} ms, before its timeoutMs (15)`);
+  }
+});
+
+test("the deadline runs from the call's start: a slow connect counts, and a reply after the deadline is not taken", async (t) => {
+  const f = await fakeAgent(t, (req, res) => {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end('{"granted":1}');
+  });
+  const c = new Client({ socket: f.sock, timeoutMs: 20, timeoutPauseMs: 0, logger: memLogger() });
+  t.after(() => c.close());
+  assert.equal((await c.request("t/x", "u")).degraded, false);
+  // Connecting takes 30 ms of the call's 20 (a synchronous wait inside
+  // http.request): the deadline has passed before the request is even
+  // written, so the call is degraded at the loop's next timer turn, before
+  // the agent (in this process) can have read the request.
+  const agent = c.t.agent;
+  const orig = agent.createConnection;
+  agent.createConnection = function (...a) {
+    block(30);
+    return orig.apply(this, a);
+  };
+  agent.destroy(); // no kept-alive connection: the next call connects
+  const d = await c.request("t/x", "u");
+  assert.equal(d.degraded, true, "the call should time out: its connect took longer than timeoutMs");
+  agent.createConnection = orig;
+  assert.equal((await c.request("t/x", "u")).degraded, false);
+});
+
+test("Deadline: fires once, never synchronously, never before its time; cancel stops it", async () => {
+  const { Deadline, now } = transport;
+  for (const ms of [0, 0.3, 1, 2.5, 7, 12]) {
+    const at = now() + ms;
+    let fired = 0;
+    let firedAt = 0;
+    const done = new Promise((resolve) => {
+      new Deadline(at, () => {
+        fired++;
+        firedAt = now();
+        resolve();
+      });
+    });
+    assert.equal(fired, 0, "fired synchronously");
+    await done;
+    assert.ok(firedAt >= at, `${ms} ms: fired ${(at - firedAt).toFixed(3)} ms early`);
+    await new Promise((r) => setTimeout(r, 5));
+    assert.equal(fired, 1);
+  }
+  let fired = false;
+  // Cancelled before its first turn, in either stage: a timer (3 ms
+  // away) or the polling of the last 1 to 2 ms (0.2 ms away).
+  for (const ms of [3, 0.2]) {
+    const d = new Deadline(now() + ms, () => {
+      fired = true;
+    });
+    d.cancel();
+  }
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(fired, false, "a cancelled deadline fired");
 });
 
 test("keep-alive: sequential calls share one connection; a closed idle one is replaced", async (t) => {
