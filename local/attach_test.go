@@ -27,6 +27,7 @@ func (nopRecorder) TierHits(string, int64, int64, []int64, uint64) {}
 func (nopRecorder) Spend(string, int64, int64)                     {}
 func (nopRecorder) Refund(string, int64, int64)                    {}
 func (nopRecorder) Reset(string, int64) bool                       { return true }
+func (nopRecorder) TierRefund(string, int64, int64, []int64)       {}
 
 // Attach registers each configured tiers, gcra and copies resource, once,
 // with one applier; an unlimited rate resource and the per-agent kinds not

@@ -218,3 +218,29 @@ func BenchmarkVsXRate(b *testing.B) {
 	b.ReportMetric(per(gcraNS)/per(xrateNS), "gcra/xrate")
 	b.ReportMetric(per(tiersNS)/per(xrateNS), "tiers/xrate")
 }
+
+// BenchmarkSettle is check now, charge later: a decision with a ticket,
+// then its settle (half for less, half for more), per key of 1,000.
+func BenchmarkSettle(b *testing.B) {
+	for _, res := range []string{"b/gcra", "b/tiers"} {
+		b.Run(res, func(b *testing.B) {
+			e := benchEngine()
+			ds := domains(1000)
+			t0 := time.Unix(1_700_000_000, 0)
+			b.ReportAllocs()
+			var d Decision
+			for i := 0; b.Loop(); i++ {
+				at := t0.Add(time.Duration(i) * time.Millisecond)
+				tk, err := e.DecideSettle(&d, at, res, ds[i%len(ds)], 2, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if tk != "" {
+					if _, err := e.Settle(at, tk, 1+2*(i%2)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}

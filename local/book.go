@@ -58,10 +58,13 @@ type Caps struct {
 	// TransfersPerSession is the most transfers staged from one session's
 	// holds and not yet seized (10,000).
 	TransfersPerSession int
+	// Tickets is the most settle tickets the agent holds not settled
+	// yet, each until it expires (100,000; settle.go).
+	Tickets int
 }
 
 // DefaultCaps are the caps of an engine that is given none.
-var DefaultCaps = Caps{Sessions: 100_000, Holds: 200_000, Transfers: 100_000, HoldsPerSession: 10_000, TransfersPerSession: 10_000}
+var DefaultCaps = Caps{Sessions: 100_000, Holds: 200_000, Transfers: 100_000, HoldsPerSession: 10_000, TransfersPerSession: 10_000, Tickets: 100_000}
 
 // orDefault returns c with every zero field set to its default.
 func (c Caps) orDefault() Caps {
@@ -86,6 +89,8 @@ type book struct {
 	holds     map[string]*hold
 	transfers map[string]*transfer
 	deadlines deadlineHeap
+	// tickets are the settle tickets (settle.go), under their own lock.
+	tickets *tickets
 }
 
 func newBook() *book {
@@ -94,6 +99,7 @@ func newBook() *book {
 		sessions:  make(map[string]*session),
 		holds:     make(map[string]*hold),
 		transfers: make(map[string]*transfer),
+		tickets:   newTickets(DefaultCaps.Tickets),
 	}
 }
 

@@ -77,6 +77,10 @@ type ClusterSpec struct {
 	// counts made after the reset too (gcra: a TAT does not tell its
 	// spends apart), so the cluster applies those again after it.
 	Replays bool
+	// Refunds says that a settle may give hits of the slots back (tiers,
+	// Recorder.TierRefund): slot SlotTierRefund+i takes hits of slot i
+	// back, and matters as long as slot i's hits do.
+	Refunds bool
 }
 
 // ClusterSpecOf returns the cluster spec of rc, a validated and normalized
@@ -115,6 +119,7 @@ func ClusterSpecOf(rc *config.Resource) ClusterSpec {
 		for _, o := range rc.Domains {
 			widen(o.Tiers)
 		}
+		s.Refunds = true
 	case config.KindGCRA:
 		life := gcraLife(rc.Burst, rc.Count, rc.Period)
 		for _, o := range rc.Domains {
@@ -149,6 +154,10 @@ type Recorder interface {
 	// reports false, recording nothing, when the cluster keeps as many
 	// resets as it may: the engine then forgets nothing.
 	Reset(domain string, at int64) bool
+	// TierRefund records that a settle gave back total of domain's hits
+	// (tiers) made at at (Unix ms), taken[i] of them in tier i+1: peers
+	// take them back where they still count them (SlotTierRefund).
+	TierRefund(domain string, at, total int64, taken []int64)
 }
 
 // Slots in which a key's records are counted, shipped and applied
@@ -172,6 +181,11 @@ const (
 	// gcra key: everything the key holds from before the entry's instant
 	// is forgotten (Engine.Reset). It is no tier's slot.
 	SlotReset = 1<<31 - 2
+	// SlotTierRefund is the first slot of a tiers key's hits given back by
+	// a settle (Recorder.TierRefund): slot SlotTierRefund+i takes hits of
+	// slot i back (ApplyCount). It is past the 64 tiers that are shared,
+	// so that an agent of an earlier release ignores it.
+	SlotTierRefund = maxTake + 1
 )
 
 // Span is how long, in ms, a record of one slot matters to a decision: Hits
@@ -353,6 +367,9 @@ func (w recorder) tierHits(domain string, at, total int64, taken []int64, entere
 func (w recorder) spend(domain string, at, n int64)   { w.r.Spend(hideString(domain), at, n) }
 func (w recorder) refund(domain string, at, n int64)  { w.r.Refund(hideString(domain), at, n) }
 func (w recorder) reset(domain string, at int64) bool { return w.r.Reset(hideString(domain), at) }
+func (w recorder) tierRefund(domain string, at, total int64, taken []int64) {
+	w.r.TierRefund(hideString(domain), at, total, hideSlice(taken))
+}
 
 // hide returns p such that escape analysis does not follow it (the pointer
 // goes through a uintptr). The callee must not keep it.

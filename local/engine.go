@@ -283,6 +283,9 @@ func (e *Engine) Step(t time.Time) {
 	e.book.mu.Lock()
 	e.book.expire(tn)
 	e.book.mu.Unlock()
+	e.book.tickets.mu.Lock()
+	e.book.tickets.expire(tn)
+	e.book.tickets.mu.Unlock()
 	var gone []string
 	e.dynMu.RLock() // lookups go on while the keys are swept
 	for name, r := range e.dyn {

@@ -105,6 +105,14 @@ func (s *tiersState) forget(p *tiersParams, t, now int64) []stamp {
 	return gone
 }
 
+// at returns the hits the ring holds of millisecond t (callers hold mu).
+func (r *secondRing) at(t int64) int64 {
+	if t > r.head || t <= r.head-ringSize {
+		return 0
+	}
+	return r.slots[t%ringSize]
+}
+
 // take removes n hits made at millisecond t from the ring, if it still
 // holds that millisecond, never below zero (callers hold mu).
 func (r *secondRing) take(t, n int64) {

@@ -70,6 +70,12 @@ func (tr *tiersRes) params(domain string) *tiersParams {
 
 // decide decides request(q, m) of domain at t (Unix ms) into d.
 func (tr *tiersRes) decide(d *Decision, domain string, t, q, m int64) {
+	tr.decideRec(d, domain, t, q, m, nil)
+}
+
+// decideRec is decide, and, when keep is not nil, writes into it what the
+// decision committed tier by tier (a settle ticket's record).
+func (tr *tiersRes) decideRec(d *Decision, domain string, t, q, m int64, keep *tierRecord) {
 	p := tr.params(domain)
 	var ring *secondRing
 	if p.global >= 0 {
@@ -88,13 +94,13 @@ func (tr *tiersRes) decide(d *Decision, domain string, t, q, m int64) {
 			}
 		}
 	}
-	var rec *tierRecord
+	rec := keep
 	var recBuf tierRecord
-	if tr.rec.on() {
+	if rec == nil && tr.rec.on() {
 		rec = &recBuf
 	}
 	o := tiersDecide(p, st, t, q, m, ring, rec)
-	if rec != nil && o.granted > 0 {
+	if tr.rec.on() && o.granted > 0 {
 		tr.rec.tierHits(domain, t, o.granted, rec.taken[:min(len(p.tiers), maxTake)], rec.entered)
 	}
 	if !ok && q > 0 && o.granted == 0 {
@@ -255,6 +261,10 @@ func (tr *tiersRes) place(sh *shard[*tiersState], domain string, h uint64, st *t
 // put every window holding them over every limit, so the clamp changes no
 // decision a real count makes.
 func (tr *tiersRes) applyCount(domain string, slot int, at, width, n, now int64) {
+	if slot >= SlotTierRefund {
+		tr.applyRefund(domain, slot-SlotTierRefund, at, width, n, now)
+		return
+	}
 	p := tr.params(domain)
 	if !p.countMatters(slot, at, now) {
 		return

@@ -59,6 +59,26 @@ func (d *deque) reset() { d.buf, d.head, d.sum = d.buf[:0], 0, 0 }
 // live returns the stamps still held, oldest first.
 func (d *deque) live() []stamp { return d.buf[d.head:] }
 
+// remove takes up to n hits out of the stamps made in [from, to), newest
+// first, and returns how many it took.
+func (d *deque) remove(from, to, n int64) int64 {
+	took := int64(0)
+	for i := len(d.buf) - 1; i >= d.head && took < n; i-- {
+		st := &d.buf[i]
+		if st.at >= to {
+			continue
+		}
+		if st.at < from {
+			break
+		}
+		x := min(st.n, n-took)
+		st.n -= x
+		took += x
+	}
+	d.sum -= took
+	return took
+}
+
 // first returns the time of the oldest stamp, or false when empty.
 func (d *deque) first() (int64, bool) {
 	if d.head == len(d.buf) {

@@ -188,6 +188,24 @@ func (r *Res) TierHits(domain string, at, total int64, taken []int64, entered ui
 	sh.mu.Unlock()
 }
 
+// TierRefund records that a settle gave back total of domain's hits made at
+// at (Unix ms), taken[i] of them in tier i+1: in the refund slots
+// (local.SlotTierRefund), which ship as counts do, with no hurry (a peer
+// that learns late over-counts meanwhile, never under-counts).
+func (r *Res) TierRefund(domain string, at, total int64, taken []int64) {
+	p := r.p.Load()
+	sh := r.shard(domain)
+	sh.mu.Lock()
+	k := r.key(sh, domain)
+	next := r.c.tick.Load() + 1
+	k.add(p, local.SlotTierRefund, at, total, next)
+	for i, v := range taken {
+		k.add(p, local.SlotTierRefund+i+1, at, v, next)
+	}
+	r.touch(sh, k, 0, 1<<62, 1<<62)
+	sh.mu.Unlock()
+}
+
 // Spend records that a gcra bucket spent n tokens at at (Unix ms).
 func (r *Res) Spend(domain string, at, n int64) { r.gcra(domain, local.SlotSpend, at, n) }
 

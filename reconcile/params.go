@@ -56,6 +56,14 @@ func paramsOf(s local.ClusterSpec, a local.Applier) *params {
 			}
 			entries = entries || sp.Entry > 0
 		}
+		if s.Refunds { // slot SlotTierRefund+i: hits of slot i given back
+			n := len(s.Spans)
+			for _, a := range []*[]int64{&p.bucket, &p.life, &p.mark} {
+				*a = append(*a, make([]int64, local.SlotTierRefund+n-len(*a))...)
+			}
+			copy(p.bucket[local.SlotTierRefund:], p.bucket[:n])
+			copy(p.life[local.SlotTierRefund:], p.life[:n])
+		}
 	}
 	if !entries {
 		p.mark = nil // no slot has entries: a peer's entry of one matters nowhere (life)
@@ -71,7 +79,8 @@ func paramsOf(s local.ClusterSpec, a local.Applier) *params {
 // t counts in the bucket starting at t − t mod width. Simulators use it to
 // tell which shipped bucket holds a given hit.
 func BucketWidths(rc *config.Resource) []int64 {
-	return paramsOf(local.ClusterSpecOf(rc), nil).bucket
+	s := local.ClusterSpecOf(rc)
+	return paramsOf(s, nil).bucket[:len(s.Spans)]
 }
 
 // threshold is the unshipped hits of a key at which it is shipped at once:

@@ -131,6 +131,20 @@ func (c *Cluster) Stats() Stats {
 // (local.Contribution: api shows it without importing this package).
 type Contribution = local.Contribution
 
+// netOfRefunds returns a tiers key's counts per slot less the hits settles
+// gave back (local.SlotTierRefund), without the refund slots; other
+// counts as they are.
+func netOfRefunds(counts []int64) []int64 {
+	if len(counts) <= local.SlotTierRefund {
+		return counts
+	}
+	n := len(counts) - local.SlotTierRefund
+	for i := range n {
+		counts[i] = max(0, counts[i]-counts[local.SlotTierRefund+i])
+	}
+	return counts[:n]
+}
+
 // Contributions returns each node's share of resource/domain at now, this
 // node first, then peers by name.
 func (c *Cluster) Contributions(resource, domain string, now time.Time) []Contribution {
@@ -142,6 +156,7 @@ func (c *Cluster) Contributions(resource, domain string, now time.Time) []Contri
 	var lifes []int64
 	if r != nil {
 		self.Counts, self.Entries = r.own(domain, ms)
+		self.Counts = netOfRefunds(self.Counts)
 		lifes = r.p.Load().life
 	}
 	h := KeyHash(resource, domain)
@@ -173,6 +188,7 @@ func (c *Cluster) Contributions(resource, domain string, now time.Time) []Contri
 				ct.Counts[cn.slot] += int64(cn.value)
 			}
 		}
+		ct.Counts = netOfRefunds(ct.Counts)
 		for _, m := range k.marks {
 			if m.slot == local.SlotReset {
 				continue

@@ -1,0 +1,414 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/sat"
+)
+
+// settle.go is check now, charge later: a request whose cost is known only
+// after it is served (an LLM's tokens, bytes, rows) is decided on an
+// estimate (DecideSettle) and settled with its real cost (Settle), once.
+//
+// A grant comes with a ticket that remembers what was counted: the
+// estimate, when, and for tiers how many hits each tier took. Settling
+// charges the difference at once, on this node and, through the cluster,
+// on every peer:
+//
+//   - less than the estimate: the difference is given back. A gcra bucket
+//     gets the tokens back as a refund does; a tiers key loses that many of
+//     the grant's own hits, from the highest tier it took down, where they
+//     still count (hits that left their window are not taken back twice).
+//   - more: the difference is charged past the limit, at the settling
+//     instant: a gcra bucket's TAT moves on by that many tokens, a tiers
+//     key gets that many more hits in the last second and in the highest
+//     tier the grant took (or, when that tier is in its cooldown, in tier
+//     1), so that later requests wait until they leave the window.
+//
+// A ticket settles once (ErrAlreadySettled after, for the last 100,000
+// settled; an older one is ErrUnknownTicket, never charged twice); one
+// never settled keeps its estimate when it expires (TicketTTL), as does one
+// whose resource a reload removed or changed the kind of. An agent keeps at
+// most Caps.Tickets tickets not settled yet; a request that would need one
+// more is ErrTooMany.
+
+// TicketTTL is how long a settle ticket can be settled after its grant.
+const TicketTTL = 10 * time.Minute
+
+// ErrAlreadySettled is Settle's error for a ticket settled before.
+var ErrAlreadySettled = errors.New("local: already settled")
+
+// ticket is one grant waiting for its real cost.
+type ticket struct {
+	resource, domain string
+	kind             config.Kind
+	at               int64   // the grant's instant: ms (tiers), ns (gcra)
+	estimate         int64   // copies counted
+	taken            []int64 // tiers: hits counted in each tier (index 0: tier 1)
+	expires          int64   // ns
+}
+
+// tickets holds the settle tickets, shared by the engines Reload makes:
+// those not settled yet (at most max, each until TicketTTL after its
+// grant, found by a queue of ids in the order they were issued: one TTL
+// for all), and the ids of the last maxSettled settled, to tell a second
+// settle from an unknown ticket.
+type tickets struct {
+	mu     sync.Mutex
+	max    int
+	byID   map[string]*ticket
+	order  []string // ids, oldest first; a settled one is skipped when it comes up
+	head   int
+	done   []string // the last maxSettled ids settled, a ring
+	next   int      // done's next slot
+	isDone map[string]struct{}
+}
+
+// maxSettled is how many settled tickets' ids are kept, so that a second
+// settle of one of them is ErrAlreadySettled (and not ErrUnknownTicket).
+const maxSettled = 100_000
+
+func newTickets(max int) *tickets {
+	return &tickets{max: max, byID: make(map[string]*ticket), isDone: make(map[string]struct{})}
+}
+
+// expire drops the tickets expired at t (ns), and the queue's settled ids
+// that come up. Callers hold mu.
+func (ts *tickets) expire(t int64) {
+	for ts.head < len(ts.order) {
+		id := ts.order[ts.head]
+		if tk, ok := ts.byID[id]; ok {
+			if tk.expires > t {
+				break
+			}
+			delete(ts.byID, id)
+		}
+		ts.order[ts.head] = ""
+		ts.head++
+	}
+	if ts.head > 1024 && ts.head*2 > len(ts.order) {
+		ts.order = append(ts.order[:0], ts.order[ts.head:]...)
+		ts.head = 0
+	}
+	if len(ts.order)-ts.head > 2*len(ts.byID)+1024 {
+		// Settled ids make up most of the queue: keep the live ones, in
+		// order (a ticket settled fast behind one still out would
+		// otherwise hold its place until that one expires).
+		live := ts.order[:0]
+		for _, id := range ts.order[ts.head:] {
+			if _, ok := ts.byID[id]; ok {
+				live = append(live, id)
+			}
+		}
+		clear(ts.order[len(live):])
+		ts.order, ts.head = live, 0
+	}
+}
+
+// room reports whether one more ticket fits at t (ns).
+func (ts *tickets) room(t int64) error {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.expire(t)
+	if len(ts.byID) >= ts.max {
+		return fmt.Errorf("%w: settle tickets: the agent holds %d not settled yet, its cap; settle them (POST /v1/settle) or let them expire (%v after their grant)", ErrTooMany, len(ts.byID), TicketTTL)
+	}
+	return nil
+}
+
+// add keeps tk, issued at t (ns), and returns its id.
+func (ts *tickets) add(tk *ticket, t int64) string {
+	id := newRandomID('c')
+	tk.expires = t + int64(TicketTTL)
+	ts.mu.Lock()
+	ts.expire(t)
+	ts.byID[id] = tk
+	ts.order = append(ts.order, id)
+	ts.mu.Unlock()
+	return id
+}
+
+// take removes ticket id, settled at t (ns), and returns it.
+func (ts *tickets) take(id string, t int64) (*ticket, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.expire(t)
+	tk, ok := ts.byID[id]
+	if !ok {
+		if _, settled := ts.isDone[id]; settled {
+			return nil, fmt.Errorf("%w: %q was settled before; a ticket settles once", ErrAlreadySettled, id)
+		}
+		return nil, fmt.Errorf("%w: %q was never issued, expired (%v after its grant: it kept its estimate) or was settled long ago", ErrUnknownTicket, id, TicketTTL)
+	}
+	delete(ts.byID, id)
+	if len(ts.done) < maxSettled {
+		ts.done = append(ts.done, id)
+	} else {
+		delete(ts.isDone, ts.done[ts.next])
+		ts.done[ts.next] = id
+		ts.next = (ts.next + 1) % maxSettled
+	}
+	ts.isDone[id] = struct{}{}
+	return tk, nil
+}
+
+// len returns the tickets not settled yet.
+func (ts *tickets) len() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return len(ts.byID)
+}
+
+// Tickets returns the settle tickets the engine holds now, not settled
+// yet.
+func (e *Engine) Tickets() int { return e.book.tickets.len() }
+
+// DecideSettle decides a request as Decide does and, when it grants, issues
+// a ticket that Settle takes with the request's real cost ("" when it
+// grants nothing). A full ticket store is ErrTooMany, decided nothing.
+func (e *Engine) DecideSettle(d *Decision, t time.Time, resource, domain string, copies, minCopies int) (string, error) {
+	tn := t.UnixNano()
+	if err := e.book.tickets.room(tn); err != nil {
+		return "", err
+	}
+	if err := checkCopies(copies, minCopies); err != nil {
+		return "", err
+	}
+	r, err := e.lookup(resource, config.KindTiers)
+	if err != nil {
+		return "", err
+	}
+	tk := &ticket{resource: resource, domain: domain}
+	switch k := kindOrNil(r).(type) {
+	case *tiersRes:
+		var rec tierRecord
+		k.decideRec(d, domain, t.UnixMilli(), int64(copies), int64(minCopies), &rec)
+		tk.kind, tk.at = config.KindTiers, t.UnixMilli()
+		n := 0
+		for i, v := range rec.taken {
+			if v > 0 {
+				n = i + 1
+			}
+		}
+		tk.taken = append([]int64(nil), rec.taken[:n]...)
+	case *gcraRes:
+		if err := k.decide(d, domain, tn, int64(copies), int64(minCopies)); err != nil {
+			return "", err
+		}
+		tk.kind, tk.at = config.KindGCRA, tn
+	case nil:
+		e.stats.LenientUnrecorded.Add(1)
+		*d = lenientDecision(config.KindTiers, copies)
+	default:
+		return "", wrongKind(r, "request")
+	}
+	tk.estimate = int64(d.Granted)
+	if r == nil || r.unlimited {
+		d.Lenient, tk.kind = true, ""
+	}
+	if r != nil && r.shadow && d.Granted == 0 && copies > 0 {
+		d.Granted, d.Shadow = copies, true
+	}
+	if d.Granted == 0 {
+		return "", nil
+	}
+	tk.domain = strings.Clone(domain) // it may alias a request buffer
+	return e.book.tickets.add(tk, tn), nil
+}
+
+// kindOrNil returns r's kind state, nil for no resource.
+func kindOrNil(r *resource) kindRes {
+	if r == nil {
+		return nil
+	}
+	return r.k
+}
+
+// Settlement is what Settle did: Charged is the real cost less the
+// estimate (negative: given back), Remaining what a request could get now.
+type Settlement struct {
+	Charged   int
+	Remaining int
+}
+
+// Settle charges ticket id's real cost, copies, in place of its estimate,
+// at t (see the top of this file). An unknown or expired ticket is
+// ErrUnknownTicket, a settled one ErrAlreadySettled.
+func (e *Engine) Settle(t time.Time, id string, copies int) (Settlement, error) {
+	if err := checkCopies(copies, 0); err != nil {
+		return Settlement{}, err
+	}
+	tk, err := e.book.tickets.take(id, t.UnixNano())
+	if err != nil {
+		return Settlement{}, err
+	}
+	delta := int64(copies) - tk.estimate
+	out := Settlement{Charged: int(delta), Remaining: MaxCopies}
+	r, ok := e.res[tk.resource]
+	if !ok || r.unlimited || r.kind != tk.kind {
+		return out, nil // a lenient grant, or a resource a reload removed or changed: nothing to charge
+	}
+	var d Decision
+	switch k := r.k.(type) {
+	case *tiersRes:
+		k.settle(tk, t.UnixMilli(), delta)
+		k.decide(&d, tk.domain, t.UnixMilli(), 0, 0)
+	case *gcraRes:
+		k.settle(tk, t.UnixNano(), delta)
+		_ = k.decide(&d, tk.domain, t.UnixNano(), 0, 0)
+	}
+	out.Remaining = d.Remaining
+	return out, nil
+}
+
+// settle charges delta more hits (less, when negative) than ticket tk's
+// estimate at t (ms).
+func (tr *tiersRes) settle(tk *ticket, t, delta int64) {
+	if delta == 0 {
+		return
+	}
+	p := tr.params(tk.domain)
+	tr.ring.mu.Lock() // before the key's shard, as in decide
+	defer tr.ring.mu.Unlock()
+	tr.ring.advance(t)
+	if delta > 0 {
+		tr.charge(tk, p, t, delta)
+		return
+	}
+	back := make([]int64, len(tk.taken))
+	left := -delta
+	for i := len(back) - 1; i >= 0 && left > 0; i-- {
+		back[i] = min(tk.taken[i], left)
+		left -= back[i]
+	}
+	total := -delta - left
+	sh, h := tr.keys.lock(tk.domain)
+	defer sh.mu.Unlock()
+	if st, ok := sh.get(tk.domain, h); ok {
+		st.fit(p)
+		st.settle(p, t)
+		for i, n := range back {
+			if i >= len(st.inst) {
+				break // a reload shortened the tier list: those hits are gone
+			}
+			if in := &st.inst[i]; in.on && in.entered <= tk.at {
+				in.hits.remove(tk.at, tk.at+1, n)
+			}
+		}
+		tr.ring.take(tk.at, st.recent.remove(tk.at, tk.at+1, total))
+		st.retryM = 0
+	}
+	if tr.rec.on() && total > 0 {
+		tr.rec.tierRefund(tk.domain, tk.at, total, back)
+	}
+}
+
+// charge adds n hits past the limit at t (ms) to the key of ticket tk:
+// in the last second, and in the highest tier the grant took (tier 1 when
+// that tier is in its cooldown), starting its instance when it has none.
+// The caller holds the ring's lock.
+func (tr *tiersRes) charge(tk *ticket, p *tiersParams, t, n int64) {
+	sh, st := tr.keyOrNew(tk.domain, p, t)
+	defer sh.mu.Unlock()
+	st.settle(p, t)
+	var taken [maxTake]int64
+	var entered uint64
+	if len(p.tiers) > 0 {
+		i := min(max(len(tk.taken)-1, 0), len(p.tiers)-1)
+		if phaseAt(&p.tiers[i], &st.inst[i], t) == phaseCooldown {
+			i = 0
+		}
+		in, tp := &st.inst[i], &p.tiers[i]
+		switch phaseAt(tp, in, t) {
+		case phaseInactive:
+			in.on, in.entered = true, t
+			in.hits.reset()
+			entered = 1 << uint(min(i, 63))
+			fallthrough
+		case phaseActive:
+			in.hits.push(t, n)
+			if i < maxTake {
+				taken[i] = n
+			}
+			st.resetAt = max(st.resetAt, in.entered+tp.active+tp.cooldown)
+		}
+	}
+	st.recent.push(t, n)
+	st.resetAt = max(st.resetAt, t+second)
+	st.retryM = 0
+	tr.ring.add(t, n)
+	if tr.rec.on() {
+		tr.rec.tierHits(tk.domain, t, n, taken[:min(len(p.tiers), maxTake)], entered)
+	}
+}
+
+// applyRefund takes n of a peer's hits of slot back, made in the bucket
+// [at, at+width) (ms), where this node still counts them (a settle that
+// cost less than its estimate).
+func (tr *tiersRes) applyRefund(domain string, slot int, at, width, n, now int64) {
+	p := tr.params(domain)
+	tr.ring.mu.Lock()
+	defer tr.ring.mu.Unlock()
+	sh, h := tr.keys.lock(domain)
+	defer sh.mu.Unlock()
+	st, ok := sh.get(domain, h)
+	if !ok {
+		return
+	}
+	st.fit(p)
+	st.settle(p, now)
+	switch {
+	case slot == SlotTotal:
+		gone := st.recent.remove(at, at+width, n)
+		tr.ring.advance(now)
+		for ms := at + width - 1; ms >= at && gone > 0; ms-- {
+			g := min(gone, tr.ring.at(ms))
+			tr.ring.take(ms, g)
+			gone -= g
+		}
+	case slot <= len(st.inst):
+		st.inst[slot-1].hits.remove(at, at+width, n)
+	}
+	st.retryM = 0
+}
+
+// settle charges delta more tokens (fewer, when negative) than ticket tk's
+// estimate at t (ns): a refund, or a spend past the burst.
+func (gr *gcraRes) settle(tk *ticket, t, delta int64) {
+	switch {
+	case delta < 0:
+		gr.refund(tk.domain, t, -delta)
+	case delta > 0:
+		gr.charge(tk.domain, t, delta)
+	}
+}
+
+// charge spends n tokens of domain's bucket at t (ns) whatever it holds:
+// its TAT moves on by n emission intervals from max(TAT, t).
+func (gr *gcraRes) charge(domain string, t, n int64) {
+	p := gr.params(domain)
+	sh, h := gr.keys.lock(domain)
+	defer sh.mu.Unlock()
+	var tat int64
+	ptat := sh.find(domain, h)
+	if ptat != nil {
+		tat = *ptat
+	}
+	next := sat.Add64(max(tat, t), sat.Mul64(n, p.ei))
+	if ptat != nil {
+		*ptat = next
+	} else {
+		gr.keepOrSpill(sh, domain, h, next, t)
+	}
+	if gr.rec.on() {
+		gr.rec.spend(domain, t/1e6, n)
+		if tat < t && gr.idle != nil {
+			gr.noteIdle(domain, tat, t)
+		}
+	}
+}
