@@ -78,6 +78,14 @@ func readFields(r wire.Reader, b *wireBody, where string, allowed fieldSet) erro
 		if err != nil {
 			return err
 		}
+		if f&boolFields != 0 {
+			v, err := r.Boolean(f.name())
+			if err != nil {
+				return err
+			}
+			b.settle = v
+			continue
+		}
 		if f&intFields != 0 {
 			lo, hi := f.bounds()
 			v, err := r.Integer(f.name(), lo, hi)

@@ -26,6 +26,7 @@ const (
 	codeUnknownTransfer = "unknown_transfer"
 	codeWrongKind       = "wrong_kind"
 	codeOverRelease     = "over_release"
+	codeAlreadySettled  = "already_settled"
 	codeTooLarge        = "too_large"
 	codeTooMany         = "too_many"
 	codeUnauthorized    = "unauthorized"
@@ -68,6 +69,8 @@ var sentinels = [...]struct {
 	{local.ErrWrongKind, fasthttp.StatusConflict, codeWrongKind},
 	{local.ErrOverRelease, fasthttp.StatusConflict, codeOverRelease},
 	{local.ErrTooMany, fasthttp.StatusTooManyRequests, codeTooMany},
+	{local.ErrUnknownTicket, fasthttp.StatusNotFound, codeUnknownTicket},
+	{local.ErrAlreadySettled, fasthttp.StatusConflict, codeAlreadySettled},
 }
 
 // classify returns the status, code and message of a client error; ok is

@@ -22,7 +22,7 @@ import (
 // MessagePack body (bodyread.go) or a query.
 
 // fieldSet is a set of the request fields the wire format knows.
-type fieldSet uint16
+type fieldSet uint32
 
 const (
 	fResource fieldSet = 1 << iota
@@ -41,6 +41,7 @@ const (
 	fRemaining
 	fRateLimit
 	fRateLimitRemaining
+	fSettle
 	numFields = iota
 )
 
@@ -52,6 +53,7 @@ const (
 	kindText                  // a string: valid UTF-8 of at most max bytes, maybe empty
 	kindEnum                  // a string: one of enum
 	kindInt                   // an integer in [lo, hi]
+	kindBool                  // true or false
 )
 
 // fieldSpec is one field's entry.
@@ -83,6 +85,7 @@ var fields = [numFields]fieldSpec{
 	{name: "remaining", kind: kindInt, lo: -1, hi: local.MaxRemaining}, // -1: none
 	{name: "ratelimit", kind: kindText, max: maxHeaderValue},
 	{name: "ratelimit_remaining", kind: kindText, max: maxHeaderValue},
+	{name: "settle", kind: kindBool},
 }
 
 // fieldOf returns the field key names; 0 when it names none.
@@ -120,6 +123,8 @@ func fieldOf(key []byte) fieldSet {
 		return fRateLimit
 	case "ratelimit_remaining":
 		return fRateLimitRemaining
+	case "settle":
+		return fSettle
 	}
 	return 0
 }
@@ -127,30 +132,37 @@ func fieldOf(key []byte) fieldSet {
 // intFields are the integer fields; the others are strings.
 const intFields = fCopies | fMinCopies | fTTL | fAtMs | fStatus | fRemaining
 
+// boolFields are the boolean fields.
+const boolFields = fSettle
+
 // rawHeaderFields are the raw RateLimit header values of /v1/observe.
 const rawHeaderFields = fRateLimit | fRateLimitRemaining
 
 // The fields each body accepts.
 const (
-	requestFields  = fResource | fDomain | fCopies | fMinCopies
-	refundFields   = fResource | fDomain | fCopies
-	resetFields    = fResource | fDomain
-	reserveFields  = fResource | fDomain | fCopies | fMinCopies | fSession
-	releaseFields  = fHold | fCopies
-	transferFields = fHold | fCopies | fTTL
-	seizeFields    = fTransfer | fSession
-	sessionFields  = fTTL
-	simItemFields  = fAtMs | fDomain | fCopies | fMinCopies | fOp
-	admitFields    = fResource
-	completeFields = fTicket | fOutcome
-	paceFields     = fResource
-	observeFields  = fResource | fStatus | fRemaining | rawHeaderFields
+	requestFields = fResource | fDomain | fCopies | fMinCopies
+	refundFields  = fResource | fDomain | fCopies
+	// requestSettleFields are /v1/request's: a request alone may ask for
+	// a settle ticket (not a batch's item).
+	requestSettleFields = requestFields | fSettle
+	settleFields        = fTicket | fCopies
+	resetFields         = fResource | fDomain
+	reserveFields       = fResource | fDomain | fCopies | fMinCopies | fSession
+	releaseFields       = fHold | fCopies
+	transferFields      = fHold | fCopies | fTTL
+	seizeFields         = fTransfer | fSession
+	sessionFields       = fTTL
+	simItemFields       = fAtMs | fDomain | fCopies | fMinCopies | fOp
+	admitFields         = fResource
+	completeFields      = fTicket | fOutcome
+	paceFields          = fResource
+	observeFields       = fResource | fStatus | fRemaining | rawHeaderFields
 	// observeRequired are the fields /v1/observe requires.
 	observeRequired = fResource | fStatus
 )
 
 // index returns the bit index of the single field f.
-func (f fieldSet) index() int { return bits.TrailingZeros16(uint16(f)) }
+func (f fieldSet) index() int { return bits.TrailingZeros32(uint32(f)) }
 
 // name returns the name of the single field f.
 func (f fieldSet) name() string { return fields[f.index()].name }
@@ -205,6 +217,7 @@ type values struct {
 	ratelimit, ratelimitRemaining                         []byte
 	copies, minCopies, ttlMs, atMs, status, remaining     int64
 	outcome                                               adaptive.Outcome
+	settle                                                bool
 	// count is the remaining count an observe reports, from remaining or
 	// the raw header values; -1 when it reports none. Set by check.
 	count int64

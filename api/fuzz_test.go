@@ -68,6 +68,11 @@ func checkBody(t *testing.T, data []byte, b *wireBody, required fieldSet) {
 	if c, mc := b.counts(); mc > c {
 		t.Fatalf("accepted min_copies %d > copies %d", mc, c)
 	}
+	if b.has(fSettle) {
+		if v, ok := m["settle"].(bool); !ok || v != b.settle {
+			t.Fatalf("settle decoded as %v, the reference decoder reads %v", b.settle, m["settle"])
+		}
+	}
 }
 
 func fuzzBody(f *testing.F, allowed, required fieldSet) {
@@ -85,7 +90,8 @@ func fuzzBody(f *testing.F, allowed, required fieldSet) {
 	})
 }
 
-func FuzzDecodeRequest(f *testing.F)  { fuzzBody(f, requestFields, fResource|fDomain) }
+func FuzzDecodeRequest(f *testing.F)  { fuzzBody(f, requestSettleFields, fResource|fDomain) }
+func FuzzDecodeSettle(f *testing.F)   { fuzzBody(f, settleFields, settleFields) }
 func FuzzDecodeRefund(f *testing.F)   { fuzzBody(f, refundFields, fResource|fDomain) }
 func FuzzDecodeReserve(f *testing.F)  { fuzzBody(f, reserveFields, fResource|fDomain|fSession) }
 func FuzzDecodeRelease(f *testing.F)  { fuzzBody(f, releaseFields, fHold) }
@@ -156,7 +162,7 @@ func FuzzReadQuery(f *testing.F) {
 func FuzzDecodeRequestMsgpack(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var b wireBody
-		err := b.decodeMsgpack(data, requestFields, fResource|fDomain)
+		err := b.decodeMsgpack(data, requestSettleFields, fResource|fDomain)
 		if err != nil {
 			status, code, msg, ok := classify(err)
 			if !ok || status != 400 || code != codeBadRequest || msg == "" {
@@ -207,11 +213,16 @@ func checkMsgpackItem(t *testing.T, data []byte, b *wireBody) {
 			t.Fatalf("%s decoded as %d from %v (%T)", k, v, m[k], m[k])
 		}
 	}
-	if len(m) != bits.OnesCount16(uint16(b.seen)) {
+	if len(m) != bits.OnesCount32(uint32(b.seen)) {
 		t.Fatalf("decoded fields %s, msgpack.Unmarshal reads %v", b.seen.list(), m)
 	}
 	if c, mc := b.counts(); mc > c {
 		t.Fatalf("accepted min_copies %d > copies %d", mc, c)
+	}
+	if b.has(fSettle) {
+		if v, ok := m["settle"].(bool); !ok || v != b.settle {
+			t.Fatalf("settle decoded as %v, the reference decoder reads %v", b.settle, m["settle"])
+		}
 	}
 }
 

@@ -421,6 +421,7 @@ var (
 	sessionsDesc  = prometheus.NewDesc("obol_sessions", "Open sessions.", nil, nil)
 	holdsOpenDesc = prometheus.NewDesc("obol_holds_open", "Holds (reservations) open.", nil, nil)
 	transfersDesc = prometheus.NewDesc("obol_transfers_staged", "Transfers staged and not yet seized.", nil, nil)
+	ticketsDesc   = prometheus.NewDesc("obol_settle_tickets", "Settle tickets held (POST /v1/request with settle) not settled yet.", nil, nil)
 	evictedDesc   = prometheus.NewDesc("obol_max_keys_evicted_total", "Idle keys dropped to make room for a new key at a resource's max_keys.", nil, nil)
 	overflowDesc  = prometheus.NewDesc("obol_max_keys_overflow_total", "Decisions and peers' counts of new keys that found no room at max_keys, decided on a shared overflow state (still limited, maybe over-counted).", nil, nil)
 	unrecDesc     = prometheus.NewDesc("obol_lenient_unrecorded_total", "Grants to unconfigured resources past the number the agent records.", nil, nil)
@@ -432,7 +433,7 @@ var (
 )
 
 func (c usageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{keysDesc, holdsDesc, sessionsDesc, holdsOpenDesc, transfersDesc, evictedDesc, overflowDesc, unrecDesc, windowDesc, outstandDesc, paceWaitDesc, paceRateDesc, paceRemDesc} {
+	for _, d := range []*prometheus.Desc{keysDesc, holdsDesc, sessionsDesc, holdsOpenDesc, transfersDesc, ticketsDesc, evictedDesc, overflowDesc, unrecDesc, windowDesc, outstandDesc, paceWaitDesc, paceRateDesc, paceRemDesc} {
 		ch <- d
 	}
 }
@@ -466,6 +467,7 @@ func (c usageCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(sessions))
 	ch <- prometheus.MustNewConstMetric(holdsOpenDesc, prometheus.GaugeValue, float64(holds))
 	ch <- prometheus.MustNewConstMetric(transfersDesc, prometheus.GaugeValue, float64(transfers))
+	ch <- prometheus.MustNewConstMetric(ticketsDesc, prometheus.GaugeValue, float64(e.Tickets()))
 	st := e.Stats()
 	ch <- prometheus.MustNewConstMetric(evictedDesc, prometheus.CounterValue, float64(st.Evicted.Load()))
 	ch <- prometheus.MustNewConstMetric(overflowDesc, prometheus.CounterValue, float64(st.Overflowed.Load()))

@@ -15,11 +15,15 @@ import (
 // appended into a pooled buffer.
 func (s *Server) request(ctx *fasthttp.RequestCtx, _ params) {
 	start := time.Now()
-	c, g, ok := s.open(ctx, requestFields, fResource|fDomain)
+	c, g, ok := s.open(ctx, requestSettleFields, fResource|fDomain)
 	if !ok {
 		return
 	}
 	defer putCall(c)
+	if c.body.settle {
+		s.requestSettle(ctx, c, g, start) // settle.go
+		return
+	}
 	copies, minCopies := c.body.counts()
 	var d local.Decision
 	resource := g.name(c.body.resource)

@@ -33,9 +33,10 @@ var routes = []route{
 	// Rate decisions (rate.go).
 	{"POST", "/v1/request", (*Server).request},
 	{"POST", "/v1/refund", (*Server).refund},
-	{"GET", "/v1/check", (*Server).check},  // check.go: one decision for an HTTP proxy, with RateLimit fields
-	{"POST", "/v1/batch", (*Server).batch}, // batch.go: up to 1000 requests, each decided alone
-	{"POST", "/v1/reset", (*Server).reset}, // reset.go: a key forgotten on every node
+	{"POST", "/v1/settle", (*Server).settle}, // settle.go: a request's real cost in place of its estimate
+	{"GET", "/v1/check", (*Server).check},    // check.go: one decision for an HTTP proxy, with RateLimit fields
+	{"POST", "/v1/batch", (*Server).batch},   // batch.go: up to 1000 requests, each decided alone
+	{"POST", "/v1/reset", (*Server).reset},   // reset.go: a key forgotten on every node
 
 	// Copy-limited resources (copies.go).
 	{"POST", "/v1/sessions", (*Server).openSession},

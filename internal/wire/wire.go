@@ -56,6 +56,8 @@ type Reader interface {
 	// Integer reads an integer value of field in [lo, hi]; a number of
 	// whole value written otherwise (2.0, 1e3) counts as one.
 	Integer(field string, lo, hi int64) (int64, error)
+	// Boolean reads a value of field that is true or false.
+	Boolean(field string) (bool, error)
 	// Mark returns where the reader is; SkipFrom moves back there and steps
 	// over the value found, checking it (as a value nested one level in
 	// the body): how a batch item refused alone is stepped over.

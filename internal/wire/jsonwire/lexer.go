@@ -265,6 +265,22 @@ func (l *Lexer) Integer(field string, lo, hi int64) (int64, error) {
 	return v, nil
 }
 
+// Boolean reads a value of field that is true or false; anything else is
+// refused, naming what it is.
+func (l *Lexer) Boolean(field string) (bool, error) {
+	l.WS()
+	if l.EOF() {
+		return false, l.Syntax(field, "unexpected end of body, expected a value")
+	}
+	if v, ok := l.Bool(); ok {
+		return v, nil
+	}
+	if !l.ValueStart() {
+		return false, l.Syntax(field, "expected a value")
+	}
+	return false, &wire.FieldError{Field: field, Msg: "must be true or false, got " + l.Describe()}
+}
+
 // PlainInt reads a number written as an integer (the lenient rule of
 // replies: the agent writes integers): an optional '-' and digits, of
 // magnitude at most 4611686018427387909 (a guard against overflow; the

@@ -150,6 +150,19 @@ func (r *Reader) Str(field string, _ *[]byte) (s []byte, ascii bool, err error) 
 	return s, false, err
 }
 
+// Boolean reads a bool value of field; anything else is refused, naming
+// what it is.
+func (r *Reader) Boolean(field string) (bool, error) {
+	c, err := r.peek(field)
+	if err != nil {
+		return false, err
+	}
+	if !IsBool(c) {
+		return false, &wire.FieldError{Field: field, Msg: "must be true or false, got " + r.Describe()}
+	}
+	return r.Bool()
+}
+
 func (r *Reader) str(field string) ([]byte, error) { return r.strOf(field, "must be a string, got ") }
 
 // strOf reads a str of field; anything else is refused with notStr and

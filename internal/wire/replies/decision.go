@@ -28,6 +28,9 @@ type Decision struct {
 	LimitedByGlobal      bool
 	Shadow               bool
 	Lenient              bool // written only when true
+	// Ticket is a settle ticket (a request with "settle": true that was
+	// granted), written only when not empty.
+	Ticket string
 }
 
 // The keys of a decision reply's fields.
@@ -48,12 +51,13 @@ const (
 	kLimitedByGlobal      Key = `,"limited_by_global":`
 	kShadow               Key = `,"shadow":`
 	kLenient              Key = `,"lenient":`
+	kTicket               Key = `,"ticket":`
 )
 
 // AppendDecision appends the reply of decision d: granted, remaining,
 // retry_after_ms and reset_after_ms; for a tiers decision the tier fields
 // (hard_limit and global_limit only when there is one); shadow; lenient,
-// only when true.
+// only when true; ticket, only when there is one.
 func AppendDecision(w Writer, b []byte, d *Decision) []byte {
 	n := 5
 	if d.Tiers {
@@ -66,6 +70,9 @@ func AppendDecision(w Writer, b []byte, d *Decision) []byte {
 		}
 	}
 	if d.Lenient {
+		n++
+	}
+	if d.Ticket != "" {
 		n++
 	}
 	b = w.Object(b, n)
@@ -92,6 +99,9 @@ func AppendDecision(w Writer, b []byte, d *Decision) []byte {
 	b = w.Bool(w.Key(b, kShadow), d.Shadow)
 	if d.Lenient {
 		b = w.Bool(w.Key(b, kLenient), true)
+	}
+	if d.Ticket != "" {
+		b = w.String(w.Key(b, kTicket), d.Ticket)
 	}
 	return w.End(b)
 }
