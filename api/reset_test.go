@@ -29,7 +29,7 @@ func TestResetKey(t *testing.T) {
 	}
 	page := string(h.do("GET", "/metrics", "").body)
 	if !strings.Contains(page, `obol_key_resets_total{resource="t/thirds"} 1`) {
-		t.Fatalf("/metrics lacks the reset's count:\n%s", grepLines(page, "resets"))
+		t.Fatalf("/metrics lacks the reset's count of t/thirds")
 	}
 	r := h.do("POST", "/v1/reset", `{"resource":"t/tiers","domain":"d"}`, "Accept: application/msgpack")
 	if r.status != 200 || string(r.body) != "\x81\xa5reset\xc3" {
@@ -73,14 +73,4 @@ func TestResetErrors(t *testing.T) {
 			}
 		}
 	}
-}
-
-func grepLines(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }

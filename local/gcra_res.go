@@ -292,16 +292,7 @@ func (gr *gcraRes) applyCount(domain string, slot int, at, width, n, now int64) 
 	gr.widen(width * 1e6)
 	sh, h := gr.keys.lock(domain)
 	defer sh.mu.Unlock()
-	ptat := sh.find(domain, h)
-	var tat int64
-	if ptat != nil {
-		tat = *ptat
-	} else if gr.spill.len() > 0 { // its spends past the cap may be there
-		k := overflowKey(h)
-		osh, oh := gr.spill.lock(k)
-		tat, _ = osh.get(k, oh)
-		osh.mu.Unlock()
-	}
+	ptat, tat := gr.bucket(sh, domain, h)
 	switch slot {
 	case SlotSpend:
 		if gr.idle == nil {
@@ -354,6 +345,24 @@ func (gr *gcraRes) applyEntry(domain string, slot int, at, now int64) {
 		return
 	}
 	gr.keepOrSpill(sh, domain, h, tat, now*1e6)
+}
+
+// bucket returns where domain's TAT is stored in locked key shard sh (h
+// its hash; nil when the key is not stored) and the TAT: a key not stored
+// reads its overflow TAT (its spends past the cap may be there), whose
+// shard is locked after the key's, never before.
+func (gr *gcraRes) bucket(sh *shard[int64], domain string, h uint64) (*int64, int64) {
+	if p := sh.find(domain, h); p != nil {
+		return p, *p
+	}
+	if gr.spill.len() == 0 {
+		return nil, 0
+	}
+	k := overflowKey(h)
+	osh, oh := gr.spill.lock(k)
+	tat, _ := osh.get(k, oh)
+	osh.mu.Unlock()
+	return nil, tat
 }
 
 // keepOrSpill stores a peer's TAT of a new key in locked key shard sh at

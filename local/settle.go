@@ -394,11 +394,7 @@ func (gr *gcraRes) charge(domain string, t, n int64) {
 	p := gr.params(domain)
 	sh, h := gr.keys.lock(domain)
 	defer sh.mu.Unlock()
-	var tat int64
-	ptat := sh.find(domain, h)
-	if ptat != nil {
-		tat = *ptat
-	}
+	ptat, tat := gr.bucket(sh, domain, h)
 	next := sat.Add64(max(tat, t), sat.Mul64(n, p.ei))
 	if ptat != nil {
 		*ptat = next

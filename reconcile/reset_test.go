@@ -8,6 +8,7 @@ import (
 
 	"github.com/obol-dev/obol/gossip/packet"
 	"github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/internal/gossiptest"
 	"github.com/obol-dev/obol/local"
 	"github.com/obol-dev/obol/reconcile"
 )
@@ -194,5 +195,56 @@ func TestResetsBoundedAndForgotten(t *testing.T) {
 	}
 	if err := a.e.Reset(fc.Now(), "t/one", "one-more"); err != nil {
 		t.Fatalf("a reset once the old ones ended: %v", err)
+	}
+}
+
+// TestMeshResetAcrossAPartition: three agents over real memberlist; a
+// reset made while one agent is cut off reaches it when the partition
+// heals, and every agent ends up counting only the hits made after the
+// reset, the ones the cut-off agent heard before the reset included.
+func TestMeshResetAcrossAPartition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-node memberlist mesh")
+	}
+	fn := gossiptest.NewFaultNet()
+	m := startMesh(t, fn, 3, 50*time.Millisecond)
+	a, b, c := m.nodes[0], m.nodes[1], m.nodes[2]
+	for range 20 {
+		a.e.Request(m.now(), "m/tiers", "r", 1, 1)
+	}
+	counts := func(want int) func() bool {
+		return func() bool {
+			for _, n := range m.nodes {
+				if tierHits(t, m, n, "r") != want {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	waitMesh(t, m, 30*time.Second, "every node to count a's 20 hits", true, counts(20))
+	fn.Partition(c.tr.Addr())
+	if err := b.e.Reset(m.now(), "m/tiers", "r"); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 { // past the 200 ms bucket the reset fell in
+		m.tick(t)
+	}
+	for range 5 {
+		a.e.Request(m.now(), "m/tiers", "r", 1, 1)
+	}
+	waitMesh(t, m, 30*time.Second, "a and b to count the 5 hits after the reset", true, func() bool {
+		return tierHits(t, m, a, "r") == 5 && tierHits(t, m, b, "r") == 5
+	})
+	if got := tierHits(t, m, c, "r"); got != 20 {
+		t.Fatalf("the cut-off node counts %d, want the 20 it knew", got)
+	}
+	fn.Heal()
+	waitMesh(t, m, 30*time.Second, "every node to count the 5 hits after the reset", true, counts(5))
+	for range 20 { // resends and push/pulls never bring the 20 back
+		m.tick(t)
+		if !counts(5)() {
+			t.Fatalf("a count changed after converging: a %d, b %d, c %d", tierHits(t, m, a, "r"), tierHits(t, m, b, "r"), tierHits(t, m, c, "r"))
+		}
 	}
 }
