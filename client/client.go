@@ -170,6 +170,8 @@ const (
 	epSeize
 	epPace
 	epObserve
+	epSettle
+	epReset
 	numEndpoints
 )
 
@@ -184,6 +186,8 @@ var endpointPaths = [numEndpoints]string{
 	epSeize:    "/v1/seize",
 	epPace:     "/v1/pace",
 	epObserve:  "/v1/observe",
+	epSettle:   "/v1/settle",
+	epReset:    "/v1/reset",
 }
 
 // New returns a Client for the agent cfg names. It does not connect: an

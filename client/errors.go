@@ -41,6 +41,15 @@ var (
 	ErrNotFound = errors.New("client: not found")
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("client: closed")
+	// ErrUnknownTicket: a settle ticket never issued, expired or settled
+	// long ago (code unknown_ticket).
+	ErrUnknownTicket = errors.New("client: unknown ticket")
+	// ErrAlreadySettled: a settle ticket settled before (code
+	// already_settled).
+	ErrAlreadySettled = errors.New("client: already settled")
+	// ErrTooMany: an agent's cap is full (sessions, holds, transfers,
+	// settle tickets, kept resets) (code too_many).
+	ErrTooMany = errors.New("client: too many")
 )
 
 // codeErrors maps the wire contract's error codes to their sentinels.
@@ -55,6 +64,9 @@ var codeErrors = map[string]error{
 	"over_release":     ErrOverRelease,
 	"too_large":        ErrTooLarge,
 	"not_found":        ErrNotFound,
+	"unknown_ticket":   ErrUnknownTicket,
+	"already_settled":  ErrAlreadySettled,
+	"too_many":         ErrTooMany,
 }
 
 // APIError is a client error the agent returned: a 4xx reply

@@ -19,6 +19,7 @@ const (
 	optCopies optionKind = iota + 1
 	optMinCopies
 	optMaxWait
+	optSettleLater
 )
 
 // options are the parameters of one call, as its Options set them.
@@ -27,6 +28,7 @@ type options struct {
 	minCopies int
 	minSet    bool
 	maxWait   time.Duration
+	settle    bool
 }
 
 // Copies asks for n copies (hits of a rate-limited resource, copies of a
@@ -45,8 +47,16 @@ func MinCopies(n int) Option { return Option{optMinCopies, int64(n)} }
 // the wait left (or that no wait would let through) returns at once.
 func MaxWait(d time.Duration) Option { return Option{optMaxWait, int64(d)} }
 
+// SettleLater asks Request for a settle ticket with its grant
+// (Decision.Ticket): the copies asked are an estimate, and Client.Settle
+// charges the real cost once it is known (an LLM call's tokens). A
+// degraded grant has no ticket, and nothing to settle.
+func SettleLater() Option { return Option{optSettleLater, 1} }
+
 func (o *options) apply(opt Option) {
 	switch opt.kind {
+	case optSettleLater:
+		o.settle = true
 	case optCopies:
 		o.copies = int(opt.n)
 	case optMinCopies:

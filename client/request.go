@@ -34,6 +34,10 @@ type Decision struct {
 	Shadow bool
 	// Retries is how many times MaxWait sent the request again.
 	Retries int
+	// Ticket is the settle ticket of a grant asked with SettleLater (Reply's
+	// too): Client.Settle takes it with the real cost. "" for a rejection,
+	// a degraded or killed grant, and without SettleLater.
+	Ticket string
 	// RateLimitPolicy and RateLimit are the IETF RateLimit fields of the
 	// decision as the agent wrote them (`"t1";q=5;w=1, "t2";q=50;w=5`,
 	// `"t1";r=4;t=1`); only Check sets them, and only when the agent sent
@@ -78,10 +82,14 @@ type Reply struct {
 	// Lenient: a grant made without a limit (an unconfigured resource in a
 	// namespace that allows it, an ignored namespace, max_keys reached).
 	Lenient bool
+	// Ticket is the settle ticket of a grant asked with SettleLater, for
+	// Client.Settle; "" otherwise.
+	Ticket string
 }
 
 // fromReply sets d's summary fields from d.Reply.
 func (d *Decision) fromReply() {
+	d.Ticket = d.Reply.Ticket
 	d.Granted = d.Reply.Granted
 	d.Remaining = d.Reply.Remaining
 	d.Shadow = d.Reply.Shadow
@@ -134,7 +142,11 @@ func (c *Client) begin(resource, domain string, opts []Option) (options, error) 
 func (c *Client) requestOnce(ctx context.Context, resource, domain string, o *options, d *Decision) error {
 	k := getCall()
 	defer putCall(k)
-	k.buf = appendRequest(k.buf, resource, domain, o.copies, o.minCopies)
+	if o.settle {
+		k.buf = appendSettleRequest(k.buf, resource, domain, o.copies, o.minCopies)
+	} else {
+		k.buf = appendRequest(k.buf, resource, domain, o.copies, o.minCopies)
+	}
 	if err := c.post(ctx, k, epRequest); err != nil {
 		return err
 	}

@@ -54,6 +54,12 @@ func appendRequest(b []byte, resource, domain string, copies, minCopies int) []b
 	return append(b, '}')
 }
 
+// appendSettleRequest is appendRequest asking for a settle ticket.
+func appendSettleRequest(b []byte, resource, domain string, copies, minCopies int) []byte {
+	b = appendRequest(b, resource, domain, copies, minCopies)
+	return append(b[:len(b)-1], `,"settle":true}`...)
+}
+
 // ceilMs returns d in whole milliseconds, rounded up; 0 for d ≤ 0.
 func ceilMs(d int64) int64 {
 	if d <= 0 {
@@ -83,6 +89,7 @@ func replyOf(d *replies.Decision) Reply {
 		HardLimit: int(d.HardLimit), GlobalLimit: int(d.GlobalLimit),
 		DomainHitsLastSecond: int(d.DomainHitsLastSecond), GlobalHitsLastSecond: int(d.GlobalHitsLastSecond),
 		LimitedByHard: d.LimitedByHard, LimitedByGlobal: d.LimitedByGlobal, Shadow: d.Shadow, Lenient: d.Lenient,
+		Ticket: d.Ticket,
 	}
 }
 

@@ -51,8 +51,11 @@ const (
 	kLimitedByGlobal      Key = `,"limited_by_global":`
 	kShadow               Key = `,"shadow":`
 	kLenient              Key = `,"lenient":`
-	kTicket               Key = `,"ticket":`
+	kTicket               Key = `,"` + nTicket + `":`
 )
+
+// nTicket is the name of a decision's settle ticket.
+const nTicket = "ticket"
 
 // AppendDecision appends the reply of decision d: granted, remaining,
 // retry_after_ms and reset_after_ms; for a tiers decision the tier fields

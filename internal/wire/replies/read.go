@@ -197,6 +197,8 @@ func (s *reader) decision(d *Decision) {
 			seen = seen || i == &d.Granted
 		case b != nil:
 			*b = s.bool()
+		case string(k) == nTicket:
+			d.Ticket = s.str()
 		default:
 			s.skip()
 		}
