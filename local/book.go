@@ -76,7 +76,8 @@ func (c Caps) orDefault() Caps {
 		return def
 	}
 	return Caps{Sessions: pick(c.Sessions, d.Sessions), Holds: pick(c.Holds, d.Holds), Transfers: pick(c.Transfers, d.Transfers),
-		HoldsPerSession: pick(c.HoldsPerSession, d.HoldsPerSession), TransfersPerSession: pick(c.TransfersPerSession, d.TransfersPerSession)}
+		HoldsPerSession: pick(c.HoldsPerSession, d.HoldsPerSession), TransfersPerSession: pick(c.TransfersPerSession, d.TransfersPerSession),
+		Tickets: pick(c.Tickets, d.Tickets)}
 }
 
 // book holds every session, hold and transfer, and guards (with mu) every
@@ -353,7 +354,11 @@ func (b *book) dropRes(r *copiesRes) int64 {
 func (e *Engine) SetCaps(c Caps) {
 	e.book.mu.Lock()
 	e.book.caps = c.orDefault()
+	tickets := e.book.caps.Tickets
 	e.book.mu.Unlock()
+	e.book.tickets.mu.Lock()
+	e.book.tickets.max = tickets
+	e.book.tickets.mu.Unlock()
 }
 
 // OpenSession starts a session (a lease) of the given ttl and returns its id.

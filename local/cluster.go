@@ -326,7 +326,7 @@ func (e *Engine) ApplyEntry(resource, domain string, slot int, at, now int64) {
 func (e *Engine) EachTAT(now int64, fn func(resource, domain string, tat int64)) {
 	for name, r := range e.res {
 		if g, ok := r.k.(*gcraRes); ok && !r.unlimited {
-			g.eachTAT(now*1e6, func(domain string, tat int64) { fn(name, domain, (tat+1e6-1)/1e6) })
+			g.eachTAT(now*1e6, func(domain string, tat int64) { fn(name, domain, tat/1e6+min(tat%1e6, 1)) }) // rounded up, without overflow at a saturated TAT
 		}
 	}
 }

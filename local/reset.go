@@ -53,6 +53,7 @@ func (e *Engine) Reset(t time.Time, resource, domain string) error {
 		return nil
 	}
 	ms := t.UnixMilli()
+	e.book.tickets.noteReset(resource, domain, ms)
 	if !r.k.reset(domain, ms, ms, true) {
 		return fmt.Errorf("%w: a reset of %q for %q: this agent keeps the resets of %d keys at most and is full; each is kept for its resource's longest window", ErrTooMany, resource, domain, maxResets)
 	}
@@ -65,6 +66,7 @@ func (e *Engine) resetFrom(r *resource, domain string, at, now int64) {
 	if at > now {
 		at = now // a peer's clock ahead of ours: what it made until now is all we hold
 	}
+	e.book.tickets.noteReset(r.name, domain, at)
 	r.k.reset(domain, at, now, false)
 }
 

@@ -26,9 +26,13 @@ import (
 //     still count (hits that left their window are not taken back twice).
 //   - more: the difference is charged past the limit, at the settling
 //     instant: a gcra bucket's TAT moves on by that many tokens, a tiers
-//     key gets that many more hits in the last second and in the highest
-//     tier the grant took (or, when that tier is in its cooldown, in tier
-//     1), so that later requests wait until they leave the window.
+//     key gets that many more hits in the last second and in every tier a
+//     request could take hits in now (charge), so that later requests wait
+//     until they leave the window.
+//
+// A key reset after a ticket's grant settles nothing: the reset forgave
+// what was counted before it, and a refund would take back counts made
+// after it. A grant made by shadow mode alone gets no ticket.
 //
 // A ticket settles once (ErrAlreadySettled after, for the last 100,000
 // settled; an older one is ErrUnknownTicket, never charged twice); one
@@ -51,6 +55,15 @@ type ticket struct {
 	estimate         int64   // copies counted
 	taken            []int64 // tiers: hits counted in each tier (index 0: tier 1)
 	expires          int64   // ns
+	forgiven         bool    // its key was reset after its grant (take)
+}
+
+// atMs returns the ticket's grant instant in Unix ms.
+func (tk *ticket) atMs() int64 {
+	if tk.kind == config.KindGCRA {
+		return tk.at / 1e6
+	}
+	return tk.at
 }
 
 // tickets holds the settle tickets, shared by the engines Reload makes:
@@ -67,6 +80,10 @@ type tickets struct {
 	done   []string // the last maxSettled ids settled, a ring
 	next   int      // done's next slot
 	isDone map[string]struct{}
+	// resets are the keys reset lately (resource, NUL, domain → the
+	// reset's instant, Unix ms), while tickets wait: a ticket granted
+	// before its key's reset settles nothing (the reset forgave it).
+	resets map[string]int64
 }
 
 // maxSettled is how many settled tickets' ids are kept, so that a second
@@ -74,7 +91,20 @@ type tickets struct {
 const maxSettled = 100_000
 
 func newTickets(max int) *tickets {
-	return &tickets{max: max, byID: make(map[string]*ticket), isDone: make(map[string]struct{})}
+	return &tickets{max: max, byID: make(map[string]*ticket), isDone: make(map[string]struct{}), resets: make(map[string]int64)}
+}
+
+// noteReset records that resource/domain was reset at at (Unix ms), while
+// tickets wait (at most max keys: past that the oldest tickets' keys are
+// no longer told apart, and their settles charge as if no reset came).
+func (ts *tickets) noteReset(resource, domain string, at int64) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if len(ts.byID) == 0 || len(ts.resets) >= ts.max {
+		return
+	}
+	k := resource + "\x00" + domain
+	ts.resets[k] = max(ts.resets[k], at)
 }
 
 // expire drops the tickets expired at t (ns), and the queue's settled ids
@@ -94,6 +124,11 @@ func (ts *tickets) expire(t int64) {
 	if ts.head > 1024 && ts.head*2 > len(ts.order) {
 		ts.order = append(ts.order[:0], ts.order[ts.head:]...)
 		ts.head = 0
+	}
+	for k, at := range ts.resets {
+		if at*1e6+int64(TicketTTL) <= t {
+			delete(ts.resets, k)
+		}
 	}
 	if len(ts.order)-ts.head > 2*len(ts.byID)+1024 {
 		// Settled ids make up most of the queue: keep the live ones, in
@@ -146,6 +181,9 @@ func (ts *tickets) take(id string, t int64) (*ticket, error) {
 		return nil, fmt.Errorf("%w: %q was never issued, expired (%v after its grant: it kept its estimate) or was settled long ago", ErrUnknownTicket, id, TicketTTL)
 	}
 	delete(ts.byID, id)
+	if r, ok := ts.resets[tk.resource+"\x00"+tk.domain]; ok && r >= tk.atMs() {
+		tk.forgiven = true
+	}
 	if len(ts.done) < maxSettled {
 		ts.done = append(ts.done, id)
 	} else {
@@ -173,14 +211,14 @@ func (e *Engine) Tickets() int { return e.book.tickets.len() }
 // grants nothing). A full ticket store is ErrTooMany, decided nothing.
 func (e *Engine) DecideSettle(d *Decision, t time.Time, resource, domain string, copies, minCopies int) (string, error) {
 	tn := t.UnixNano()
-	if err := e.book.tickets.room(tn); err != nil {
-		return "", err
-	}
 	if err := checkCopies(copies, minCopies); err != nil {
 		return "", err
 	}
 	r, err := e.lookup(resource, config.KindTiers)
 	if err != nil {
+		return "", err
+	}
+	if err := e.book.tickets.room(tn); err != nil {
 		return "", err
 	}
 	tk := &ticket{resource: resource, domain: domain}
@@ -213,6 +251,7 @@ func (e *Engine) DecideSettle(d *Decision, t time.Time, resource, domain string,
 	}
 	if r != nil && r.shadow && d.Granted == 0 && copies > 0 {
 		d.Granted, d.Shadow = copies, true
+		return "", nil // granted by shadow mode alone: nothing was counted to settle
 	}
 	if d.Granted == 0 {
 		return "", nil
@@ -230,7 +269,9 @@ func kindOrNil(r *resource) kindRes {
 }
 
 // Settlement is what Settle did: Charged is the real cost less the
-// estimate (negative: given back), Remaining what a request could get now.
+// estimate (negative: given back), 0 when nothing was charged (a lenient
+// grant, a resource a reload removed or changed, a key reset since the
+// grant), Remaining what a request could get now.
 type Settlement struct {
 	Charged   int
 	Remaining int
@@ -250,8 +291,11 @@ func (e *Engine) Settle(t time.Time, id string, copies int) (Settlement, error) 
 	delta := int64(copies) - tk.estimate
 	out := Settlement{Charged: int(delta), Remaining: MaxCopies}
 	r, ok := e.res[tk.resource]
-	if !ok || r.unlimited || r.kind != tk.kind {
-		return out, nil // a lenient grant, or a resource a reload removed or changed: nothing to charge
+	if !ok || r.unlimited || r.kind != tk.kind || tk.forgiven {
+		// A lenient grant, a resource a reload removed or changed, or a
+		// key reset since the grant: nothing to charge.
+		out.Charged = 0
+		return out, nil
 	}
 	var d Decision
 	switch k := r.k.(type) {
@@ -289,54 +333,64 @@ func (tr *tiersRes) settle(tk *ticket, t, delta int64) {
 	total := -delta - left
 	sh, h := tr.keys.lock(tk.domain)
 	defer sh.mu.Unlock()
-	if st, ok := sh.get(tk.domain, h); ok {
-		st.fit(p)
-		st.settle(p, t)
-		for i, n := range back {
-			if i >= len(st.inst) {
-				break // a reload shortened the tier list: those hits are gone
-			}
-			if in := &st.inst[i]; in.on && in.entered <= tk.at {
-				in.hits.remove(tk.at, tk.at+1, n)
-			}
-		}
-		tr.ring.take(tk.at, st.recent.remove(tk.at, tk.at+1, total))
-		st.retryM = 0
+	st, ok := sh.get(tk.domain, h)
+	if !ok {
+		return // the key is gone: its hits have left every window
 	}
+	st.fit(p)
+	st.settle(p, t)
+	// Peers are told what was given back here, never more: hits that left
+	// their window, or that a reset forgot, are not taken back anywhere.
+	for i, n := range back {
+		back[i] = 0
+		if i >= len(st.inst) {
+			break // a reload shortened the tier list: those hits are gone
+		}
+		if in := &st.inst[i]; in.on && in.entered <= tk.at {
+			back[i] = in.hits.remove(tk.at, tk.at+1, n)
+		}
+	}
+	total = st.recent.remove(tk.at, tk.at+1, total)
+	tr.ring.take(tk.at, total)
+	st.retryM = 0
 	if tr.rec.on() && total > 0 {
 		tr.rec.tierRefund(tk.domain, tk.at, total, back)
 	}
 }
 
 // charge adds n hits past the limit at t (ms) to the key of ticket tk:
-// in the last second, and in the highest tier the grant took (tier 1 when
-// that tier is in its cooldown), starting its instance when it has none.
-// The caller holds the ring's lock.
+// in the last second, and in every tier the key could take hits in now
+// (the current one, tier 1 when none is, and each above it that a request
+// could climb into), starting an instance where there is none, so that
+// the overdraft cannot be escaped by bursting into a higher tier. The
+// caller holds the ring's lock.
 func (tr *tiersRes) charge(tk *ticket, p *tiersParams, t, n int64) {
 	sh, st := tr.keyOrNew(tk.domain, p, t)
 	defer sh.mu.Unlock()
 	st.settle(p, t)
 	var taken [maxTake]int64
 	var entered uint64
-	if len(p.tiers) > 0 {
-		i := min(max(len(tk.taken)-1, 0), len(p.tiers)-1)
-		if phaseAt(&p.tiers[i], &st.inst[i], t) == phaseCooldown {
-			i = 0
-		}
-		in, tp := &st.inst[i], &p.tiers[i]
+	for j := max(st.current(p, t), 1); j <= len(p.tiers); j++ {
+		in, tp := &st.inst[j-1], &p.tiers[j-1]
 		switch phaseAt(tp, in, t) {
+		case phaseCooldown:
+			if tp.skippable {
+				continue
+			}
+			j = len(p.tiers) // a request climbs no further
+			continue
 		case phaseInactive:
 			in.on, in.entered = true, t
 			in.hits.reset()
-			entered = 1 << uint(min(i, 63))
-			fallthrough
-		case phaseActive:
-			in.hits.push(t, n)
-			if i < maxTake {
-				taken[i] = n
+			if j <= 64 {
+				entered |= 1 << uint(j-1)
 			}
-			st.resetAt = max(st.resetAt, in.entered+tp.active+tp.cooldown)
 		}
+		in.hits.push(t, n)
+		if j <= maxTake {
+			taken[j-1] = n
+		}
+		st.resetAt = max(st.resetAt, in.entered+tp.active+tp.cooldown)
 	}
 	st.recent.push(t, n)
 	st.resetAt = max(st.resetAt, t+second)

@@ -226,6 +226,7 @@ func New(o Options) *Cluster {
 	c.tab.selfInc = c.inc
 	c.resets = c.tab.resets
 	c.tab.replays = c.replays
+	c.tab.resetLife = c.resetLife
 	c.started = c.clock.Now().UnixMilli()
 	c.live.Store(1)
 	return c

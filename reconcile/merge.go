@@ -155,8 +155,9 @@ type table struct {
 	homes map[uint64][2]string
 	// resets is the latest reset of each key (reset.go); replays, whether
 	// a resource's reset forgets its peers' later counts too (nil: none).
-	resets  *resetBook
-	replays func(resource string) bool
+	resets    *resetBook
+	replays   func(resource string) bool
+	resetLife func(resource string) (int64, bool)
 	// placedOn is the live members of the placement newHomes last saw
 	// (the ring's own slice, never modified): a key first seen at a
 	// placement change was placed by their ring.
@@ -328,7 +329,7 @@ func (t *table) mergeEntries(o *origin, marks []packet.Mark, counts []packet.Cou
 			continue
 		}
 		if isReset(m) {
-			out = t.resetNews(out, m.Hash, m.At, k.resolved)
+			out = t.resetNews(out, m.Hash, m.At, now, k.resolved)
 			continue
 		}
 		if k.resolved {
@@ -338,7 +339,15 @@ func (t *table) mergeEntries(o *origin, marks []packet.Mark, counts []packet.Cou
 	for _, c := range counts {
 		k := o.key(c.Hash, t, now)
 		k.seen = now
-		d := k.setCount(c.Slot, c.Bucket, c.Value)
+		v := c.Value
+		if c.Slot >= local.SlotTierRefund {
+			// Hits a settle gave back: never more than this origin
+			// counted in that slot and bucket (a peer may take back only
+			// its own hits), kept as the value seen so that a resend after
+			// the hits arrive still counts.
+			v = min(v, k.value(c.Slot-local.SlotTierRefund, c.Bucket))
+		}
+		d := k.setCount(c.Slot, c.Bucket, v)
 		if d == 0 {
 			continue
 		}
@@ -372,7 +381,7 @@ func (t *table) learn(names []packet.Name, now int64, out []op) []op {
 				out = t.settle(out, n.Hash, &sk.rows[i])
 			}
 		}
-		if at, ok := t.resets.unapplied(n.Hash, n.Resource); ok { // a reset that waited for the name
+		if at, ok := t.resets.unapplied(n.Hash, n.Resource); ok && !t.resetExpired(n.Resource, at, now) { // a reset that waited for the name
 			out = t.resetOps(out, n.Hash, at)
 		}
 		delete(t.waiting, n.Hash)

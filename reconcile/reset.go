@@ -57,6 +57,11 @@ type resetAt struct {
 func (b *resetBook) note(h uint64, resource string, at int64, applied bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.noteLocked(h, resource, at, applied)
+}
+
+// noteLocked is note with b.mu held.
+func (b *resetBook) noteLocked(h uint64, resource string, at int64, applied bool) bool {
 	if b.at == nil {
 		b.at = make(map[uint64]resetAt)
 	}
@@ -97,13 +102,17 @@ func (b *resetBook) unapplied(h uint64, resource string) (int64, bool) {
 	return r.at, true
 }
 
-// full reports whether a reset of a key not yet in the book would be
-// refused.
-func (b *resetBook) full(h uint64) bool {
+// noteOwn records this node's reset of key h of resource at at, applied,
+// and reports false, recording nothing, when the book is full (MaxResets)
+// and has no reset of h.
+func (b *resetBook) noteOwn(h uint64, resource string, at int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	_, ok := b.at[h]
-	return !ok && len(b.at) >= MaxResets
+	if _, ok := b.at[h]; !ok && len(b.at) >= MaxResets {
+		return false
+	}
+	b.noteLocked(h, resource, at, true)
+	return true
 }
 
 // since returns the instant of key h's latest reset, or 0.
@@ -147,14 +156,15 @@ func (b *resetBook) len() int { return int(b.n.Load()) }
 // now on. It reports false, recording nothing, when the node keeps
 // MaxResets resets already. The engine calls it with the key's lock held.
 func (r *Res) Reset(domain string, at int64) bool {
-	if r.c.resets.full(KeyHash(r.name, domain)) {
+	at = min(at, r.c.clock.Now().UnixMilli()) // never ahead of the cluster's clock (resetNews)
+	h := KeyHash(r.name, domain)
+	if !r.c.resets.noteOwn(h, r.name, at) {
 		return false
 	}
 	sh := r.shard(domain)
 	sh.mu.Lock()
 	k := r.key(sh, domain)
 	k.mark(local.SlotReset, at, r.c.tick.Load()+1)
-	r.c.resets.note(k.hash, r.name, at, true)
 	r.c.stats.resets.Add(1)
 	r.touch(sh, k, 0, 0, 1<<62)
 	sh.mu.Unlock()
@@ -191,11 +201,34 @@ func (p *params) markLife(slot uint32) (int64, bool) {
 // later than the one known and the key's name is known (resolved), the
 // engine forgets the key from before at (resetOps); an unnamed key's
 // reset waits for its name (learn). It appends those ops to out.
-func (t *table) resetNews(out []op, h uint64, at int64, resolved bool) []op {
-	if !t.resets.note(h, t.names[h].resource, at, resolved) || !resolved {
+//
+// A reset dated after now (a peer whose clock runs ahead, or a forged one)
+// is taken as made now: this node holds nothing made after its own now,
+// and a reset in the future would drop every peer's count until then. One
+// dated so long ago that its resource's longest span has passed since
+// (expired: no mark of it is shipped any more) is ignored: nothing counted
+// now was made before it, and a gcra bucket, which cannot tell, must not
+// be emptied.
+func (t *table) resetNews(out []op, h uint64, at, now int64, resolved bool) []op {
+	at = min(at, now)
+	name := t.names[h]
+	if resolved && t.resetExpired(name.resource, at, now) {
+		return out
+	}
+	if !t.resets.note(h, name.resource, at, resolved) || !resolved {
 		return out
 	}
 	return t.resetOps(out, h, at)
+}
+
+// resetExpired reports whether a reset of a key of resource made at at has
+// outlived, at now, the longest span of the resource's slots.
+func (t *table) resetExpired(resource string, at, now int64) bool {
+	if t.resetLife == nil {
+		return false
+	}
+	l, ok := t.resetLife(resource)
+	return ok && at+l <= now
 }
 
 // resetOps appends the ops of key h's (named) reset at at: the reset, and,
