@@ -1,11 +1,15 @@
 package topk
 
+import "unsafe"
+
 // summary is a Space-Saving summary of at most cap keys: counters in a
 // min-heap by count, indexed by key. The counters live in a slab allocated
-// once, at the first add, so that a summary reused slot after slot
-// allocates only the strings of the keys it takes in (the index sees a
-// delete for every insert past cap, and stays its size: TestMemoryFlat). Not safe for
-// concurrent use (a Window's shard lock guards it).
+// once, at the first add, and each keeps the buffer its key is copied into
+// for the keys that take the counter after it, so that a summary reused
+// slot after slot, and a stream of new keys taking counters over, allocate
+// nothing once the buffers have grown to the keys' length (the index sees
+// a delete for every insert past cap, and stays its size: TestMemoryFlat).
+// Not safe for concurrent use (a Window's shard lock guards it).
 type summary struct {
 	cap   int
 	n     uint64            // adds since the last reset
@@ -17,13 +21,25 @@ type summary struct {
 // entry is one counter: key was counted count times, of which at most err
 // may belong to the keys it took the counter from.
 type entry struct {
+	// key is buf's bytes as a string, without a copy: it is valid while the
+	// entry holds the key, and changes when another key takes the counter
+	// over. Whoever keeps a key past the shard lock copies it (Top).
 	key   string
 	count uint64
 	err   uint64
-	pos   int // in heap
+	pos   int    // in heap
+	buf   []byte // key's bytes; kept for the next key of this counter
 }
 
-// add counts key once. It copies key only when key takes a counter.
+// setKey makes key e's key, copied into e's buffer. The index must not
+// hold e's previous key (its bytes are overwritten).
+func (e *entry) setKey(key []byte) {
+	e.buf = append(e.buf[:0], key...)
+	e.key = unsafe.String(unsafe.SliceData(e.buf), len(e.buf))
+}
+
+// add counts key once. It copies key only when key takes a counter, into
+// that counter's buffer.
 func (s *summary) add(key []byte) {
 	s.n++
 	if e, ok := s.index[string(key)]; ok {
@@ -36,8 +52,10 @@ func (s *summary) add(key []byte) {
 		s.index = make(map[string]*entry, s.cap)
 	}
 	if len(s.slab) < s.cap {
-		s.slab = append(s.slab, entry{key: string(key), count: 1, pos: len(s.heap)})
+		s.slab = s.slab[:len(s.slab)+1] // its buffer, if any, is a reset's
 		e := &s.slab[len(s.slab)-1]
+		e.setKey(key)
+		e.count, e.err, e.pos = 1, 0, len(s.heap)
 		s.heap = append(s.heap, e)
 		s.index[e.key] = e
 		s.up(e.pos)
@@ -47,7 +65,7 @@ func (s *summary) add(key []byte) {
 	// error.
 	e := s.heap[0]
 	delete(s.index, e.key)
-	e.key = string(key)
+	e.setKey(key)
 	e.err = e.count
 	e.count++
 	s.index[e.key] = e
@@ -67,13 +85,16 @@ func (s *summary) min() uint64 {
 // lookup returns key's counter, nil when it has none.
 func (s *summary) lookup(key string) *entry { return s.index[key] }
 
-// reset empties the summary, keeping its slab and index for reuse.
+// reset empties the summary, keeping its slab, its counters' key buffers
+// and its index for reuse.
 func (s *summary) reset() {
 	s.n = 0
 	clear(s.index)
 	clear(s.heap)
 	s.heap = s.heap[:0]
-	clear(s.slab) // drop the keys' strings
+	for i := range s.slab {
+		s.slab[i] = entry{buf: s.slab[i].buf[:0]}
+	}
 	s.slab = s.slab[:0]
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -201,6 +202,7 @@ func (w *Window) Top(now time.Time, n int) Snapshot {
 	for i := range w.shards {
 		sh := &w.shards[i]
 		sh.mu.Lock()
+		first := len(items)
 		live = live[:0]
 		for j := range sh.slots {
 			if s := &sh.slots[j]; s.used && s.idx >= lo && s.idx <= idx {
@@ -229,14 +231,29 @@ func (w *Window) Top(now time.Time, n int) Snapshot {
 				items = append(items, it)
 			}
 		}
+		// The keys alias the counters' buffers, which later adds rewrite:
+		// keep the shard's n heaviest (a key is counted in one shard
+		// alone, so the window's n heaviest are among them), copied.
+		mine := items[first:]
+		sortItems(mine)
+		mine = mine[:min(max(n, 0), len(mine))]
+		for k := range mine {
+			mine[k].Key = strings.Clone(mine[k].Key)
+		}
+		items = items[:first+len(mine)]
 		sh.mu.Unlock()
 	}
+	sortItems(items)
+	snap.Items = items[:min(max(n, 0), len(items))]
+	return snap
+}
+
+// sortItems sorts items by Count, the largest first; ties by key.
+func sortItems(items []Item) {
 	slices.SortFunc(items, func(a, b Item) int {
 		if c := cmp.Compare(b.Count, a.Count); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Key, b.Key)
 	})
-	snap.Items = items[:min(max(n, 0), len(items))]
-	return snap
 }
