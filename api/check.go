@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -74,7 +73,7 @@ const checkQueryNames = "resource, domain, copies, deny_status, headers"
 // body (JSON, or MessagePack when Accept asks for it). Both carry the
 // RateLimit fields (setRateLimit says which). Errors are the usual error replies.
 func (s *Server) check(ctx *fasthttp.RequestCtx, _ params) {
-	start := time.Now()
+	start := handlerStart(ctx)
 	c := getCall()
 	defer putCall(c)
 	b := &c.body
@@ -96,13 +95,15 @@ func (s *Server) check(ctx *fasthttp.RequestCtx, _ params) {
 	}
 	copies, minCopies := b.counts()
 	g := s.gen.Load()
-	resource, domain := g.name(b.resource), string(b.domain)
+	resource, rm := g.named(b.resource)
+	domain := string(b.domain)
 	var d local.Decision
-	if err := g.engine.Decide(&d, s.decisionTime(start), resource, domain, copies, minCopies); err != nil {
+	now := s.decisionTime(start)
+	if err := g.engine.Decide(&d, now, resource, domain, copies, minCopies); err != nil {
 		s.fail(ctx, err)
 		return
 	}
-	defer g.observe(resource, b.domain, copies, &d, start)
+	defer g.observe(rm, resource, b.domain, copies, &d, now, start)
 	if d.Granted > 0 || (copies == 0 && d.RetryAfter == 0) {
 		c.out = setRateLimit(ctx, c.out[:0], g.policies.lookup(resource, domain), &d, q.form, 0)
 		ctx.SetStatusCode(fasthttp.StatusNoContent)

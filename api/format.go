@@ -34,9 +34,12 @@ const (
 	contentTypeMsgpack = "application/msgpack"
 )
 
+// simulatePath is the one endpoint whose body may be over maxBody.
+const simulatePath = "/v1/simulate"
+
 // bodyLimit returns the body limit of the endpoint at path.
 func bodyLimit(path []byte) int {
-	if string(path) == "/v1/simulate" {
+	if string(path) == simulatePath {
 		return maxSimulateBody
 	}
 	return maxBody
@@ -47,6 +50,10 @@ func bodyLimit(path []byte) int {
 // is refused (413 too_large, by errorHandler) without being read.
 func headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	uri := h.RequestURI()
+	if len(uri) > 0 && uri[0] == '/' && !bytes.HasPrefix(uri, []byte(simulatePath)) {
+		// The usual origin form, whose path cannot be /v1/simulate.
+		return fasthttp.RequestConfig{MaxRequestBodySize: maxBody}
+	}
 	if i := bytes.Index(uri, []byte("://")); i >= 0 && bytes.IndexByte(uri[:i], '/') < 0 {
 		// absolute form, http://host/path: keep the path
 		rest := uri[i+3:]

@@ -211,11 +211,11 @@ func (g *generation) series(resource string) *resMetrics {
 	return g.metrics[unconfiguredLabel]
 }
 
-// observe counts one rate decision of resource for domain (asked copies
-// asked), made by a handler that started at start, and its duration since
-// start.
-func (g *generation) observe(resource string, domain []byte, asked int, d *local.Decision, start time.Time) {
-	if rm := g.count(resource, domain, asked, d, g.decisionTime(start)); rm != nil {
+// observe counts one rate decision of resource (whose series are rm, as
+// named returns them) for domain (asked copies asked), decided at now by a
+// handler that started at start, and its duration since start.
+func (g *generation) observe(rm *resMetrics, resource string, domain []byte, asked int, d *local.Decision, now, start time.Time) {
+	if rm = g.countIn(rm, resource, domain, asked, d, now); rm != nil {
 		rm.latency.Observe(time.Since(start).Seconds())
 	}
 }
@@ -228,7 +228,11 @@ func (g *generation) observe(resource string, domain []byte, asked int, d *local
 // batch's time shared among them, and so reads the clock twice per batch
 // rather than twice per item.
 func (g *generation) count(resource string, domain []byte, asked int, d *local.Decision, now time.Time) *resMetrics {
-	rm := g.series(resource)
+	return g.countIn(g.series(resource), resource, domain, asked, d, now)
+}
+
+// countIn is count with resource's series, rm, found by the caller.
+func (g *generation) countIn(rm *resMetrics, resource string, domain []byte, asked int, d *local.Decision, now time.Time) *resMetrics {
 	if rm == nil {
 		return nil
 	}

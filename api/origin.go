@@ -70,12 +70,12 @@ func allowedCaller(ctx *fasthttp.RequestCtx, authed bool) bool {
 	if dashboardPath(ctx.Path()) && ctx.IsGet() {
 		return true
 	}
-	if o := ctx.Request.Header.PeekBytes(hdrOrigin); len(o) > 0 && !sameOrigin(o, host) {
+	if o := ctx.Request.Header.PeekCanonical(hdrOrigin); len(o) > 0 && !sameOrigin(o, host) {
 		writeError(ctx, fasthttp.StatusForbidden, codeForbidden,
 			fmt.Sprintf("Origin %q is not this agent's page: a page of another site may not call the API", wire.Snippet(o)))
 		return false
 	}
-	if sf := ctx.Request.Header.PeekBytes(hdrSecFetchSite); len(sf) > 0 && string(sf) != "same-origin" && string(sf) != "none" {
+	if sf := ctx.Request.Header.PeekCanonical(hdrSecFetchSite); len(sf) > 0 && string(sf) != "same-origin" && string(sf) != "none" {
 		writeError(ctx, fasthttp.StatusForbidden, codeForbidden,
 			fmt.Sprintf("Sec-Fetch-Site %q: a page of another site may not call the API", wire.Snippet(sf)))
 		return false

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"time"
-
 	"github.com/valyala/fasthttp"
 
 	"github.com/obol-dev/obol/internal/wire/replies"
@@ -14,7 +12,7 @@ import (
 // into a pooled struct and the reply (JSON or MessagePack, as Accept asks)
 // appended into a pooled buffer.
 func (s *Server) request(ctx *fasthttp.RequestCtx, _ params) {
-	start := time.Now()
+	start := handlerStart(ctx)
 	c, g, ok := s.open(ctx, requestSettleFields, fResource|fDomain)
 	if !ok {
 		return
@@ -26,13 +24,14 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, _ params) {
 	}
 	copies, minCopies := c.body.counts()
 	var d local.Decision
-	resource := g.name(c.body.resource)
-	if err := g.engine.Decide(&d, s.decisionTime(start), resource, string(c.body.domain), copies, minCopies); err != nil {
+	resource, rm := g.named(c.body.resource)
+	now := s.decisionTime(start)
+	if err := g.engine.Decide(&d, now, resource, string(c.body.domain), copies, minCopies); err != nil {
 		s.fail(ctx, err)
 		return
 	}
 	c.reply(ctx, writeDecision(c.writer(ctx), c.out[:0], &d))
-	g.observe(resource, c.body.domain, copies, &d, start)
+	g.observe(rm, resource, c.body.domain, copies, &d, now, start)
 }
 
 // POST /v1/refund {"resource", "domain", "copies"} → {"remaining": N} (gcra).

@@ -143,25 +143,40 @@ type generation struct {
 	engine  *local.Engine
 	version int64
 	// names interns the configured resource names, so that a request for a
-	// configured resource passes the engine a string without allocating one.
-	names map[string]string
-	// metrics are the per-resource series of this engine's resources.
-	metrics map[string]*resMetrics
+	// configured resource passes the engine a string without allocating
+	// one, and finds its series in the same lookup.
+	names map[string]named
+	// metrics are the per-resource series of this engine's resources;
+	// unconfigured is metrics[unconfiguredLabel].
+	metrics      map[string]*resMetrics
+	unconfigured *resMetrics
 	// policies are the RateLimit-Policy fields of its rate resources.
 	policies policyTable
 	// rejections logs rejections, sampled; nil when off.
 	rejections *rejectionLog
-	// decisionTime is the server's: the decision instant of a handler that
-	// started at start.
-	decisionTime func(start time.Time) time.Time
+}
+
+// named is a configured resource's name and its series.
+type named struct {
+	name string
+	rm   *resMetrics
 }
 
 // name returns b as a string, interned when it names a configured resource.
 func (g *generation) name(b []byte) string {
-	if s, ok := g.names[string(b)]; ok {
-		return s
+	if n, ok := g.names[string(b)]; ok {
+		return n.name
 	}
 	return string(b)
+}
+
+// named returns b as a string, as name does, and its series, as series
+// does, in one lookup.
+func (g *generation) named(b []byte) (string, *resMetrics) {
+	if n, ok := g.names[string(b)]; ok {
+		return n.name, n.rm
+	}
+	return string(b), g.unconfigured
 }
 
 // New returns a Server over engine e. It is not ready (GET /readyz answers
@@ -231,12 +246,13 @@ func (s *Server) Engine() *local.Engine { return s.gen.Load().engine }
 // version 1). The /v1/top windows of the resources e keeps, with their
 // kind, carry over.
 func (s *Server) SetEngine(e *local.Engine) {
-	g := &generation{engine: e, version: s.versions.Add(1), names: map[string]string{},
+	g := &generation{engine: e, version: s.versions.Add(1), names: map[string]named{},
 		metrics:  s.metrics.forEngine(e, s.tops.forConfig(e.Config(), s.now())),
-		policies: newPolicyTable(e.Config()), rejections: s.rejected, decisionTime: s.decisionTime}
+		policies: newPolicyTable(e.Config()), rejections: s.rejected}
+	g.unconfigured = g.metrics[unconfiguredLabel]
 	if cfg := e.Config(); cfg != nil {
 		for name := range cfg.Resources {
-			g.names[name] = name
+			g.names[name] = named{name, g.series(name)}
 		}
 	}
 	s.gen.Store(g)
@@ -251,6 +267,17 @@ func (s *Server) decisionTime(start time.Time) time.Time {
 		return s.base.At(start)
 	}
 	return s.now()
+}
+
+// handlerStart returns when fasthttp called ctx's handler: its reading
+// of time.Now(), which carries the monotonic reading decisionTime places on
+// the time base (one clock reading less per request); time.Now() for a ctx
+// no server served (a test calling Handler).
+func handlerStart(ctx *fasthttp.RequestCtx) time.Time {
+	if t := ctx.Time(); !t.IsZero() {
+		return t
+	}
+	return time.Now()
 }
 
 // SetReady sets what GET /readyz reports: 200 when ready, else 503 not_ready.

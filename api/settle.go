@@ -18,9 +18,10 @@ import (
 // decision, with "ticket" when granted.
 func (s *Server) requestSettle(ctx *fasthttp.RequestCtx, c *call, g *generation, start time.Time) {
 	copies, minCopies := c.body.counts()
-	resource := g.name(c.body.resource)
+	resource, rm := g.named(c.body.resource)
+	now := s.decisionTime(start)
 	var d local.Decision
-	tk, err := g.engine.DecideSettle(&d, s.decisionTime(start), resource, string(c.body.domain), copies, minCopies)
+	tk, err := g.engine.DecideSettle(&d, now, resource, string(c.body.domain), copies, minCopies)
 	if err != nil {
 		s.fail(ctx, err)
 		return
@@ -28,7 +29,7 @@ func (s *Server) requestSettle(ctx *fasthttp.RequestCtx, c *call, g *generation,
 	wd := wireDecision(&d)
 	wd.Ticket = tk
 	c.reply(ctx, replies.AppendDecision(c.writer(ctx), c.out[:0], &wd))
-	g.observe(resource, c.body.domain, copies, &d, start)
+	g.observe(rm, resource, c.body.domain, copies, &d, now, start)
 }
 
 // POST /v1/settle {"ticket", "copies"} → {"charged": C, "remaining": R}:
