@@ -102,7 +102,43 @@ func (s *tiersState) fit(p *tiersParams) {
 	}
 }
 
-func newTiersState(n int) *tiersState { return &tiersState{inst: make([]tierInst, n)} }
+// newTiersState returns the fresh state of a domain under n tiers. Up to
+// four tiers, the instances are in the state's own allocation (the same
+// bytes as two), so that a decision finds them next to the state rather
+// than at another address.
+func newTiersState(n int) *tiersState {
+	switch n {
+	case 1:
+		b := new(struct {
+			s  tiersState
+			in [1]tierInst
+		})
+		b.s.inst = b.in[:]
+		return &b.s
+	case 2:
+		b := new(struct {
+			s  tiersState
+			in [2]tierInst
+		})
+		b.s.inst = b.in[:]
+		return &b.s
+	case 3:
+		b := new(struct {
+			s  tiersState
+			in [3]tierInst
+		})
+		b.s.inst = b.in[:]
+		return &b.s
+	case 4:
+		b := new(struct {
+			s  tiersState
+			in [4]tierInst
+		})
+		b.s.inst = b.in[:]
+		return &b.s
+	}
+	return &tiersState{inst: make([]tierInst, n)}
+}
 
 // clone returns a copy of s sharing no memory with it.
 func (s *tiersState) clone() *tiersState {

@@ -99,12 +99,14 @@ func (d *deque) last() (int64, bool) {
 const ringSize = 1000
 
 // secondRing counts a resource's hits of the last second across all domains,
-// one slot per millisecond. Safe for concurrent use through mu.
+// one slot per millisecond. Safe for concurrent use through mu. Every
+// decision of the resource writes mu, head and sum: they share a cache
+// line, ahead of the slots.
 type secondRing struct {
 	mu    sync.Mutex
-	slots [ringSize]int64
 	head  int64 // newest millisecond advanced to; slots hold (head−1000, head]
 	sum   int64
+	slots [ringSize]int64
 }
 
 // advance moves the ring to millisecond t, dropping what left the second.
