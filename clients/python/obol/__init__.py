@@ -11,9 +11,9 @@ client errors only (see obol.errors).
 """
 
 from ._client import (BATCH_MAX_BYTES, BATCH_MAX_ITEMS, DEFAULT_TIMEOUT, Admission, Client, Decision,
-                      Hold, Session, Stats, default_socket)
-from .errors import (AgentUnavailable, APIError, BadRequest, ClientClosed, CostOverBurst, NotFound,
-                     ObolError, OverRelease, TooLarge, TooMany, UnknownHold, UnknownResource,
+                      Hold, Session, Settlement, Stats, default_socket)
+from .errors import (AgentUnavailable, AlreadySettled, APIError, BadRequest, ClientClosed, CostOverBurst,
+                     NotFound, ObolError, OverRelease, TooLarge, TooMany, UnknownHold, UnknownResource,
                      UnknownSession, UnknownTicket, UnknownTransfer, WrongKind)
 from .middleware import ASGIMiddleware, WSGIMiddleware
 from .ratelimit import parse_list as parse_ratelimit
@@ -21,10 +21,10 @@ from .ratelimit import parse_list as parse_ratelimit
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Decision", "Hold", "Session", "Admission", "Stats", "default_socket",
+    "Client", "Decision", "Hold", "Session", "Admission", "Settlement", "Stats", "default_socket",
     "WSGIMiddleware", "ASGIMiddleware", "parse_ratelimit", "DEFAULT_TIMEOUT",
     "BATCH_MAX_ITEMS", "BATCH_MAX_BYTES",
     "ObolError", "APIError", "AgentUnavailable", "ClientClosed", "BadRequest", "CostOverBurst",
     "UnknownResource", "UnknownHold", "UnknownSession", "UnknownTransfer", "UnknownTicket",
-    "WrongKind", "OverRelease", "TooLarge", "TooMany", "NotFound",
+    "AlreadySettled", "WrongKind", "OverRelease", "TooLarge", "TooMany", "NotFound",
 ]

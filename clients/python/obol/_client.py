@@ -121,16 +121,19 @@ class Decision:
     of every copy asked (reply is then the agent's rejection). retries: how
     many times max_wait sent the call again. ratelimit_policy and ratelimit are
     the IETF RateLimit fields as the agent wrote them (check only; "" when
-    absent).
+    absent). ticket: the settle ticket of a grant asked with
+    settle_later=True, for Client.settle; None for a rejection, a degraded or
+    killed grant, and without settle_later.
     """
 
     __slots__ = ("granted", "remaining", "retry_after_ms", "reset_after_ms", "degraded", "killed",
-                 "shadow", "retries", "ratelimit_policy", "ratelimit", "reply")
+                 "shadow", "retries", "ratelimit_policy", "ratelimit", "ticket", "reply")
 
     def __init__(self, granted: int = 0, remaining: int = 0, retry_after_ms: int = 0,
                  reset_after_ms: int = 0, degraded: bool = False, killed: bool = False,
                  shadow: bool = False, retries: int = 0, ratelimit_policy: str = "",
-                 ratelimit: str = "", reply: Optional[Dict[str, Any]] = None) -> None:
+                 ratelimit: str = "", reply: Optional[Dict[str, Any]] = None,
+                 ticket: Optional[str] = None) -> None:
         self.granted = granted
         self.remaining = remaining
         self.retry_after_ms = retry_after_ms
@@ -141,6 +144,7 @@ class Decision:
         self.retries = retries
         self.ratelimit_policy = ratelimit_policy
         self.ratelimit = ratelimit
+        self.ticket = ticket
         self.reply: Dict[str, Any] = reply if reply is not None else {}
 
     @classmethod
@@ -149,9 +153,12 @@ class Decision:
         if "granted" not in reply:
             raise ValueError("no granted field")
         shadow = reply.get("shadow", False)
+        ticket = reply.get("ticket")
+        if ticket is not None and not isinstance(ticket, str):
+            raise ValueError("ticket: not a string: %r" % (ticket,))
         return cls(granted=_int(reply, "granted"), remaining=_int(reply, "remaining"),
                    retry_after_ms=_int(reply, "retry_after_ms"), reset_after_ms=_int(reply, "reset_after_ms"),
-                   shadow=shadow is True, reply=reply)
+                   shadow=shadow is True, reply=reply, ticket=ticket or None)
 
     def __bool__(self) -> bool:
         return self.granted > 0
@@ -171,6 +178,16 @@ class Decision:
         flags = "".join(", %s=True" % f for f in ("degraded", "killed", "shadow") if getattr(self, f))
         return "Decision(granted=%d, remaining=%d, retry_after_ms=%d, reset_after_ms=%d%s)" % (
             self.granted, self.remaining, self.retry_after_ms, self.reset_after_ms, flags)
+
+
+class Settlement(NamedTuple):
+    """What Client.settle did: charged is the real cost less the estimate
+    (negative: given back), remaining what a request of the key could get
+    now. degraded: the agent could not be asked, and nothing was charged
+    (failing open, as for a decision)."""
+    charged: int = 0
+    remaining: int = 0
+    degraded: bool = False
 
 
 class Stats(NamedTuple):
@@ -653,7 +670,7 @@ class Client:
             return Stats(pending_releases=len(self._pending), sessions=self._n_sessions, **self._counts)
 
     def _decide(self, resource: str, domain: str, copies: int, min_copies: Optional[int],
-                max_wait: Optional[float], check: bool) -> Decision:
+                max_wait: Optional[float], check: bool, settle: bool = False) -> Decision:
         self._begin()
         try:
             _check_names(resource, domain)
@@ -661,12 +678,14 @@ class Client:
             wait = self._max_wait(max_wait)
             if check and min_copies != copies:
                 raise bad("min_copies: check grants all or nothing; want %d (copies), got %d" % (copies, min_copies))
+            if not isinstance(settle, bool):
+                raise bad("settle_later: want True or False, got %r" % (settle,))
         except APIError as e:
             raise self._fail(e)
 
         def once() -> Tuple[Decision, bool, int]:
             d = self._check_once(resource, domain, copies) if check else \
-                self._request_once(resource, domain, copies, min_copies)
+                self._request_once(resource, domain, copies, min_copies, settle)
             return d, d.granted > 0 or copies == 0, d.retry_after_ms
 
         try:
@@ -678,13 +697,16 @@ class Client:
             raise self._fail(e)
         d.retries = retries
         if d.granted == 0 and copies > 0 and self.kill_switch:
-            d.granted, d.retry_after_ms, d.killed = copies, 0, True
+            d.granted, d.retry_after_ms, d.killed, d.ticket = copies, 0, True, None
             self._killed(resource, domain)
         return d
 
-    def _request_once(self, resource: str, domain: str, copies: int, min_copies: int) -> Decision:
-        _, _, raw = self._t.call("POST", "/v1/request", {"resource": resource, "domain": domain,
-                                                        "copies": copies, "min_copies": min_copies})
+    def _request_once(self, resource: str, domain: str, copies: int, min_copies: int,
+                      settle: bool = False) -> Decision:
+        body: Dict[str, Any] = {"resource": resource, "domain": domain, "copies": copies, "min_copies": min_copies}
+        if settle:
+            body["settle"] = True
+        _, _, raw = self._t.call("POST", "/v1/request", body)
         try:
             return Decision.from_reply(_json(raw))
         except ValueError as e:
@@ -709,16 +731,20 @@ class Client:
         return d
 
     def request(self, resource: str, domain: str, copies: int = 1, min_copies: Optional[int] = None,
-                max_wait: Optional[float] = None) -> Decision:
+                max_wait: Optional[float] = None, *, settle_later: bool = False) -> Decision:
         """Asks for a rate decision (kinds tiers and gcra): copies (default 1,
         0 is a peek), at least min_copies (default all). With max_wait
         (seconds) a rejection is retried with jittered backoff, never before
         the agent's retry_after, until granted or the wait is spent.
+        settle_later=True asks for a settle ticket with the grant
+        (Decision.ticket): copies is an estimate, and settle charges the real
+        cost once it is known.
 
         Raises only for client errors (BadRequest, UnknownResource,
-        WrongKind, CostOverBurst...). An agent that is gone, hung, failing or
-        unreadable gives Decision(granted=min_copies, degraded=True)."""
-        return self._decide(resource, domain, copies, min_copies, max_wait, check=False)
+        WrongKind, CostOverBurst, TooMany...). An agent that is gone, hung,
+        failing or unreadable gives Decision(granted=min_copies,
+        degraded=True), without a ticket."""
+        return self._decide(resource, domain, copies, min_copies, max_wait, check=False, settle=settle_later)
 
     def check(self, resource: str, domain: str, copies: int = 1, max_wait: Optional[float] = None) -> Decision:
         """request as an HTTP proxy asks (GET /v1/check), with the IETF
@@ -746,6 +772,62 @@ class Client:
         except Unavailable as e:
             self._degrade(e, what="dropping a refund")
             return -1
+        except APIError as e:
+            raise self._fail(e)
+
+    def settle(self, ticket: Optional[str], copies: int) -> Settlement:
+        """Charges the real cost, copies, of a grant asked with
+        settle_later=True in place of its estimate: less gives the
+        difference back, more charges it past the limit (later requests wait
+        it out), once. A ticket of None or "" (a degraded, killed or rejected
+        decision) settles nothing: Settlement(0, 0, False), without asking.
+        An agent that cannot answer gives Settlement(degraded=True), nothing
+        charged. Raises only for client errors (AlreadySettled,
+        UnknownTicket, BadRequest)."""
+        if self._closed:
+            raise ClientClosed("obol: the client is closed")
+        if ticket is None or ticket == "":
+            return Settlement()
+        try:
+            if not isinstance(ticket, str):
+                raise bad("ticket: a string is required, got %r" % (ticket,))
+            _check_count("copies", copies)
+        except APIError as e:
+            raise self._fail(e)
+        try:
+            _, _, raw = self._t.call("POST", "/v1/settle", {"ticket": ticket, "copies": copies})
+            r = _json(raw)
+            try:
+                return Settlement(charged=_int(r, "charged", None),  # type: ignore[arg-type]
+                                  remaining=_int(r, "remaining", None))  # type: ignore[arg-type]
+            except ValueError as e:
+                raise Unavailable("unreadable reply: %s" % e) from None
+        except Unavailable as e:
+            self._degrade(e, what="charging nothing")
+            return Settlement(degraded=True)
+        except APIError as e:
+            raise self._fail(e)
+
+    def reset(self, resource: str, domain: str) -> None:
+        """Forgets resource's counts for domain (kinds tiers and gcra) on the
+        agent and, through its mesh, on every agent: a support team
+        unblocking a customer. It does not fail open: an agent that cannot
+        be asked (or whose reply is not {"reset": true}) raises
+        AgentUnavailable, since the reset did not happen.
+        Client errors raise as for any call (UnknownResource, WrongKind,
+        TooMany...)."""
+        if self._closed:
+            raise ClientClosed("obol: the client is closed")
+        try:
+            _check_names(resource, domain)
+        except APIError as e:
+            raise self._fail(e)
+        try:
+            _, _, raw = self._t.call("POST", "/v1/reset", {"resource": resource, "domain": domain})
+            if _json(raw).get("reset") is not True:
+                raise Unavailable("unreadable reply: %r" % (raw[:80],))
+        except Unavailable as e:
+            raise AgentUnavailable("obol: reset of %r for %r not made: %s" % (resource, domain, e)) from None
         except APIError as e:
             raise self._fail(e)
 

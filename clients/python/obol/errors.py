@@ -15,8 +15,8 @@ class ClientClosed(ObolError):
 
 
 class AgentUnavailable(ObolError):
-    """Raised only by calls that cannot fail open (simulate): the agent could
-    not be asked, or its reply could not be read."""
+    """Raised only by calls that cannot fail open (simulate, reset): the agent
+    could not be asked, or its reply could not be read."""
 
 
 class APIError(ObolError):
@@ -75,9 +75,16 @@ class UnknownTransfer(APIError, LookupError):
 
 
 class UnknownTicket(APIError, LookupError):
-    """The admission ticket is unknown, completed or expired."""
+    """The admission or settle ticket is unknown, completed or expired (a
+    settle ticket settled long ago too)."""
 
     code_name = "unknown_ticket"
+
+
+class AlreadySettled(APIError):
+    """The settle ticket was settled before."""
+
+    code_name = "already_settled"
 
 
 class WrongKind(APIError):
@@ -99,7 +106,8 @@ class TooLarge(APIError):
 
 
 class TooMany(APIError):
-    """A per-agent or per-session cap (sessions, holds, transfers, tickets) is full."""
+    """A per-agent or per-session cap (sessions, holds, transfers, tickets,
+    settle tickets, kept resets) is full."""
 
     code_name = "too_many"
 
@@ -113,7 +121,7 @@ class NotFound(APIError):
 _BY_CODE: Dict[str, Type[APIError]] = {
     c.code_name: c
     for c in (BadRequest, CostOverBurst, UnknownResource, UnknownHold, UnknownSession,
-              UnknownTransfer, UnknownTicket, WrongKind, OverRelease, TooLarge, TooMany, NotFound)
+              UnknownTransfer, UnknownTicket, AlreadySettled, WrongKind, OverRelease, TooLarge, TooMany, NotFound)
 }
 
 

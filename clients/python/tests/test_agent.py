@@ -209,6 +209,71 @@ class RateTest(AgentTest):
         c.close()
 
 
+class SettleAndResetTest(AgentTest):
+    def test_settle_later(self) -> None:
+        c = self.client()
+        d = c.request("t/gcra", self.domain(), copies=15, settle_later=True)
+        self.assertEqual((d.granted, d.degraded), (15, False))
+        self.assertTrue(d.ticket)
+        self.assertEqual(d.reply["ticket"], d.ticket)
+        st = c.settle(d.ticket, 4)  # 11 of the estimate given back
+        self.assertEqual((st.charged, st.degraded), (-11, False))
+        self.assertEqual(st.remaining, c.request("t/gcra", self.domain(), copies=0).remaining)
+        with self.assertRaises(obol.AlreadySettled) as e:
+            c.settle(d.ticket, 4)
+        self.assertEqual((e.exception.status, e.exception.code), (409, "already_settled"))
+        with self.assertRaises(obol.UnknownTicket) as e:
+            c.settle("c-none", 4)
+        self.assertEqual((e.exception.status, e.exception.code), (404, "unknown_ticket"))
+        self.assertIsNone(c.request("t/gcra", self.domain(), copies=0).ticket)  # without settle_later
+
+    def test_settle_more_than_the_estimate(self) -> None:
+        c = self.client()
+        d = c.request("t/bucket", self.domain(), copies=2, settle_later=True)
+        st = c.settle(d.ticket, 25)  # past the burst: charged at once, past the limit
+        self.assertEqual(st.charged, 23)
+        self.assertEqual(c.request("t/bucket", self.domain()).granted, 0)
+
+    def test_no_ticket_without_a_grant(self) -> None:
+        c = self.client()
+        c.request("t/slow", self.domain())
+        d = c.request("t/slow", self.domain(), settle_later=True)
+        self.assertEqual((d.granted, d.ticket), (0, None))
+        self.assertEqual(c.settle(d.ticket, 3), obol.Settlement())
+        k = self.client(kill_switch=True).request("t/slow", self.domain(), settle_later=True)
+        self.assertEqual((k.granted, k.killed, k.ticket), (1, True, None))
+
+    def test_bad_arguments(self) -> None:
+        c = self.client()
+        for call, name in ((lambda: c.settle("c-x", -1), "copies"), (lambda: c.settle("c-x", 10 ** 10), "copies"),
+                           (lambda: c.settle(7, 1), "ticket"),  # type: ignore[arg-type]
+                           (lambda: c.request("t/gcra", "d", settle_later=1), "settle_later"),  # type: ignore[arg-type]
+                           (lambda: c.reset("", "d"), "resource"), (lambda: c.reset("t/one", ""), "domain")):
+            with self.assertRaises(obol.BadRequest, msg=name) as e:
+                call()
+            self.assertIn(name, str(e.exception))
+            self.assertEqual(e.exception.status, 0)
+        self.assertEqual(c.stats().errors, 6)
+
+    def test_reset(self) -> None:
+        c = self.client()
+        self.assertEqual(c.request("t/slow", self.domain()).granted, 1)
+        self.assertEqual(c.request("t/slow", self.domain()).granted, 0)
+        self.assertIsNone(c.reset("t/slow", self.domain()))
+        self.assertEqual(c.request("t/slow", self.domain()).granted, 1)
+        c.reset("t/slow", self.domain())
+        c.reset("t/slow", self.domain())  # again: harmless
+        with self.assertRaises(obol.UnknownResource):
+            c.reset("nope/x", "d")
+        with self.assertRaises(obol.WrongKind):
+            c.reset("t/copies", "d")
+        c.close()
+        with self.assertRaises(obol.ClientClosed):
+            c.reset("t/slow", self.domain())
+        with self.assertRaises(obol.ClientClosed):
+            c.settle("c-x", 1)
+
+
 class CopiesTest(AgentTest):
     def test_reserve_release(self) -> None:
         c = self.client()

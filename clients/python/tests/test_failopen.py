@@ -71,6 +71,9 @@ def every_call(c: Client, answers_2xx: bool = False) -> List[Tuple[str, Callable
     return [
         ("request", lambda: c.request("r", "d", copies=3, min_copies=2),
          lambda d: d.granted == 2 and d.degraded and not d.killed and d.reply == {}),
+        ("request settle_later", lambda: c.request("r", "d", copies=3, min_copies=2, settle_later=True),
+         lambda d: d.granted == 2 and d.degraded and d.ticket is None),
+        ("settle", lambda: c.settle("c-real", 2), lambda st: st == obol.Settlement(0, 0, True)),
         ("check", lambda: c.check("r", "d", copies=2), lambda d: d.granted == 2 and d.degraded),
         ("batch", lambda: c.batch([("r", "d"), ("r", "e", 4, 1)]),
          lambda out: [(x.granted, x.degraded) for x in out] == [(1, True), (1, True)]),
@@ -114,10 +117,22 @@ class MatrixTest(unittest.TestCase):
         # observe are not degraded.
         self.assertEqual(st.degraded, len(calls) + 1 - (2 if answers_2xx else 0))
         self.assertEqual(st.errors, 0)
+        # A reset does not fail open: the agent could not be asked, or its
+        # reply was not {"reset": true}.
+        with self.assertRaises(obol.AgentUnavailable) as e:
+            c.reset("r", "d")
+        self.assertIn("not made", str(e.exception))
+        self.assertEqual(c.stats(), st)
         return c
 
     def test_missing_socket(self) -> None:
-        self.matrix(os.path.join(short_dir(), "none.sock"))
+        c = self.matrix(os.path.join(short_dir(), "none.sock"))
+        # A settle of no ticket (a degraded, killed or rejected decision's)
+        # does nothing, without asking.
+        st = c.stats()
+        self.assertEqual(c.settle(None, 5), obol.Settlement(0, 0, False))
+        self.assertEqual(c.settle("", 5), obol.Settlement())
+        self.assertEqual(c.stats(), st)
 
     def test_refused(self) -> None:
         path = os.path.join(short_dir(), "dead.sock")
