@@ -17,6 +17,7 @@ export const {
   CostOverBurstError,
   UnknownIdError,
   OverReleaseError,
+  AlreadySettledError,
   LimitError,
   middleware,
   fastifyHook,

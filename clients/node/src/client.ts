@@ -62,6 +62,11 @@ export interface Decision {
   /** `check` only: the IETF RateLimit-Policy and RateLimit fields, as the agent gave them. */
   rateLimitPolicy?: string;
   rateLimit?: string;
+  /**
+   * The settle ticket of a grant asked with `settleLater`, for `settle`.
+   * Absent for a rejection, a degraded or killed grant, and without `settleLater`.
+   */
+  ticket?: string;
 }
 
 export interface RequestOptions {
@@ -71,7 +76,22 @@ export interface RequestOptions {
   minCopies?: number;
   /** Retry a rejection until granted or this is spent (default: the client's `maxWaitMs`). */
   maxWaitMs?: number;
+  /**
+   * `request` only: ask for a settle ticket with the grant (`Decision.ticket`).
+   * The copies asked are an estimate; `settle` charges the real cost once it is known.
+   */
+  settleLater?: boolean;
   signal?: AbortSignal;
+}
+
+/** What `settle` did. */
+export interface Settlement {
+  /** The real cost less the estimate: negative, given back; positive, charged past the limit. */
+  charged: number;
+  /** What a request of the key could get now. */
+  remaining: number;
+  /** The agent could not answer: nothing was charged. */
+  degraded: boolean;
 }
 
 export interface CallOptions {
@@ -379,6 +399,7 @@ export class Client {
       retries: 0,
       reply,
     };
+    if (typeof reply.ticket === "string" && reply.ticket !== "" && d.granted > 0) d.ticket = reply.ticket;
     if (d.granted === 0 && copies > 0 && this.kill) {
       d.granted = copies;
       d.killed = true;
@@ -395,14 +416,18 @@ export class Client {
   /**
    * Asks for `copies` of a rate-limited resource for a domain
    * (`POST /v1/request`). Never throws for the agent's failures: they give
-   * a degraded grant of `minCopies`.
+   * a degraded grant of `minCopies` (with no settle ticket).
    */
   async request(resource: string, domain: string, opts: RequestOptions = {}): Promise<Decision> {
     checkName("resource", resource);
     checkName("domain", domain);
     const [copies, min] = counts(opts);
     const maxWait = opts.maxWaitMs === undefined ? this.defaultMaxWaitMs : checkInt("maxWaitMs", opts.maxWaitMs, 0, 86400000);
-    const body = { resource, domain, copies, min_copies: min };
+    if (opts.settleLater !== undefined && typeof opts.settleLater !== "boolean") {
+      throw badRequest(`settleLater: must be a boolean, got ${JSON.stringify(opts.settleLater)}`);
+    }
+    const body: Record<string, unknown> = { resource, domain, copies, min_copies: min };
+    if (opts.settleLater) body.settle = true;
     return this.retrying(maxWait, opts.signal, async () => {
       try {
         return this.decision(await this.call("POST", "/v1/request", body, opts.signal), copies);
@@ -542,6 +567,55 @@ export class Client {
       this.failed(e);
       this.degrade(e);
       return -1;
+    }
+  }
+
+  /**
+   * Charges the real cost, `copies`, of a grant asked with `settleLater`
+   * (`POST /v1/settle`), in place of its estimate: less gives the
+   * difference back, more charges it past the limit (later requests wait
+   * it out), once. Takes the ticket or the decision. No ticket (a
+   * rejection, a degraded or killed grant) settles nothing: a zero
+   * settlement, without asking. An agent that cannot answer gives a
+   * `degraded` settlement, nothing charged; client errors throw
+   * (`already_settled`, `unknown_ticket`, `bad_request`).
+   */
+  async settle(ticket: string | undefined | Decision, copies: number, opts: CallOptions = {}): Promise<Settlement> {
+    if (this.closed) throw new ClosedError();
+    const t = typeof ticket === "object" && ticket !== null ? ticket.ticket : ticket;
+    if (t === undefined || t === null || t === "") return { charged: 0, remaining: 0, degraded: false };
+    checkName("ticket", t);
+    checkInt("copies", copies, 0, MAX_COPIES);
+    try {
+      const v = await this.call("POST", "/v1/settle", { ticket: t, copies }, opts.signal);
+      if (!Number.isInteger(v.charged) || !Number.isInteger(v.remaining)) {
+        throw new AgentUnavailableError(`unreadable settle reply: charged ${JSON.stringify(v.charged)}, remaining ${JSON.stringify(v.remaining)}`);
+      }
+      return { charged: v.charged, remaining: v.remaining, degraded: false };
+    } catch (e) {
+      this.failed(e);
+      this.degrade(e);
+      return { charged: 0, remaining: 0, degraded: true };
+    }
+  }
+
+  /**
+   * Forgets a resource's counts for a domain (kinds tiers and gcra) on the
+   * agent and, through its mesh, on every agent (`POST /v1/reset`): a
+   * support team unblocking a customer. It does not fail open: an agent
+   * that cannot answer (or a reply that is not `{"reset": true}`) throws
+   * AgentUnavailableError, since the reset did not happen.
+   */
+  async reset(resource: string, domain: string, opts: CallOptions = {}): Promise<void> {
+    checkName("resource", resource);
+    checkName("domain", domain);
+    try {
+      const v = await this.call("POST", "/v1/reset", { resource, domain }, opts.signal);
+      if (v.reset !== true) throw new AgentUnavailableError(`unreadable reset reply: ${JSON.stringify(v).slice(0, 200)}`);
+    } catch (e) {
+      this.failed(e);
+      const u = e as AgentUnavailableError;
+      throw new AgentUnavailableError(`obol: reset of ${JSON.stringify(resource)} for ${JSON.stringify(domain)} not made: ${u.message}`, u.timeout);
     }
   }
 

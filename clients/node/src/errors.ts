@@ -11,6 +11,8 @@ export const Codes = {
   unknownHold: "unknown_hold",
   unknownSession: "unknown_session",
   unknownTransfer: "unknown_transfer",
+  unknownTicket: "unknown_ticket",
+  alreadySettled: "already_settled",
   wrongKind: "wrong_kind",
   overRelease: "over_release",
   tooLarge: "too_large",
@@ -49,7 +51,9 @@ export class CostOverBurstError extends ObolError {}
 export class UnknownIdError extends ObolError {}
 /** `over_release`: releasing more copies than the hold has. */
 export class OverReleaseError extends ObolError {}
-/** `too_large`, `too_many`: a body, batch or cap over its limit. */
+/** `already_settled`: a settle ticket settled before. */
+export class AlreadySettledError extends ObolError {}
+/** `too_large`, `too_many`: a body, batch or cap (sessions, holds, transfers, settle tickets, kept resets) over its limit. */
 export class LimitError extends ObolError {}
 
 const CLASSES: Record<string, new (status: number, code: string, message: string) => ObolError> = {
@@ -62,6 +66,7 @@ const CLASSES: Record<string, new (status: number, code: string, message: string
   unknown_transfer: UnknownIdError,
   unknown_ticket: UnknownIdError,
   over_release: OverReleaseError,
+  already_settled: AlreadySettledError,
   too_large: LimitError,
   too_many: LimitError,
 };
@@ -89,7 +94,8 @@ export function badRequest(message: string): ObolError {
 
 /**
  * Why the agent could not answer (internal: such a call fails open). It
- * is thrown to callers only by calls that cannot fail open (`simulate`).
+ * is thrown to callers only by calls that cannot fail open (`simulate`,
+ * `reset`).
  */
 export class AgentUnavailableError extends Error {
   readonly timeout: boolean;

@@ -10,6 +10,7 @@ export type {
   Decision,
   RequestOptions,
   CallOptions,
+  Settlement,
   Need,
   BatchResult,
   Stats,
@@ -30,6 +31,7 @@ export {
   CostOverBurstError,
   UnknownIdError,
   OverReleaseError,
+  AlreadySettledError,
   LimitError,
 } from "./errors";
 export { middleware, fastifyHook, decisionHeaders } from "./middleware";

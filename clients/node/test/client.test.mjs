@@ -1,9 +1,20 @@
 // The client against a real agent: rate decisions, errors, kill switch,
-// maxWaitMs, AbortSignal, check, batch, refund, adaptive and pacer.
+// maxWaitMs, AbortSignal, check, batch, refund, settle and reset, adaptive
+// and pacer.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
-import { Client, ObolError, ClosedError, Codes, UnknownResourceError, WrongKindError, BadRequestError } from "../esm/index.mjs";
+import {
+  Client,
+  ObolError,
+  ClosedError,
+  Codes,
+  UnknownResourceError,
+  WrongKindError,
+  BadRequestError,
+  UnknownIdError,
+  AlreadySettledError,
+} from "../esm/index.mjs";
 import { startAgent, noAgent, memLogger } from "./helpers.mjs";
 
 test("require and import give the same classes", () => {
@@ -156,6 +167,48 @@ test("batch: decisions and per-item errors, in order; refund", { skip: noAgent }
   const many = await c.batch(Array.from({ length: 2500 }, (_, i) => ({ resource: "open/x", domain: "d" + (i % 7), copies: 0 })));
   assert.equal(many.length, 2500);
   assert.ok(many.every((r) => r.decision && !r.decision.degraded));
+});
+
+test("settleLater, settle and reset", { skip: noAgent }, async (t) => {
+  const a = await startAgent(t);
+  const c = new Client({ socket: a.sock, timeoutMs: 2000, logger: memLogger() });
+  t.after(() => c.close());
+  const d = await c.request("t/gcra", "s", { copies: 15, settleLater: true });
+  assert.equal(d.granted, 15);
+  assert.equal(typeof d.ticket, "string");
+  assert.equal(d.reply.ticket, d.ticket);
+  const st = await c.settle(d.ticket, 4); // 11 of the estimate given back
+  assert.deepEqual([st.charged, st.degraded], [-11, false]);
+  assert.equal(st.remaining, (await c.request("t/gcra", "s", { copies: 0 })).remaining);
+  await assert.rejects(c.settle(d, 4), (e) => e instanceof AlreadySettledError && e.code === Codes.alreadySettled && e.status === 409);
+  await assert.rejects(c.settle("c-none", 4), (e) => e instanceof UnknownIdError && e.code === Codes.unknownTicket && e.status === 404);
+  assert.equal((await c.request("t/gcra", "s", { copies: 0 })).ticket, undefined); // without settleLater
+
+  // More than the estimate: charged at once, past the limit.
+  const big = await c.request("t/hour", "s", { settleLater: true });
+  assert.equal((await c.settle(big, 3)).charged, 2);
+  // A rejection has no ticket; nor has a killed grant.
+  const r = await c.request("t/hour", "s", { settleLater: true });
+  assert.deepEqual([r.granted, r.ticket], [0, undefined]);
+  c.setKillSwitch(true);
+  const k = await c.request("t/hour", "s", { settleLater: true });
+  assert.deepEqual([k.granted, k.killed, k.ticket], [1, true, undefined]);
+  c.setKillSwitch(false);
+
+  await c.reset("t/hour", "s");
+  assert.equal((await c.request("t/hour", "s")).granted, 1);
+  await c.reset("t/hour", "s");
+  await c.reset("t/hour", "s"); // again: harmless
+  await assert.rejects(c.reset("nope/x", "u"), (e) => e instanceof UnknownResourceError && e.status === 404);
+  await assert.rejects(c.reset("t/copies", "u"), (e) => e instanceof WrongKindError);
+
+  await assert.rejects(c.settle("c-x", -1), (e) => e instanceof BadRequestError && e.status === 0 && /copies.*got -1/.test(e.message));
+  await assert.rejects(c.request("t/gcra", "s", { settleLater: "yes" }), (e) => e instanceof BadRequestError && /settleLater/.test(e.message));
+  await assert.rejects(c.reset("", "u"), (e) => e instanceof BadRequestError && /resource/.test(e.message));
+  assert.equal(c.stats().degraded, 0);
+  await c.close();
+  await assert.rejects(c.settle("c-x", 1), ClosedError);
+  await assert.rejects(c.reset("t/hour", "s"), ClosedError);
 });
 
 test("admit/complete and pace/observe", { skip: noAgent }, async (t) => {

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import * as path from "node:path";
 import { performance } from "node:perf_hooks";
 import transport from "../dist/transport.js";
-import { Client, ObolError, Codes } from "../esm/index.mjs";
+import { Client, ObolError, Codes, AgentUnavailableError } from "../esm/index.mjs";
 import { fakeAgent, tempDir, memLogger } from "./helpers.mjs";
 
 const MODES = ["hang", "reset", "500", "503", "garbage", "badjson", "redirect", "half"];
@@ -32,6 +32,9 @@ for (const mode of MODES) {
     const b = await c.batch([{ resource: "t/x", domain: "u" }, { resource: "t/x", domain: "v", copies: 2, minCopies: 1 }]);
     assert.deepEqual(b.map((r) => [r.decision.granted, r.decision.degraded]), [[1, true], [1, true]]);
     assert.equal(await c.refund("t/x", "u", 1), -1);
+    const sl = await c.request("t/x", "u", { copies: 3, minCopies: 2, settleLater: true });
+    assert.deepEqual([sl.granted, sl.degraded, sl.ticket], [2, true, undefined]);
+    assert.deepEqual(await c.settle("c-real", 2), { charged: 0, remaining: 0, degraded: true });
     const h = await c.reserve("t/c", "u", { copies: 4, minCopies: 1 });
     assert.deepEqual([h.granted, h.degraded, h.held], [1, true, 0]);
     assert.equal(await h.transfer(), "degraded:1");
@@ -42,8 +45,11 @@ for (const mode of MODES) {
     assert.deepEqual([ad.admitted, ad.degraded], [true, true]);
     assert.equal(await c.complete(ad), undefined);
     const s = c.stats();
-    assert.ok(s.degraded >= 9, JSON.stringify(s));
+    assert.ok(s.degraded >= 11, JSON.stringify(s));
     assert.equal(s.errors, 0);
+    // A reset does not fail open: the reset did not happen.
+    await assert.rejects(c.reset("t/x", "u"), (e) => e instanceof AgentUnavailableError && /reset of "t\/x" for "u" not made/.test(e.message));
+    assert.equal(c.stats().errors, 0);
     // Logged once for all of them (the interval is a minute).
     assert.equal(log.lines.length, 1, log.lines.join("\n"));
     assert.match(log.lines[0], /failing open/);
@@ -61,6 +67,13 @@ test("fails open: the socket is missing", async (t) => {
   assert.deepEqual([h.granted, h.degraded], [0, true]);
   const k = await c.seize("degraded:3");
   assert.deepEqual([k.granted, k.degraded], [3, true]);
+  // No ticket (a degraded grant's): nothing to settle, nothing asked.
+  const calls = c.stats().calls;
+  assert.deepEqual(await c.settle(d.ticket, 5), { charged: 0, remaining: 0, degraded: false });
+  assert.deepEqual(await c.settle(d, 5), { charged: 0, remaining: 0, degraded: false });
+  assert.deepEqual(await c.settle("", 5), { charged: 0, remaining: 0, degraded: false });
+  assert.equal(c.stats().calls, calls);
+  await assert.rejects(c.reset("t/x", "u"), AgentUnavailableError);
 });
 
 test("a 4xx not in the agent's format is a client error with an empty code", async (t) => {
