@@ -62,7 +62,8 @@ func (c *Client) Settle(ctx context.Context, ticket string, copies int) (Settlem
 // Reset forgets resource's counts for domain (kinds tiers and gcra) on the
 // agent and, through its mesh, on every agent: a support team unblocking a
 // customer. Unlike a decision it does not fail open: an agent that cannot
-// be asked is an error, since the reset did not happen.
+// be asked, or a reply other than {"reset": true}, is an error, since the
+// reset may not have happened.
 func (c *Client) Reset(ctx context.Context, resource, domain string) error {
 	if c.closed.Load() {
 		return ErrClosed
@@ -76,10 +77,16 @@ func (c *Client) Reset(ctx context.Context, resource, domain string) error {
 	k.buf = appendStringField(k.buf, "resource", resource)
 	k.buf = appendStringField(k.buf, "domain", domain)
 	k.buf = append(k.buf, '}')
-	if err := c.post(ctx, k, epReset); err != nil {
-		if isAgentError(err) {
-			return fmt.Errorf("client: reset of %q for %q not made: %w", resource, domain, err)
+	err := c.post(ctx, k, epReset)
+	if err == nil {
+		if done, rerr := replies.ReadBool(k.resp.Body(), "reset"); rerr != nil || !done {
+			err = &agentError{errMalformed} // not the agent's reply: the reset may not have happened
 		}
+	}
+	if isAgentError(err) {
+		return fmt.Errorf("client: reset of %q for %q not made: %w", resource, domain, err)
+	}
+	if err != nil {
 		return c.fail(err)
 	}
 	return nil

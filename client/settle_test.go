@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 )
 
 // SettleLater gets a ticket with a grant; Settle charges the real cost
@@ -55,5 +57,18 @@ func TestSettleAndReset(t *testing.T) {
 	}
 	if err := c.Reset(ctx, "t/one", "u"); err == nil || errors.Is(err, ErrUnknownResource) {
 		t.Fatalf("reset with the agent failing: %v, want an error", err)
+	}
+}
+
+// A reply to a reset other than {"reset": true} (a proxy's 200, an agent
+// of an earlier release) is an error: the reset may not have happened.
+func TestResetNeedsTheAgentsReply(t *testing.T) {
+	sock := startStub(t, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"ok":true}`)
+	})
+	c, _ := newClient(t, Config{Socket: sock})
+	if err := c.Reset(context.Background(), "t/one", "u"); err == nil {
+		t.Fatal("a reset answered {\"ok\":true} succeeded")
 	}
 }

@@ -304,6 +304,24 @@ func (s *reader) batchItem(i int, d *Decision, each func(i int, isErr bool, code
 	return true
 }
 
+// ReadBool reads a reply of one boolean member name, which is required
+// (other members are skipped): the reply of a reset ("reset").
+func ReadBool(b []byte, name string) (bool, error) {
+	s := newReader(b)
+	var v, seen bool
+	for k := range s.members() {
+		if string(k) == name {
+			v, seen = s.bool(), true
+		} else {
+			s.skip()
+		}
+	}
+	if !seen {
+		return false, ErrMalformed
+	}
+	return v, s.end()
+}
+
 // ReadInt reads a reply of one integer member name, which is required
 // (other members are skipped): the reply of a refund ("remaining") or the
 // wait of a pacing ("wait_ms").
