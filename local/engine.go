@@ -286,6 +286,7 @@ func (e *Engine) Step(t time.Time) {
 	e.book.tickets.mu.Lock()
 	e.book.tickets.expire(tn)
 	e.book.tickets.mu.Unlock()
+	e.book.tickets.sweepResets(tn)
 	var gone []string
 	e.dynMu.RLock() // lookups go on while the keys are swept
 	for name, r := range e.dyn {

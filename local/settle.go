@@ -125,11 +125,6 @@ func (ts *tickets) expire(t int64) {
 		ts.order = append(ts.order[:0], ts.order[ts.head:]...)
 		ts.head = 0
 	}
-	for k, at := range ts.resets {
-		if at*1e6+int64(TicketTTL) <= t {
-			delete(ts.resets, k)
-		}
-	}
 	if len(ts.order)-ts.head > 2*len(ts.byID)+1024 {
 		// Settled ids make up most of the queue: keep the live ones, in
 		// order (a ticket settled fast behind one still out would
@@ -142,6 +137,18 @@ func (ts *tickets) expire(t int64) {
 		}
 		clear(ts.order[len(live):])
 		ts.order, ts.head = live, 0
+	}
+}
+
+// sweepResets forgets, at t (ns), the resets older than any ticket still
+// waiting could be (TicketTTL): Step's, so that a settle never walks them.
+func (ts *tickets) sweepResets(t int64) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for k, at := range ts.resets {
+		if at*1e6+int64(TicketTTL) <= t {
+			delete(ts.resets, k)
+		}
 	}
 }
 
