@@ -217,7 +217,7 @@ var (
 	topKeys       = []string{"agent", "gossip", "namespaces", "resources"}
 	agentKeys     = []string{"socket", "http", "state_file", "state_interval"}
 	gossipKeys    = []string{"bind", "join", "sync_interval", "secret_file", "owner_from"}
-	namespaceKeys = []string{"ignore_configured", "allow_unconfigured"}
+	namespaceKeys = []string{"ignore_configured", "allow_unconfigured", "request_limits", "max_request_limits", "max_request_keys"}
 )
 
 func (d *decoder) config(n *yaml.Node, c *Config) {
@@ -316,6 +316,18 @@ func (d *decoder) namespaces(path string, n *yaml.Node) map[string]*Namespace {
 				ns.IgnoreConfigured = d.boolean(f.path, f.v)
 			case "allow_unconfigured":
 				ns.AllowUnconfigured = d.boolean(f.path, f.v)
+			case "request_limits":
+				ns.RequestLimits = d.boolean(f.path, f.v)
+			case "max_request_limits":
+				ns.MaxRequestLimits = d.integer(f.path, f.v)
+				if ns.MaxRequestLimits < 1 {
+					d.fail(f.path, f.v, "must be ≥ 1, got %d (left out: %d)", ns.MaxRequestLimits, DefaultMaxRequestLimits)
+				}
+			case "max_request_keys":
+				ns.MaxRequestKeys = d.integer(f.path, f.v)
+				if ns.MaxRequestKeys < 1 {
+					d.fail(f.path, f.v, "must be ≥ 1, got %d (left out: %d)", ns.MaxRequestKeys, DefaultMaxRequestKeys)
+				}
 			default:
 				d.unknown(f, namespaceKeys, "")
 			}

@@ -168,11 +168,14 @@ func durationOrEmpty(d time.Duration) string {
 	return d.String()
 }
 
-// MarshalJSON renders ns with both switches, even when false, so that GET
-// /v1/config shows each namespace's mode in full.
+// MarshalJSON renders ns with every switch and cap, even when false or
+// left out, so that GET /v1/config shows each namespace's mode in full.
 func (ns Namespace) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		IgnoreConfigured  bool `json:"ignore_configured"`
 		AllowUnconfigured bool `json:"allow_unconfigured"`
-	}{ns.IgnoreConfigured, ns.AllowUnconfigured})
+		RequestLimits     bool `json:"request_limits"`
+		MaxRequestLimits  int  `json:"max_request_limits"`
+		MaxRequestKeys    int  `json:"max_request_keys"`
+	}{ns.IgnoreConfigured, ns.AllowUnconfigured, ns.RequestLimits, ns.MaxRequestLimits, ns.MaxRequestKeys})
 }

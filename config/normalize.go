@@ -3,8 +3,9 @@ package config
 // Normalize rewrites c in place into the canonical form the agent runs on
 // and GET /v1/config shows (docs/semantics.md, "Normalization"): every resource
 // and override is normalized as Resource.Normalize describes; Namespaces and
-// Resources become non-nil maps (so that callers may add entries) and a nil
-// namespace becomes the zero Namespace. Parse and Load already return
+// Resources become non-nil maps (so that callers may add entries), a nil
+// namespace becomes the zero Namespace, and a namespace's caps on limits
+// set by requests left at 0 become their defaults. Parse and Load already return
 // normalized configs. Normalize is idempotent, never fails and never panics,
 // but only a config that passes Validate is meaningful afterwards. Not safe
 // for concurrent use with any other access to c.
@@ -20,7 +21,14 @@ func (c *Config) Normalize() {
 	}
 	for name, ns := range c.Namespaces {
 		if ns == nil {
-			c.Namespaces[name] = &Namespace{}
+			ns = &Namespace{}
+			c.Namespaces[name] = ns
+		}
+		if ns.MaxRequestLimits == 0 {
+			ns.MaxRequestLimits = DefaultMaxRequestLimits
+		}
+		if ns.MaxRequestKeys == 0 {
+			ns.MaxRequestKeys = DefaultMaxRequestKeys
 		}
 	}
 	if c.Resources == nil {

@@ -189,7 +189,25 @@ type Namespace struct {
 	// false (the default) surfaces typos in resource names at once; true
 	// suits sandboxes where resources come and go.
 	AllowUnconfigured bool `json:"allow_unconfigured,omitempty"`
+	// RequestLimits lets a request carry its own limit (a gcra or tiers
+	// definition) for a resource of the namespace the config does not
+	// define (docs/api.md, "Limits set by the request"). false (the
+	// default) refuses such a limit.
+	RequestLimits bool `json:"request_limits,omitempty"`
+	// MaxRequestLimits is the most definitions set by requests the
+	// namespace keeps at once; 0 = DefaultMaxRequestLimits.
+	MaxRequestLimits int `json:"max_request_limits,omitempty"`
+	// MaxRequestKeys is the most keys (domains) all of the namespace's
+	// definitions set by requests track together; 0 =
+	// DefaultMaxRequestKeys.
+	MaxRequestKeys int `json:"max_request_keys,omitempty"`
 }
+
+// Defaults of a namespace's caps on limits set by requests.
+const (
+	DefaultMaxRequestLimits = 1000
+	DefaultMaxRequestKeys   = 100_000
+)
 
 // Tier is one burst tier (docs/semantics.md, kind tiers). A domain climbs to the
 // next tier when the current one is full; the tier then stays active for

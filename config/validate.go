@@ -125,8 +125,13 @@ func (c *Config) check(l *problemList) {
 	}
 	checkDuration(l, "gossip.sync_interval", c.Gossip.SyncInterval, false)
 	checkString(l, "gossip.secret_file", c.Gossip.SecretFile)
-	for name := range c.Namespaces {
-		checkNamespaceName(l, entry("namespaces", name), name)
+	for name, ns := range c.Namespaces {
+		p := entry("namespaces", name)
+		checkNamespaceName(l, p, name)
+		if ns != nil {
+			checkInt(l, p+".max_request_limits", ns.MaxRequestLimits, 0)
+			checkInt(l, p+".max_request_keys", ns.MaxRequestKeys, 0)
+		}
 	}
 	for name, r := range c.Resources {
 		p := entry("resources", name)
@@ -213,6 +218,8 @@ func checkResourceName(l *problemList, path, name string) {
 		l.add(path, "resource name must be NAMESPACE/NAME: the name after '/' is empty")
 	case len(name) > MaxNameLen:
 		l.add(path, "resource name must be at most %d bytes, got %d", MaxNameLen, len(name))
+	case strings.IndexByte(name, 0) >= 0:
+		l.add(path, "resource name must not contain a NUL byte")
 	}
 }
 
