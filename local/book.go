@@ -92,6 +92,9 @@ type book struct {
 	deadlines deadlineHeap
 	// tickets are the settle tickets (settle.go), under their own lock.
 	tickets *tickets
+	// pools are the namespaces' pools of keys of limits set by requests
+	// (requested.go), under their own lock.
+	pools pools
 }
 
 func newBook() *book {

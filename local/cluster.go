@@ -81,6 +81,10 @@ type ClusterSpec struct {
 	// Recorder.TierRefund): slot SlotTierRefund+i takes hits of slot i
 	// back, and matters as long as slot i's hits do.
 	Refunds bool
+	// Requested says the resource is a limit set by a request
+	// (requested.go): a client chose its windows, so they do not shorten
+	// the flush gap the cluster takes of the shortest window.
+	Requested bool
 }
 
 // ClusterSpecOf returns the cluster spec of rc, a validated and normalized
@@ -129,6 +133,14 @@ func ClusterSpecOf(rc *config.Resource) ClusterSpec {
 		s.Limits = []int64{int64(rc.Burst), int64(rc.Burst)}
 		s.ShipLate, s.Replays = true, true
 	}
+	return s
+}
+
+// specOf is the spec the engine registers resource name of config rc with:
+// ClusterSpecOf, marked Requested for a limit set by a request.
+func specOf(name string, rc *config.Resource) ClusterSpec {
+	s := ClusterSpecOf(rc)
+	_, _, s.Requested = SplitLimitedName(name)
 	return s
 }
 
@@ -272,6 +284,9 @@ func (a *attachment) EachHold(fn func(resource, domain string, holds int64)) {
 	a.cur.Load().EachHold(fn)
 }
 
+// Resolve is the engine in force's (Engine.Resolve).
+func (a *attachment) Resolve(resource string) bool { return a.cur.Load().Resolve(resource) }
+
 // EachTAT is the engine in force's (Engine.EachTAT).
 func (a *attachment) EachTAT(now int64, fn func(resource, domain string, tat int64)) {
 	a.cur.Load().EachTAT(now, fn)
@@ -295,7 +310,7 @@ func (e *Engine) Cluster() Cluster {
 // its overflow state. A tiers count is clamped to the resource's largest
 // limit + 1, which changes no decision; a gcra spend saturates.
 func (e *Engine) ApplyCount(resource, domain string, slot int, at, width, n, now int64) {
-	r, ok := e.res[resource]
+	r, ok := e.known(resource)
 	if !ok || r.unlimited || n <= 0 {
 		return
 	}
@@ -309,7 +324,7 @@ func (e *Engine) ApplyCount(resource, domain string, slot int, at, width, n, now
 // new instance; an older one that has ended by now changes nothing. An
 // entry of SlotReset is a peer's reset of the key at at (reset.go).
 func (e *Engine) ApplyEntry(resource, domain string, slot int, at, now int64) {
-	r, ok := e.res[resource]
+	r, ok := e.known(resource)
 	if !ok || r.unlimited {
 		return
 	}
@@ -324,10 +339,24 @@ func (e *Engine) ApplyEntry(resource, domain string, slot int, at, now int64) {
 // bucket is not full at now (Unix ms): its theoretical arrival time, Unix
 // ms (rounded up). A joiner takes it as a floor (ApplyEntry with SlotTAT).
 func (e *Engine) EachTAT(now int64, fn func(resource, domain string, tat int64)) {
-	for name, r := range e.res {
+	each := func(name string, r *resource) {
 		if g, ok := r.k.(*gcraRes); ok && !r.unlimited {
 			g.eachTAT(now*1e6, func(domain string, tat int64) { fn(name, domain, tat/1e6+min(tat%1e6, 1)) }) // rounded up, without overflow at a saturated TAT
 		}
+	}
+	for name, r := range e.res {
+		each(name, r)
+	}
+	e.dynMu.RLock()
+	defined := make(map[string]*resource)
+	for name, r := range e.dyn {
+		if r.defined {
+			defined[name] = r
+		}
+	}
+	e.dynMu.RUnlock()
+	for name, r := range defined {
+		each(name, r)
 	}
 }
 

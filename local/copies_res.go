@@ -113,7 +113,7 @@ func (r *copiesRes) release() int64 { return r.book.dropRes(r) }
 // attach makes the cluster know the resource: copies ship holds (gauges),
 // never counts, so nothing is recorded.
 func (r *copiesRes) attach(c Cluster, name string, rc *config.Resource, a Applier) {
-	c.Register(name, ClusterSpecOf(rc), a)
+	c.Register(name, specOf(name, rc), a)
 }
 
 // addRemote changes the copies peers hold of domain by n.

@@ -35,6 +35,9 @@ type Engine struct {
 
 	dynMu sync.RWMutex
 	dyn   map[string]*resource
+	// defined counts the limits set by requests in dyn, by namespace
+	// (requested.go; dynMu).
+	defined map[string]int
 
 	book  *book // shared with the engines Reload makes from this one
 	stats *Stats
@@ -59,9 +62,11 @@ type resource struct {
 	name      string
 	kind      config.Kind
 	shadow    bool
-	unlimited bool    // unconfigured-but-allowed, or its namespace ignores config
-	k         kindRes // the kind's state, never nil
-	idleSince int64   // unconfigured resources: when Step first found it empty (ns), 0 = in use
+	unlimited bool     // unconfigured-but-allowed, or its namespace ignores config
+	defined   bool     // a limit set by a request (requested.go)
+	k         kindRes  // the kind's state, never nil
+	idleSince int64    // unconfigured resources: when Step first found it empty (ns), 0 = in use
+	pool      *keyPool // a limit set by a request: its namespace's keys
 }
 
 // unconfiguredIdle is how long an unconfigured resource stays empty (no key
@@ -79,11 +84,12 @@ func New(cfg *config.Config) *Engine {
 // build makes an engine for cfg over the given book and counters.
 func build(cfg *config.Config, b *book, st *Stats) *Engine {
 	e := &Engine{
-		cfg:   cfg,
-		res:   make(map[string]*resource, len(cfg.Resources)),
-		dyn:   make(map[string]*resource),
-		book:  b,
-		stats: st,
+		cfg:     cfg,
+		res:     make(map[string]*resource, len(cfg.Resources)),
+		dyn:     make(map[string]*resource),
+		defined: make(map[string]int),
+		book:    b,
+		stats:   st,
 	}
 	for name, rc := range cfg.Resources {
 		ns := cfg.Namespaces[namespaceOf(name)]
@@ -148,14 +154,18 @@ func (e *Engine) unconfigured(name string) error {
 
 // lookup finds a resource, creating an unconfigured one (of the kind the
 // caller needs: copies, or else unlimited tiers) when its namespace allows
-// it. It returns nil, nil when the namespace allows it but MaxUnconfigured
-// is reached.
+// it, or the one a limit set by a request names (LimitedName, define). It
+// returns nil, nil when the namespace allows it but MaxUnconfigured is
+// reached.
 func (e *Engine) lookup(name string, kind config.Kind) (*resource, error) {
 	if r, ok := e.res[name]; ok {
 		return r, nil
 	}
-	if err := e.unconfigured(name); err != nil {
-		return nil, err
+	_, _, limited := SplitLimitedName(name)
+	if !limited {
+		if err := e.unconfigured(name); err != nil {
+			return nil, err
+		}
 	}
 	e.dynMu.RLock()
 	r, ok := e.dyn[name]
@@ -167,6 +177,9 @@ func (e *Engine) lookup(name string, kind config.Kind) (*resource, error) {
 	defer e.dynMu.Unlock()
 	if r, ok := e.dyn[name]; ok {
 		return r, nil
+	}
+	if limited {
+		return e.define(name)
 	}
 	if len(e.dyn) >= MaxUnconfigured {
 		return nil, nil
@@ -212,6 +225,9 @@ func (e *Engine) Decide(d *Decision, t time.Time, resource, domain string, copie
 	if err != nil {
 		return err
 	}
+	if err := e.room(r, domain); err != nil {
+		return err
+	}
 	if r == nil {
 		e.stats.LenientUnrecorded.Add(1)
 		*d = lenientDecision(config.KindTiers, copies)
@@ -236,18 +252,31 @@ func (e *Engine) Decide(d *Decision, t time.Time, resource, domain string, copie
 	return nil
 }
 
+// idle reports whether r tracks no key and no copy is held of it.
+func (r *resource) idle() bool {
+	keys, holds, peers := r.k.load()
+	return keys+holds+peers == 0
+}
+
 func lenientDecision(k config.Kind, copies int) Decision {
 	return Decision{Kind: k, Granted: copies, Remaining: MaxCopies, Lenient: true, HardLimit: NoLimit, GlobalLimit: NoLimit}
 }
 
+// known returns the resource of name when the engine has it (configured,
+// unconfigured or a limit set by a request), making none.
+func (e *Engine) known(name string) (*resource, bool) {
+	if r, ok := e.res[name]; ok {
+		return r, true
+	}
+	e.dynMu.RLock()
+	r, ok := e.dyn[name]
+	e.dynMu.RUnlock()
+	return r, ok
+}
+
 // State reports a key's state at t without spending.
 func (e *Engine) State(t time.Time, resource, domain string) (KeyState, error) {
-	r, ok := e.res[resource]
-	if !ok {
-		e.dynMu.RLock()
-		r, ok = e.dyn[resource]
-		e.dynMu.RUnlock()
-	}
+	r, ok := e.known(resource)
 	if !ok {
 		ks := KeyState{Resource: resource, Domain: domain}
 		if _, err := e.lookup(resource, config.KindTiers); err != nil {
@@ -291,7 +320,7 @@ func (e *Engine) Step(t time.Time) {
 	e.dynMu.RLock() // lookups go on while the keys are swept
 	for name, r := range e.dyn {
 		r.k.sweep(t)
-		if keys, holds, peers := r.k.load(); keys+holds+peers != 0 {
+		if !r.idle() {
 			r.idleSince = 0 // idleSince is Step's alone
 			continue
 		}
@@ -306,7 +335,10 @@ func (e *Engine) Step(t time.Time) {
 	if len(gone) > 0 {
 		e.dynMu.Lock()
 		for _, name := range gone {
-			delete(e.dyn, name)
+			if r, ok := e.dyn[name]; ok && r.idle() { // a decision since may have used it
+				e.forget(r)
+				delete(e.dyn, name)
+			}
 		}
 		e.dynMu.Unlock()
 	}

@@ -16,4 +16,7 @@ var (
 	// ErrTooMany is a full cap on the objects an agent keeps for its
 	// clients (Caps): sessions, holds, transfers.
 	ErrTooMany = errors.New("local: too many")
+	// ErrBadLimit is a limit set by a request that is not valid, or that
+	// its namespace does not allow (requested.go).
+	ErrBadLimit = errors.New("local: bad limit")
 )

@@ -236,7 +236,7 @@ func (gr *gcraRes) adopt(old kindRes, rc *config.Resource) kindRes {
 // attach records the resource's spends and refunds in c, and keeps its
 // buckets' idle gaps from now on.
 func (gr *gcraRes) attach(c Cluster, name string, rc *config.Resource, a Applier) {
-	gr.rec = recorder{c.Register(name, ClusterSpecOf(rc), a)}
+	gr.rec = recorder{c.Register(name, specOf(name, rc), a)}
 	if gr.idle == nil {
 		gr.idle = newStore[idleLog](int(gr.keys.max.Load()))
 	}

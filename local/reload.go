@@ -58,11 +58,29 @@ func (e *Engine) Reload(cfg *config.Config) (*Engine, Changes) {
 	}
 	// Unconfigured resources live on while their namespace still allows them
 	// and they have not become configured.
+	// So do limits set by requests while their namespace allows them and
+	// has room for them under its cap; their keys count against the
+	// namespace's cap of keys as it now is.
 	e.dynMu.RLock()
-	for name, r := range e.dyn {
-		ns := cfg.Namespaces[namespaceOf(name)]
+	names := make([]string, 0, len(e.dyn))
+	for name := range e.dyn {
+		names = append(names, name)
+	}
+	sort.Strings(names) // the same definitions kept past a lowered cap on every node
+	for _, name := range names {
+		r := e.dyn[name]
+		nsName := namespaceOf(name)
+		ns := cfg.Namespaces[nsName]
 		_, configured := n.res[name]
-		if !configured && ns != nil && (ns.AllowUnconfigured || ns.IgnoreConfigured) {
+		switch {
+		case r.defined && ns != nil && ns.RequestLimits && n.defined[nsName] < ns.MaxRequestLimits:
+			e.book.pools.of(nsName, ns.MaxRequestKeys)
+			n.dyn[name] = r
+			n.defined[nsName]++
+			continue
+		case r.defined:
+			e.unregister(name)
+		case !configured && ns != nil && (ns.AllowUnconfigured || ns.IgnoreConfigured):
 			n.dyn[name] = r
 			continue
 		}

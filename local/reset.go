@@ -40,9 +40,9 @@ import (
 // adaptive or pacer resource is ErrWrongKind; a resource the config does
 // not define and whose namespace does not allow it, ErrUnknownResource.
 func (e *Engine) Reset(t time.Time, resource, domain string) error {
-	r, ok := e.res[resource]
-	if !ok {
-		return e.unconfigured(resource)
+	r, err := e.lookup(resource, config.KindTiers)
+	if err != nil || r == nil {
+		return err // r nil: an unconfigured resource past MaxUnconfigured, which records nothing
 	}
 	switch r.kind {
 	case config.KindTiers, config.KindGCRA:

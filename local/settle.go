@@ -225,6 +225,9 @@ func (e *Engine) DecideSettle(d *Decision, t time.Time, resource, domain string,
 	if err != nil {
 		return "", err
 	}
+	if err := e.room(r, domain); err != nil {
+		return "", err
+	}
 	if err := e.book.tickets.room(tn); err != nil {
 		return "", err
 	}
@@ -264,6 +267,11 @@ func (e *Engine) DecideSettle(d *Decision, t time.Time, resource, domain string,
 		return "", nil
 	}
 	tk.domain = strings.Clone(domain) // it may alias a request buffer
+	if r != nil {
+		tk.resource = r.name // so may resource: r's name is the engine's own
+	} else {
+		tk.resource = strings.Clone(resource)
+	}
 	return e.book.tickets.add(tk, tn), nil
 }
 
@@ -297,7 +305,7 @@ func (e *Engine) Settle(t time.Time, id string, copies int) (Settlement, error) 
 	}
 	delta := int64(copies) - tk.estimate
 	out := Settlement{Charged: int(delta), Remaining: MaxCopies}
-	r, ok := e.res[tk.resource]
+	r, ok := e.known(tk.resource)
 	if !ok || r.unlimited || r.kind != tk.kind || tk.forgiven {
 		// A lenient grant, a resource a reload removed or changed, or a
 		// key reset since the grant: nothing to charge.

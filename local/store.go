@@ -32,9 +32,13 @@ const shortLen = 23
 
 // store maps domains to per-key state V. Safe for concurrent use.
 type store[V any] struct {
-	seed   maphash.Seed
-	max    atomic.Int64 // a reload may change it
-	n      atomic.Int64
+	seed maphash.Seed
+	max  atomic.Int64 // a reload may change it
+	n    atomic.Int64
+	// pool, when set, is the namespace's count of keys that this store's
+	// keys count in too, against its cap (a limit set by a request:
+	// requested.go): past it insert refuses a new key as past max.
+	pool   *keyPool
 	shards [numShards]shard[V]
 }
 
@@ -111,6 +115,11 @@ func (sh *shard[V]) get(key string, h uint64) (V, bool) {
 // the store is full.
 func (s *store[V]) insert(sh *shard[V], key string, h uint64, v V) bool {
 	if s.n.Add(1) > s.max.Load() {
+		s.n.Add(-1)
+		return false
+	}
+	if p := s.pool; p != nil && p.n.Add(1) > p.max.Load() {
+		p.n.Add(-1)
 		s.n.Add(-1)
 		return false
 	}
@@ -197,7 +206,7 @@ func (s *store[V]) evictIdle(sh *shard[V], h uint64, idle func(V) bool) bool {
 		for i, k := home(h, mask), 0; k < min(evictScan, n); i, k = (i+1)&mask, k+1 {
 			if sl := &sh.slots[i]; sl.hash != 0 && idle(sl.val) {
 				sh.deleteAt(i)
-				s.n.Add(-1)
+				s.dropped(1)
 				return true
 			}
 		}
@@ -206,7 +215,7 @@ func (s *store[V]) evictIdle(sh *shard[V], h uint64, idle func(V) bool) bool {
 	for lk, lv := range sh.long {
 		if idle(*lv) {
 			delete(sh.long, lk)
-			s.n.Add(-1)
+			s.dropped(1)
 			return true
 		}
 		if k++; k == evictScan {
@@ -234,7 +243,7 @@ func (s *store[V]) remove(sh *shard[V], key string, h uint64) {
 	if len(key) > shortLen {
 		if _, ok := sh.long[key]; ok {
 			delete(sh.long, key)
-			s.n.Add(-1)
+			s.dropped(1)
 		}
 		return
 	}
@@ -246,7 +255,7 @@ func (s *store[V]) remove(sh *shard[V], key string, h uint64) {
 		sl := &sh.slots[i]
 		if sl.hash == h && int(sl.klen) == len(key) && string(sl.key[:sl.klen]) == key {
 			sh.deleteAt(i)
-			s.n.Add(-1)
+			s.dropped(1)
 			return
 		}
 	}
@@ -299,7 +308,7 @@ func (s *store[V]) sweep(done func(V) bool) int {
 		}
 		sh.mu.Unlock()
 	}
-	s.n.Add(int64(-dropped))
+	s.dropped(dropped)
 	return dropped
 }
 
@@ -323,3 +332,18 @@ func (s *store[V]) each(fn func(key string, v V)) {
 
 // len returns the number of keys held.
 func (s *store[V]) len() int { return int(s.n.Load()) }
+
+// dropped counts n keys the store no longer holds, in its pool too.
+func (s *store[V]) dropped(n int) {
+	s.n.Add(int64(-n))
+	if s.pool != nil {
+		s.pool.n.Add(int64(-n))
+	}
+}
+
+// has reports whether the store holds key.
+func (s *store[V]) has(key string) bool {
+	sh, h := s.lock(key)
+	defer sh.mu.Unlock()
+	return sh.find(key, h) != nil
+}

@@ -192,7 +192,7 @@ func (tr *tiersRes) adopt(old kindRes, rc *config.Resource) kindRes {
 }
 
 func (tr *tiersRes) attach(c Cluster, name string, rc *config.Resource, a Applier) {
-	tr.rec = recorder{c.Register(name, ClusterSpecOf(rc), a)}
+	tr.rec = recorder{c.Register(name, specOf(name, rc), a)}
 }
 
 // keyOrNew returns domain's state in a locked shard, fitted to p, adding

@@ -1,0 +1,219 @@
+package local
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/obol-dev/obol/config"
+)
+
+// requested.go is the registry of limits set by requests: a resource the
+// config does not define, in a namespace with request_limits, defined by
+// the limit a request carries (config.ParseLimit). The definition is part
+// of the resource's name in the registry, LimitedName: the resource's name,
+// a NUL byte and the limit's canonical text (config.LimitKey). So two
+// callers that give one name different limits count apart, callers that
+// give the same limit count together, and a peer whose counts name such a
+// resource defines it from the name alone (lookup). Definitions live
+// beside the unconfigured resources (Engine.dyn) and are forgotten like
+// them once idle; each namespace caps its definitions and their keys
+// (config.Namespace.MaxRequestLimits, MaxRequestKeys).
+
+// limitSep separates a resource's name from its limit's canonical text in
+// the registry name of a limit set by a request. No request may name a
+// resource with it: the API refuses it (it is not in any name a client
+// gives), and lookup makes no unconfigured resource of such a name.
+const limitSep = "\x00"
+
+// LimitedName returns the registry name of resource under the limit whose
+// canonical text is key (config.LimitKey): what the engine's calls take
+// to decide with a limit set by a request.
+func LimitedName(resource, key string) string { return resource + limitSep + key }
+
+// AppendLimitedName appends LimitedName(resource, key) to b.
+func AppendLimitedName(b []byte, resource, key []byte) []byte {
+	b = append(b, resource...)
+	b = append(b, limitSep...)
+	return append(b, key...)
+}
+
+// SplitLimitedName splits a registry name into the resource's name and
+// its limit's canonical text; ok is false for a name that carries no
+// limit.
+func SplitLimitedName(name string) (resource, key string, ok bool) {
+	return strings.Cut(name, limitSep)
+}
+
+// keyPool counts the keys every definition of one namespace tracks
+// together, against the namespace's cap: each definition's key store adds
+// its keys to it (store.pool). Shared by the engines Reload makes.
+type keyPool struct {
+	n   atomic.Int64
+	max atomic.Int64
+}
+
+// full reports whether the pool has no room for another key.
+func (p *keyPool) full() bool { return p.n.Load() >= p.max.Load() }
+
+// pools are the key pools of the namespaces, by name.
+type pools struct {
+	mu sync.Mutex
+	m  map[string]*keyPool
+}
+
+// of returns namespace ns's pool, made with cap max when new; the cap of
+// an existing one is set to max (a reload may change it).
+func (ps *pools) of(ns string, max int) *keyPool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.m == nil {
+		ps.m = make(map[string]*keyPool)
+	}
+	p := ps.m[ns]
+	if p == nil {
+		p = &keyPool{}
+		ps.m[ns] = p
+	}
+	p.max.Store(int64(max))
+	return p
+}
+
+// define makes the resource of registry name, a limit set by a request,
+// and adds it to e.dyn: e.dynMu is held for writing and name is not in
+// e.dyn. It refuses (ErrBadLimit) a name whose limit text is not a
+// canonical limit, or whose namespace does not allow limits set by
+// requests, and (ErrTooMany) one past the namespace's cap of definitions.
+func (e *Engine) define(name string) (*resource, error) {
+	resource, key, _ := SplitLimitedName(name)
+	nsName := namespaceOf(resource)
+	ns := e.cfg.Namespaces[nsName]
+	if ns == nil || !ns.RequestLimits {
+		return nil, fmt.Errorf("%w: namespace %q does not allow limits set by requests (set namespaces.%s.request_limits: true in the config), and %q has no config", ErrBadLimit, nsName, nsName, resource)
+	}
+	if _, _, ok := config.SplitName(resource); !ok || strings.Contains(key, limitSep) {
+		return nil, fmt.Errorf("%w: resource: must be NAMESPACE/NAME, got %q", ErrBadRequest, resource)
+	}
+	lim, err := config.ParseLimitKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadLimit, err)
+	}
+	if n := e.defined[nsName]; n >= ns.MaxRequestLimits {
+		return nil, fmt.Errorf("%w: namespace %q holds %d limits set by requests, its cap (namespaces.%s.max_request_limits); one is forgotten a minute after its keys have all reset", ErrTooMany, nsName, n, nsName)
+	}
+	pool := e.book.pools.of(nsName, ns.MaxRequestKeys)
+	r := e.buildResource(name, lim, false)
+	r.defined, r.pool = true, pool
+	switch k := r.k.(type) {
+	case *tiersRes:
+		k.keys.pool = pool
+	case *gcraRes:
+		k.keys.pool = pool
+	}
+	name = strings.Clone(name)
+	r.name = name
+	e.dyn[name] = r
+	e.defined[nsName]++
+	if e.att != nil {
+		r.k.attach(e.att.c, name, lim, e.att)
+	}
+	return r, nil
+}
+
+// room refuses (ErrTooMany) a decision on a new key of r, a limit set by a
+// request, while its namespace's keys are at their cap: a key it tracks
+// already is decided as ever.
+func (e *Engine) room(r *resource, domain string) error {
+	if r == nil || r.pool == nil || !r.pool.full() {
+		return nil
+	}
+	var has bool
+	switch k := r.k.(type) {
+	case *tiersRes:
+		has = k.keys.has(domain)
+	case *gcraRes:
+		has = k.keys.has(domain)
+	}
+	if has {
+		return nil
+	}
+	ns := namespaceOf(r.name)
+	return fmt.Errorf("%w: namespace %q tracks %d keys of limits set by requests, its cap (namespaces.%s.max_request_keys); a key is forgotten once its counts have reset", ErrTooMany, ns, r.pool.max.Load(), ns)
+}
+
+// forget removes the forgotten definition r from e's count of its
+// namespace's, and from the cluster, e.dynMu held for writing.
+func (e *Engine) forget(r *resource) {
+	if !r.defined {
+		return
+	}
+	ns := namespaceOf(r.name)
+	if e.defined[ns]--; e.defined[ns] <= 0 {
+		delete(e.defined, ns)
+	}
+	e.unregister(r.name)
+}
+
+// unregister removes name from the cluster e is attached to, if any.
+func (e *Engine) unregister(name string) {
+	if e.att == nil {
+		return
+	}
+	if u, ok := e.att.c.(Unregisterer); ok {
+		u.Unregister(name)
+	}
+}
+
+// Unregisterer is implemented by a Cluster that can forget a resource
+// registered with it (package reconcile's): the engine unregisters a limit
+// set by a request once it forgets it, so that the cluster keeps no
+// registration for each definition a client ever gave.
+type Unregisterer interface {
+	Unregister(name string)
+}
+
+// Resolve makes, when it is new, the resource of a registry name that
+// carries a limit set by a request, and reports whether the engine knows
+// the name now: a cluster calls it (through the attachment) before it
+// applies a peer's count of a resource nobody registered, so that a
+// definition another node made is counted here too.
+func (e *Engine) Resolve(name string) bool {
+	if _, _, ok := SplitLimitedName(name); !ok {
+		return false
+	}
+	r, err := e.lookup(name, config.KindTiers)
+	return err == nil && r != nil
+}
+
+// RequestLimits is one namespace's use of limits set by requests.
+type RequestLimits struct {
+	Namespace   string
+	Definitions int // definitions kept
+	Keys        int // keys their stores track together
+}
+
+// RequestLimitUsage returns, by namespace, the definitions kept and their
+// keys, for the namespaces that allow limits set by requests, sorted by
+// name.
+func (e *Engine) RequestLimitUsage() []RequestLimits {
+	var out []RequestLimits
+	for name, ns := range e.cfg.Namespaces {
+		if !ns.RequestLimits {
+			continue
+		}
+		u := RequestLimits{Namespace: name}
+		e.dynMu.RLock()
+		u.Definitions = e.defined[name]
+		e.dynMu.RUnlock()
+		e.book.pools.mu.Lock()
+		if p := e.book.pools.m[name]; p != nil {
+			u.Keys = int(p.n.Load())
+		}
+		e.book.pools.mu.Unlock()
+		out = append(out, u)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Namespace < out[j].Namespace })
+	return out
+}

@@ -1,0 +1,188 @@
+package local
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/obol-dev/obol/config"
+)
+
+// requestedEngine returns an engine whose namespace rq allows limits set by
+// requests, with caps of defs definitions and keys keys.
+func requestedEngine(t *testing.T, defs, keys int) *Engine {
+	t.Helper()
+	return New(normal(&config.Config{Namespaces: map[string]*config.Namespace{
+		"rq":     {RequestLimits: true, MaxRequestLimits: defs, MaxRequestKeys: keys},
+		"closed": {AllowUnconfigured: true},
+	}, Resources: map[string]*config.Resource{
+		"rq/fixed": {Kind: config.KindGCRA, Burst: 1, Count: 1, Period: s},
+	}}))
+}
+
+// A limit set by a request decides as the same limit in the config would,
+// each definition of a name counting apart; the name it is decided under
+// is refused where the namespace does not allow it or its text is not a
+// canonical limit.
+func TestRequestLimitDecidesAndCountsApart(t *testing.T) {
+	e := requestedEngine(t, 10, 100)
+	five, three := LimitedName("rq/a", "gcra:5/5/1s"), LimitedName("rq/a", "gcra:3/3/1s")
+	if g := granted(t, e, 0, five, "u", 5); g != 5 {
+		t.Fatalf("gcra 5: granted %d of 5", g)
+	}
+	if g := granted(t, e, 0, five, "u", 1); g != 0 {
+		t.Fatalf("gcra 5 after 5: granted %d, want 0", g)
+	}
+	if g := granted(t, e, 0, three, "u", 3); g != 3 {
+		t.Fatalf("gcra 3 of the same name: granted %d, want 3 (counted apart)", g)
+	}
+	if g := granted(t, e, 200, five, "u", 1); g != 1 {
+		t.Fatalf("gcra 5 a fifth of a second later: granted %d, want 1", g)
+	}
+	tiersName := LimitedName("rq/t", "tiers:2/1s/1s/0s")
+	d, err := e.Request(at(0), tiersName, "u", 3, 3)
+	if err != nil || d.Granted != 0 || d.FirstTierLimit != 2 {
+		t.Fatalf("tiers 2: %+v, %v; want 3 refused by a tier of 2", d, err)
+	}
+	for _, tt := range []struct {
+		name string
+		want error
+		msg  string
+	}{
+		{LimitedName("closed/a", "gcra:5/5/1s"), ErrBadLimit, `namespace "closed" does not allow limits set by requests`},
+		{LimitedName("none/a", "gcra:5/5/1s"), ErrBadLimit, `namespace "none"`},
+		{LimitedName("rq/a", "gcra:0/5/1s"), ErrBadLimit, "limit.burst: must be ≥ 1, got 0"},
+		{LimitedName("rq/a", "gcra:5/5/1000ms"), ErrBadLimit, `not in canonical form ("gcra:5/5/1s")`},
+		{LimitedName("rq/a", "copies:5"), ErrBadLimit, `want "gcra:" or "tiers:"`},
+		{LimitedName("rq", "gcra:5/5/1s"), ErrBadRequest, "NAMESPACE/NAME"},
+	} {
+		_, err := e.Request(at(0), tt.name, "u", 1, 1)
+		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.msg) {
+			t.Errorf("%q: %v, want %v naming %q", tt.name, err, tt.want, tt.msg)
+		}
+	}
+	if u := e.RequestLimitUsage(); len(u) != 1 || u[0].Definitions != 3 {
+		t.Errorf("usage %+v, want 3 definitions (refused ones make none)", u)
+	}
+}
+
+// A namespace's caps: past max_request_limits a new definition is
+// refused, past max_request_keys a new key of any of its definitions is,
+// while keys already tracked are decided as ever; a key dropped once it
+// has reset makes room again.
+func TestRequestLimitCaps(t *testing.T) {
+	e := requestedEngine(t, 2, 3)
+	a, b := LimitedName("rq/a", "gcra:2/2/1s"), LimitedName("rq/b", "gcra:2/2/1s")
+	granted(t, e, 0, a, "u1", 1)
+	granted(t, e, 0, b, "u1", 1)
+	_, err := e.Request(at(0), LimitedName("rq/c", "gcra:2/2/1s"), "u1", 1, 1)
+	if !errors.Is(err, ErrTooMany) || !strings.Contains(err.Error(), "namespaces.rq.max_request_limits") {
+		t.Fatalf("a third definition: %v, want too many naming max_request_limits", err)
+	}
+	granted(t, e, 0, a, "u2", 1)
+	_, err = e.Request(at(0), b, "u3", 1, 1)
+	if !errors.Is(err, ErrTooMany) || !strings.Contains(err.Error(), "namespaces.rq.max_request_keys") {
+		t.Fatalf("a fourth key: %v, want too many naming max_request_keys", err)
+	}
+	if _, err := e.DecideSettle(&Decision{}, at(0), b, "u4", 1, 1); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("a fourth key asking for a ticket: %v, want too many", err)
+	}
+	if g := granted(t, e, 0, b, "u1", 1); g != 1 {
+		t.Fatalf("a key already tracked at the cap: granted %d, want 1", g)
+	}
+	if g := granted(t, e, 0, "rq/fixed", "u9", 1); g != 1 {
+		t.Fatalf("a configured resource of the namespace: granted %d, want 1 (not capped)", g)
+	}
+	e.Step(at(5000)) // every key has reset
+	if g := granted(t, e, 5000, b, "u3", 1); g != 1 {
+		t.Fatalf("a new key once the others reset: granted %d, want 1", g)
+	}
+}
+
+// unregCluster records what registers and unregisters.
+type unregCluster struct {
+	fakeCluster
+	gone []string
+}
+
+func (c *unregCluster) Unregister(name string) { c.gone = append(c.gone, name) }
+
+// A definition registers with the cluster when it is made and unregisters
+// when Step forgets it: a minute after its last key was dropped. Resolve
+// makes a peer's definition, and refuses a name that carries none.
+func TestRequestLimitRegistersAndIsForgotten(t *testing.T) {
+	e := requestedEngine(t, 10, 100)
+	c := &unregCluster{fakeCluster: fakeCluster{regs: map[string]fakeReg{}}}
+	e.Attach(c)
+	name := LimitedName("rq/a", "gcra:2/2/1s")
+	granted(t, e, 0, name, "u", 1)
+	reg, ok := c.regs[name]
+	if !ok || !reg.spec.Requested {
+		t.Fatalf("registered %v (spec %+v), want %q marked Requested", ok, reg.spec, name)
+	}
+	if !e.Resolve(LimitedName("rq/b", "tiers:3/1s/1s/0s")) || e.Resolve("rq/plain") || e.Resolve(LimitedName("closed/b", "gcra:2/2/1s")) {
+		t.Fatal("Resolve: want a peer's definition made, a name without a limit and a refused one not")
+	}
+	for ms := 1000; ms <= 120_000; ms += 1000 {
+		e.Step(at(ms))
+	}
+	if len(c.gone) != 2 {
+		t.Fatalf("unregistered %q after two idle minutes, want both definitions", c.gone)
+	}
+	if u := e.RequestLimitUsage(); u[0].Definitions != 0 {
+		t.Fatalf("usage %+v, want none kept", u)
+	}
+	if g := granted(t, e, 120_000, name, "u", 2); g != 2 {
+		t.Fatalf("the definition made again: granted %d, want 2", g)
+	}
+}
+
+// A reload keeps the definitions while the namespace allows them (past a
+// lowered cap, the first by name), with their counts; one that turns
+// request_limits off drops them.
+func TestRequestLimitReload(t *testing.T) {
+	e := requestedEngine(t, 10, 100)
+	names := []string{LimitedName("rq/a", "gcra:2/2/1s"), LimitedName("rq/b", "gcra:2/2/1s"), LimitedName("rq/c", "gcra:2/2/1s")}
+	for _, n := range names {
+		granted(t, e, 0, n, "u", 2)
+	}
+	lowered := requestedEngine(t, 2, 100).Config()
+	e2, _ := e.Reload(lowered)
+	if u := e2.RequestLimitUsage(); u[0].Definitions != 2 {
+		t.Fatalf("after lowering the cap to 2: %+v", u)
+	}
+	if g := granted(t, e2, 0, names[0], "u", 1); g != 0 {
+		t.Fatalf("a kept definition: granted %d, want 0 (its counts kept)", g)
+	}
+	if _, err := e2.Request(at(0), names[2], "u", 1, 1); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("the definition past the lowered cap: %v, want too many (it was dropped)", err)
+	}
+	off := normal(&config.Config{Namespaces: map[string]*config.Namespace{"rq": {}}})
+	e3, _ := e2.Reload(off)
+	if _, err := e3.Request(at(0), names[0], "u", 1, 1); !errors.Is(err, ErrBadLimit) {
+		t.Fatalf("after request_limits went off: %v, want bad limit", err)
+	}
+}
+
+// Reset and Settle work on a limit set by a request as on a configured one.
+func TestRequestLimitResetAndSettle(t *testing.T) {
+	e := requestedEngine(t, 10, 100)
+	name := LimitedName("rq/a", "gcra:4/4/1s")
+	var d Decision
+	tk, err := e.DecideSettle(&d, at(0), name, "u", 4, 4)
+	if err != nil || tk == "" {
+		t.Fatalf("settle ticket: %q, %v", tk, err)
+	}
+	if st, err := e.Settle(at(0), tk, 1); err != nil || st.Remaining != 3 {
+		t.Fatalf("settled at 1: %+v, %v; want 3 remaining", st, err)
+	}
+	if err := e.Reset(at(0), name, "u"); err != nil {
+		t.Fatal(err)
+	}
+	if g := granted(t, e, 0, name, "u", 4); g != 4 {
+		t.Fatalf("after the reset: granted %d, want 4", g)
+	}
+	if err := e.Reset(at(0), LimitedName("closed/a", "gcra:4/4/1s"), "u"); !errors.Is(err, ErrBadLimit) {
+		t.Fatalf("a reset in a namespace without request_limits: %v, want bad limit", err)
+	}
+}
