@@ -263,18 +263,11 @@ func (c *Cluster) Register(name string, spec local.ClusterSpec, a Applier) local
 		was = r.p.Load().applier
 	}
 	r.p.Store(p)
-	var least int64
 	wasUsed := false
 	for _, x := range c.res {
-		xp := x.p.Load()
-		for _, l := range xp.life {
-			if l > 0 && (least == 0 || l < least) {
-				least = l
-			}
-		}
-		wasUsed = wasUsed || was != nil && xp.applier == was
+		wasUsed = wasUsed || was != nil && x.p.Load().applier == was
 	}
-	c.minLife.Store(least)
+	c.setMinLife()
 	if was != nil && !wasUsed { // no resource is applied to it any more
 		c.appliers = slices.DeleteFunc(slices.Clone(c.appliers), func(x Applier) bool { return x == was })
 	}
@@ -282,6 +275,67 @@ func (c *Cluster) Register(name string, spec local.ClusterSpec, a Applier) local
 		c.appliers = append(slices.Clip(c.appliers), a)
 	}
 	return r
+}
+
+// Unregister forgets resource name (local.Unregisterer): its records are
+// applied nowhere from now on, and the table forgets its counts at the
+// next sweep. The engine unregisters a limit set by a request it forgot
+// (idle); a peer's count of it registers it again (Resolver).
+func (c *Cluster) Unregister(name string) {
+	c.resMu.Lock()
+	defer c.resMu.Unlock()
+	if _, ok := c.res[name]; !ok {
+		return
+	}
+	delete(c.res, name)
+	c.setMinLife()
+}
+
+// setMinLife sets minLife, c.resMu held for writing: the shortest window of
+// a resource the config defines. A limit set by a request does not count
+// (local.ClusterSpec.Requested): a client's window of a millisecond would
+// otherwise shorten every resource's flush gap to nothing.
+func (c *Cluster) setMinLife() {
+	var least int64
+	for _, x := range c.res {
+		xp := x.p.Load()
+		if xp.requested {
+			continue
+		}
+		for _, l := range xp.life {
+			if l > 0 && (least == 0 || l < least) {
+				least = l
+			}
+		}
+	}
+	c.minLife.Store(least)
+}
+
+// Resolver is implemented by an Applier that can make the resource of a
+// name nobody registered (local's attachment: a limit set by a request,
+// whose name carries its definition): the cluster asks it before applying
+// a peer's record of such a name, and the applier registers it.
+type Resolver interface {
+	Resolve(resource string) bool
+}
+
+// resolve asks each registered applier that is a Resolver to make resource,
+// and returns its registration, or nil.
+func (c *Cluster) resolve(resource string) *Res {
+	c.resMu.RLock()
+	as := c.appliers
+	c.resMu.RUnlock()
+	for _, a := range as {
+		if rv, ok := a.(Resolver); ok && rv.Resolve(resource) {
+			c.resMu.RLock()
+			r := c.res[resource]
+			c.resMu.RUnlock()
+			if r != nil {
+				return r
+			}
+		}
+	}
+	return nil
 }
 
 // SetApplier makes a the applier of every resource's records in place of

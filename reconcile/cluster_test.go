@@ -17,6 +17,8 @@ import (
 var t0 = time.Unix(1_700_000_000, 0)
 
 const testConfig = `
+namespaces:
+  rq: {request_limits: true}
 resources:
   t/one:
     kind: tiers

@@ -23,16 +23,17 @@ const (
 
 // params is what reconcile knows of one registered resource.
 type params struct {
-	drift    float64
-	shipLate bool    // ship a bucket that aged out unshipped, once (local.ClusterSpec.ShipLate)
-	replays  bool    // a reset forgets peers' later counts too: apply them again (local.ClusterSpec.Replays)
-	global   int64   // the limit of every key together (0 = none or zero: a limit of 0 grants nothing, so ships nothing)
-	hard     int64   // the limit of one key's hits of every tier (0 = none or zero, as global)
-	limit    []int64 // per slot: the limit a drift threshold is taken of
-	bucket   []int64 // per slot: bucket size, ms (0 for a slot of no span)
-	life     []int64 // per slot: how long a bucket's hits count, ms
-	mark     []int64 // per slot: how long a tier entry matters (active + cooldown), ms
-	applier  local.Applier
+	drift     float64
+	shipLate  bool    // ship a bucket that aged out unshipped, once (local.ClusterSpec.ShipLate)
+	replays   bool    // a reset forgets peers' later counts too: apply them again (local.ClusterSpec.Replays)
+	requested bool    // a limit set by a request (local.ClusterSpec.Requested)
+	global    int64   // the limit of every key together (0 = none or zero: a limit of 0 grants nothing, so ships nothing)
+	hard      int64   // the limit of one key's hits of every tier (0 = none or zero, as global)
+	limit     []int64 // per slot: the limit a drift threshold is taken of
+	bucket    []int64 // per slot: bucket size, ms (0 for a slot of no span)
+	life      []int64 // per slot: how long a bucket's hits count, ms
+	mark      []int64 // per slot: how long a tier entry matters (active + cooldown), ms
+	applier   local.Applier
 }
 
 func bucketFor(window int64) int64 {
@@ -43,7 +44,7 @@ func bucketFor(window int64) int64 {
 // applier a. The spec's values are taken as they are: the registrant has
 // validated them.
 func paramsOf(s local.ClusterSpec, a local.Applier) *params {
-	p := &params{drift: s.Drift, shipLate: s.ShipLate, replays: s.Replays, global: s.Global, hard: s.Hard, applier: a}
+	p := &params{drift: s.Drift, shipLate: s.ShipLate, replays: s.Replays, requested: s.Requested, global: s.Global, hard: s.Hard, applier: a}
 	entries := false
 	if len(s.Spans) > 0 {
 		p.bucket = make([]int64, len(s.Spans))

@@ -195,6 +195,9 @@ func (c *Cluster) apply(ops []op, now int64) {
 			c.resMu.RLock()
 			r, name, looked = c.res[o.resource], o.resource, true
 			c.resMu.RUnlock()
+			if r == nil {
+				r = c.resolve(o.resource) // a peer's limit set by a request: made here too
+			}
 		}
 		a := c.applierOf(tap, r)
 		switch o.kind {
