@@ -24,6 +24,7 @@ const maxBatch = 1000
 // strings unescaped from it) and are valid while the request is served.
 type batchItem struct {
 	resource, domain  []byte
+	limit             []byte // the limit the item sets, as JSON (nil: none)
 	copies, minCopies int
 	err               error
 	series            *resMetrics // the series its decision was counted in
@@ -161,7 +162,7 @@ func (st *batchState) readItems(r wire.Reader) error {
 			return nil
 		}
 		copies, minCopies := b.counts()
-		st.items = append(st.items, batchItem{resource: b.resource, domain: b.domain, copies: copies, minCopies: minCopies})
+		st.items = append(st.items, batchItem{resource: b.resource, domain: b.domain, limit: b.limit, copies: copies, minCopies: minCopies})
 		return nil
 	})
 }
@@ -202,10 +203,15 @@ func (s *Server) batch(ctx *fasthttp.RequestCtx, _ params) {
 	for i := range st.items {
 		it := &st.items[i]
 		if it.err == nil {
-			resource, now := g.name(it.resource), s.now()
-			it.err = g.engine.Decide(&d, now, resource, string(it.domain), it.copies, it.minCopies)
+			var resource string
+			var rm *resMetrics
+			resource, rm, it.err = s.limited(g, it.resource, it.limit)
+			now := s.now()
 			if it.err == nil {
-				it.series = g.count(resource, it.domain, it.copies, &d, now)
+				it.err = g.engine.Decide(&d, now, resource, string(it.domain), it.copies, it.minCopies)
+			}
+			if it.err == nil {
+				it.series = g.countIn(rm, resource, it.domain, it.copies, &d, now)
 			}
 		}
 		out = w.Next(out, i)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"runtime"
 
 	"github.com/obol-dev/obol/internal/wire"
@@ -78,6 +79,12 @@ func readFields(r wire.Reader, b *wireBody, where string, allowed fieldSet) erro
 		if err != nil {
 			return err
 		}
+		if f == fLimit {
+			if b.limit, err = limitObject(r, &b.unescaped); err != nil {
+				return err
+			}
+			continue
+		}
 		if f&boolFields != 0 {
 			v, err := r.Boolean(f.name())
 			if err != nil {
@@ -139,28 +146,71 @@ func readRequests(r wire.Reader, max int, tooMany func(n int) error, item func(i
 // as it is in a JSON body, turned into JSON from MessagePack. Over
 // maxSimResource bytes (as JSON) it is 413 too_large.
 func resourceConfig(r wire.Reader, field string) ([]byte, error) {
-	var raw []byte
-	var err error
-	asJSON := ""
+	raw, asJSON, err := objectJSON(r, field, "one resource's config", nil)
+	if err == nil && len(raw) > maxSimResource {
+		err = tooLarge("%s: %d bytes of config%s is over the limit of %d for one simulated resource", field, len(raw), asJSON, maxSimResource)
+	}
+	return raw, err
+}
+
+// maxLimitJSON is the most bytes a request's limit takes as JSON: ten
+// times what the longest limit a request may set needs.
+const maxLimitJSON = 4096
+
+// limitObject reads the value of the field limit at r, an object (a map),
+// and returns it as JSON for config.ParseLimit: as it is in a JSON body,
+// turned into JSON from MessagePack and kept in buf. A value that is not
+// an object, or one over maxLimitJSON bytes, is 400 bad_limit.
+func limitObject(r wire.Reader, buf *[]byte) ([]byte, error) {
+	raw, asJSON, err := objectJSON(r, "limit", `a limit: {"kind": "gcra", "burst", "count", "period"} or {"kind": "tiers", "tiers"}`, buf)
+	if wt, ok := err.(wrongType); ok { // a value of another type in a well-formed body
+		err = limitFieldError{wt.fieldError}
+	}
+	if err == nil && len(raw) > maxLimitJSON {
+		err = limitFieldError{&fieldError{Field: "limit", Msg: fmt.Sprintf("%d bytes%s, over the %d a limit may take", len(raw), asJSON, maxLimitJSON)}}
+	}
+	return raw, err
+}
+
+// limitFieldError is a refusal of the value of the field limit: 400
+// bad_limit (classify), its field named like any field's (in a batch,
+// requests[i].limit).
+type limitFieldError struct{ *fieldError }
+
+func (e limitFieldError) Unwrap() error { return e.fieldError }
+
+// wrongType is objectJSON's refusal of a value that is not an object: a
+// bad_request, which a caller may answer otherwise.
+type wrongType struct{ *fieldError }
+
+func (w wrongType) Unwrap() error { return w.fieldError }
+
+// objectJSON reads the value of field at r, which must be an object (a
+// map: what, in messages), and returns it as JSON: as it is in a JSON
+// body, turned into JSON from MessagePack (appended to buf when it is not
+// nil; asJSON then says so for messages).
+func objectJSON(r wire.Reader, field, what string, buf *[]byte) (raw []byte, asJSON string, err error) {
 	switch r := r.(type) {
 	case *jsonwire.Lexer:
 		r.WS()
 		if !r.EOF() && r.B[r.I] != '{' && r.ValueStart() {
-			return nil, &fieldError{Field: field, Msg: "must be a JSON object (one resource's config), got " + r.Describe()}
+			return nil, "", wrongType{&fieldError{Field: field, Msg: "must be a JSON object (" + what + "), got " + r.Describe()}}
 		}
 		raw, err = r.SkipValue(field, 0)
 	case *mpwire.Reader:
 		if c, perr := r.Peek(); perr == nil && !mpwire.IsMap(c) {
-			return nil, &fieldError{Field: field, Msg: "must be a map (one resource's config), got " + r.Describe()}
+			return nil, "", wrongType{&fieldError{Field: field, Msg: "must be a map (" + what + "), got " + r.Describe()}}
 		}
-		raw, err = r.AppendJSON(nil, field, 0)
-		asJSON = " (as JSON)"
+		var dst []byte
+		if buf != nil {
+			dst = *buf
+		}
+		n := len(dst)
+		dst, err = r.AppendJSON(dst, field, 0)
+		if buf != nil {
+			*buf = dst
+		}
+		raw, asJSON = dst[n:len(dst):len(dst)], " (as JSON)"
 	}
-	if err != nil {
-		return nil, err
-	}
-	if len(raw) > maxSimResource {
-		return nil, tooLarge("%s: %d bytes of config%s is over the limit of %d for one simulated resource", field, len(raw), asJSON, maxSimResource)
-	}
-	return raw, nil
+	return raw, asJSON, err
 }

@@ -29,6 +29,7 @@ const (
 	codeAlreadySettled  = "already_settled"
 	codeTooLarge        = "too_large"
 	codeTooMany         = "too_many"
+	codeBadLimit        = "bad_limit"
 	codeUnauthorized    = "unauthorized"
 	codeNotReady        = "not_ready"
 	codeInternal        = "internal"
@@ -71,11 +72,16 @@ var sentinels = [...]struct {
 	{local.ErrTooMany, fasthttp.StatusTooManyRequests, codeTooMany},
 	{local.ErrUnknownTicket, fasthttp.StatusNotFound, codeUnknownTicket},
 	{local.ErrAlreadySettled, fasthttp.StatusConflict, codeAlreadySettled},
+	{local.ErrBadLimit, fasthttp.StatusBadRequest, codeBadLimit},
 }
 
 // classify returns the status, code and message of a client error; ok is
 // false for anything else, which is a bug (500 internal).
 func classify(err error) (status int, code, msg string, ok bool) {
+	var le limitFieldError
+	if errors.As(err, &le) {
+		return fasthttp.StatusBadRequest, codeBadLimit, le.Error(), true
+	}
 	var fe *fieldError
 	if errors.As(err, &fe) {
 		return fasthttp.StatusBadRequest, codeBadRequest, fe.Error(), true

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"fmt"
 	"math/bits"
 	"strconv"
@@ -42,6 +43,7 @@ const (
 	fRateLimit
 	fRateLimitRemaining
 	fSettle
+	fLimit
 	numFields = iota
 )
 
@@ -49,11 +51,12 @@ const (
 type fieldKind uint8
 
 const (
-	kindName fieldKind = iota // a string: non-empty valid UTF-8 of at most max bytes
-	kindText                  // a string: valid UTF-8 of at most max bytes, maybe empty
-	kindEnum                  // a string: one of enum
-	kindInt                   // an integer in [lo, hi]
-	kindBool                  // true or false
+	kindName   fieldKind = iota // a string: non-empty valid UTF-8 of at most max bytes
+	kindText                    // a string: valid UTF-8 of at most max bytes, maybe empty
+	kindEnum                    // a string: one of enum
+	kindInt                     // an integer in [lo, hi]
+	kindBool                    // true or false
+	kindObject                  // an object, kept as JSON (limit)
 )
 
 // fieldSpec is one field's entry.
@@ -86,6 +89,7 @@ var fields = [numFields]fieldSpec{
 	{name: "ratelimit", kind: kindText, max: maxHeaderValue},
 	{name: "ratelimit_remaining", kind: kindText, max: maxHeaderValue},
 	{name: "settle", kind: kindBool},
+	{name: "limit", kind: kindObject},
 }
 
 // fieldOf returns the field key names; 0 when it names none.
@@ -125,6 +129,8 @@ func fieldOf(key []byte) fieldSet {
 		return fRateLimitRemaining
 	case "settle":
 		return fSettle
+	case "limit":
+		return fLimit
 	}
 	return 0
 }
@@ -140,13 +146,13 @@ const rawHeaderFields = fRateLimit | fRateLimitRemaining
 
 // The fields each body accepts.
 const (
-	requestFields = fResource | fDomain | fCopies | fMinCopies
-	refundFields  = fResource | fDomain | fCopies
+	requestFields = fResource | fDomain | fCopies | fMinCopies | fLimit
+	refundFields  = fResource | fDomain | fCopies | fLimit
 	// requestSettleFields are /v1/request's: a request alone may ask for
 	// a settle ticket (not a batch's item).
 	requestSettleFields = requestFields | fSettle
 	settleFields        = fTicket | fCopies
-	resetFields         = fResource | fDomain
+	resetFields         = fResource | fDomain | fLimit
 	reserveFields       = fResource | fDomain | fCopies | fMinCopies | fSession
 	releaseFields       = fHold | fCopies
 	transferFields      = fHold | fCopies | fTTL
@@ -218,6 +224,9 @@ type values struct {
 	copies, minCopies, ttlMs, atMs, status, remaining     int64
 	outcome                                               adaptive.Outcome
 	settle                                                bool
+	// limit is the limit a request sets (fLimit), as JSON: it aliases the
+	// body (JSON) or is unescaped's (MessagePack, turned into JSON).
+	limit []byte
 	// count is the remaining count an observe reports, from remaining or
 	// the raw header values; -1 when it reports none. Set by check.
 	count int64
@@ -303,6 +312,9 @@ func (b *wireBody) setString(f fieldSet, s []byte, ascii bool) error {
 	sp := &fields[f.index()]
 	if sp.kind != kindEnum {
 		*b.str(f) = s
+		if f == fResource && bytes.IndexByte(s, 0) >= 0 {
+			return &fieldError{Field: sp.name, Msg: "must not contain a NUL byte"}
+		}
 		return checkString(sp.name, s, ascii, sp.max, sp.kind == kindName)
 	}
 	i := 0

@@ -73,6 +73,58 @@ func checkBody(t *testing.T, data []byte, b *wireBody, required fieldSet) {
 			t.Fatalf("settle decoded as %v, the reference decoder reads %v", b.settle, m["settle"])
 		}
 	}
+	checkLimit(t, b, m["limit"])
+}
+
+// checkLimit checks the limit b decoded (JSON) against the reference
+// decoder's reading of it, ref: the same object.
+func checkLimit(t *testing.T, b *wireBody, ref any) {
+	t.Helper()
+	if !b.has(fLimit) {
+		return
+	}
+	var got any
+	d := json.NewDecoder(bytes.NewReader(b.limit))
+	d.UseNumber()
+	if err := d.Decode(&got); err != nil {
+		t.Fatalf("limit decoded as %q, which is not JSON: %v", b.limit, err)
+	}
+	if _, ok := got.(map[string]any); !ok {
+		t.Fatalf("limit accepted as %q, not an object", b.limit)
+	}
+	if gj, rj := fmt.Sprint(normalizeJSON(got)), fmt.Sprint(normalizeJSON(ref)); gj != rj {
+		t.Fatalf("limit decoded as %s, the reference decoder reads %s", gj, rj)
+	}
+}
+
+// normalizeJSON is normalize with every number a float64 and byte
+// strings strings, for comparing what two decoders read.
+func normalizeJSON(v any) any {
+	switch v := normalize(v).(type) {
+	case map[string]any:
+		for k, x := range v {
+			v[k] = normalizeJSON(x)
+		}
+		return v
+	case []any:
+		for i, x := range v {
+			v[i] = normalizeJSON(x)
+		}
+		return v
+	case int64:
+		return float64(v)
+	case []byte:
+		return string(v)
+	default:
+		return v
+	}
+}
+
+// clientError reports whether err is what a body's decoder may refuse
+// with: a 400 bad_request, or bad_limit for the limit's own value.
+func clientError(err error) bool {
+	status, code, msg, ok := classify(err)
+	return ok && status == 400 && (code == codeBadRequest || code == codeBadLimit) && msg != ""
 }
 
 func fuzzBody(f *testing.F, allowed, required fieldSet) {
@@ -80,8 +132,8 @@ func fuzzBody(f *testing.F, allowed, required fieldSet) {
 		var b wireBody
 		err := b.decode(data, allowed, required)
 		if err != nil {
-			status, code, msg, ok := classify(err)
-			if !ok || status != 400 || code != codeBadRequest || msg == "" {
+			if !clientError(err) {
+				status, code, _, ok := classify(err)
 				t.Fatalf("decode error %v classifies as %d %s %v", err, status, code, ok)
 			}
 			return
@@ -164,8 +216,8 @@ func FuzzDecodeRequestMsgpack(f *testing.F) {
 		var b wireBody
 		err := b.decodeMsgpack(data, requestSettleFields, fResource|fDomain)
 		if err != nil {
-			status, code, msg, ok := classify(err)
-			if !ok || status != 400 || code != codeBadRequest || msg == "" {
+			if !clientError(err) {
+				status, code, _, ok := classify(err)
 				t.Fatalf("decode error %v classifies as %d %s %v", err, status, code, ok)
 			}
 			return
@@ -224,6 +276,7 @@ func checkMsgpackItem(t *testing.T, data []byte, b *wireBody) {
 			t.Fatalf("settle decoded as %v, the reference decoder reads %v", b.settle, m["settle"])
 		}
 	}
+	checkLimit(t, b, m["limit"])
 }
 
 // checkBatch checks what a batch decoder made of data: an error is a client
@@ -244,7 +297,7 @@ func checkBatch(t *testing.T, st *batchState, err error, n int) {
 	for i, it := range st.items {
 		if it.err != nil {
 			status, code, msg, ok := classify(it.err)
-			if !ok || status != 400 || code != codeBadRequest || !strings.Contains(msg, fmt.Sprintf("requests[%d]", i)) {
+			if !ok || status != 400 || (code != codeBadRequest && code != codeBadLimit) || !strings.Contains(msg, fmt.Sprintf("requests[%d]", i)) {
 				t.Fatalf("item %d error %v (%d %s)", i, it.err, status, code)
 			}
 			continue

@@ -25,6 +25,7 @@ import (
 const testConfig = `
 namespaces:
   open: {allow_unconfigured: true}
+  rq: {request_limits: true, max_request_limits: 4, max_request_keys: 6}
 resources:
   t/tiers:
     kind: tiers

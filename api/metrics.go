@@ -136,9 +136,9 @@ func newMetrics(s *Server) *metrics {
 }
 
 // forEngine resolves the series of every configured resource of e, and of
-// the unconfigured label; tops are the resources' /v1/top windows.
+// the unconfigured and requested labels; tops are the resources' /v1/top windows.
 func (m *metrics) forEngine(e *local.Engine, tops map[string]*topSet) map[string]*resMetrics {
-	out := map[string]*resMetrics{unconfiguredLabel: m.series(unconfiguredLabel, "")}
+	out := map[string]*resMetrics{unconfiguredLabel: m.series(unconfiguredLabel, ""), requestedLabel: m.series(requestedLabel, config.KindTiers)}
 	if cfg := e.Config(); cfg != nil {
 		for name, rc := range cfg.Resources {
 			rm := m.series(name, rc.Kind)
@@ -434,10 +434,12 @@ var (
 	paceWaitDesc  = prometheus.NewDesc("obol_pacer_wait_seconds", "How long a call a pacer resource paced now would wait (without jitter).", []string{"resource"}, nil)
 	paceRateDesc  = prometheus.NewDesc("obol_pacer_rate_per_second", "The rate a pacer resource spaces calls at; absent while it does not space them.", []string{"resource"}, nil)
 	paceRemDesc   = prometheus.NewDesc("obol_pacer_remaining", "The last remaining count a pacer resource saw (a 429 counts as 0); absent before the first.", []string{"resource"}, nil)
+	reqLimitsDesc = prometheus.NewDesc("obol_request_limits", "Limits set by requests a namespace keeps (its cap: max_request_limits).", []string{"namespace"}, nil)
+	reqKeysDesc   = prometheus.NewDesc("obol_request_limit_keys", "Keys the limits set by requests of a namespace track together (its cap: max_request_keys).", []string{"namespace"}, nil)
 )
 
 func (c usageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{keysDesc, holdsDesc, sessionsDesc, holdsOpenDesc, transfersDesc, ticketsDesc, evictedDesc, overflowDesc, unrecDesc, windowDesc, outstandDesc, paceWaitDesc, paceRateDesc, paceRemDesc} {
+	for _, d := range []*prometheus.Desc{keysDesc, holdsDesc, sessionsDesc, holdsOpenDesc, transfersDesc, ticketsDesc, evictedDesc, overflowDesc, unrecDesc, windowDesc, outstandDesc, paceWaitDesc, paceRateDesc, paceRemDesc, reqLimitsDesc, reqKeysDesc} {
 		ch <- d
 	}
 }
@@ -466,6 +468,10 @@ func (c usageCollector) Collect(ch chan<- prometheus.Metric) {
 				}
 			}
 		}
+	}
+	for _, u := range e.RequestLimitUsage() {
+		ch <- prometheus.MustNewConstMetric(reqLimitsDesc, prometheus.GaugeValue, float64(u.Definitions), u.Namespace)
+		ch <- prometheus.MustNewConstMetric(reqKeysDesc, prometheus.GaugeValue, float64(u.Keys), u.Namespace)
 	}
 	sessions, holds, transfers := e.Sessions()
 	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(sessions))
@@ -529,7 +535,7 @@ func (l *rejectionLog) rate(resource string, domain []byte, d *local.Decision) {
 		return
 	}
 	l.log.LogAttrs(context.Background(), slog.LevelInfo, "rejected",
-		slog.String("resource", resource), slog.String("domain", string(domain)), slog.String("kind", string(d.Kind)),
+		slog.String("resource", shownName(resource)), slog.String("domain", string(domain)), slog.String("kind", string(d.Kind)),
 		slog.Int64("retry_after_ms", retryMs(d.RetryAfter)), slog.Bool("shadow", d.Shadow))
 }
 

@@ -7,7 +7,8 @@ import (
 	"github.com/obol-dev/obol/local"
 )
 
-// POST /v1/request {"resource", "domain", "copies", "min_copies"} → a rate
+// POST /v1/request {"resource", "domain", "copies", "min_copies", "limit",
+// "settle"} → a rate
 // decision. This is the hot path: the body (JSON or MessagePack) is decoded
 // into a pooled struct and the reply (JSON or MessagePack, as Accept asks)
 // appended into a pooled buffer.
@@ -24,7 +25,11 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, _ params) {
 	}
 	copies, minCopies := c.body.counts()
 	var d local.Decision
-	resource, rm := g.named(c.body.resource)
+	resource, rm, err := s.limited(g, c.body.resource, c.body.limit)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
 	now := s.decisionTime(start)
 	if err := g.engine.Decide(&d, now, resource, string(c.body.domain), copies, minCopies); err != nil {
 		s.fail(ctx, err)
@@ -42,7 +47,12 @@ func (s *Server) refund(ctx *fasthttp.RequestCtx, _ params) {
 	}
 	defer putCall(c)
 	copies, _ := c.body.counts()
-	remaining, err := g.engine.Refund(s.now(), g.name(c.body.resource), string(c.body.domain), copies)
+	resource, _, err := s.limited(g, c.body.resource, c.body.limit)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	remaining, err := g.engine.Refund(s.now(), resource, string(c.body.domain), copies)
 	if err != nil {
 		s.fail(ctx, err)
 		return

@@ -7,6 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/obol-dev/obol/internal/netguard"
+	"github.com/obol-dev/obol/local"
 )
 
 // POST /v1/reset {"resource", "domain"} → {"reset": true}: the key's
@@ -15,14 +16,20 @@ import (
 // who asked (requesterOf) and counted in obol_key_resets_total{resource}.
 // A resource the config does not define, in a namespace that allows it,
 // holds nothing to reset: {"reset": true}, logged and counted under
-// resource="unconfigured".
+// resource="unconfigured"; one of a limit set by a request ("limit") is
+// counted under resource="requested".
 func (s *Server) reset(ctx *fasthttp.RequestCtx, _ params) {
 	c, g, ok := s.open(ctx, resetFields, fResource|fDomain)
 	if !ok {
 		return
 	}
 	defer putCall(c)
-	resource, domain := g.name(c.body.resource), string(c.body.domain)
+	resource, _, err := s.limited(g, c.body.resource, c.body.limit)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	domain := string(c.body.domain)
 	if err := g.engine.Reset(s.now(), resource, domain); err != nil {
 		s.fail(ctx, err)
 		return
@@ -30,9 +37,12 @@ func (s *Server) reset(ctx *fasthttp.RequestCtx, _ params) {
 	label := resource
 	if _, configured := g.engine.Config().Resources[resource]; !configured {
 		label = unconfiguredLabel
+		if _, _, ok := local.SplitLimitedName(resource); ok {
+			label = requestedLabel
+		}
 	}
 	s.metrics.resets.WithLabelValues(label).Inc()
-	s.log.Info("key reset", "resource", resource, "domain", domain, "client", requesterOf(ctx, s.needsAuth(ctx)))
+	s.log.Info("key reset", "resource", shownName(resource), "domain", domain, "client", requesterOf(ctx, s.needsAuth(ctx)))
 	w := c.writer(ctx)
 	b := w.Object(c.out[:0], 1)
 	b = w.Bool(w.First(b, `,"reset":`), true)

@@ -129,6 +129,7 @@ type Server struct {
 	domainHeader string
 	tops         topSets       // the /v1/top windows of the resources in force
 	rejected     *rejectionLog // nil when rejections are not logged
+	limits       limitCache    // the canonical texts of limits set by requests (limits.go)
 
 	// GET /v1/status (agentstatus.go): the build, the start, where the
 	// config in force came from, and the listeners Serve serves.

@@ -18,7 +18,11 @@ import (
 // decision, with "ticket" when granted.
 func (s *Server) requestSettle(ctx *fasthttp.RequestCtx, c *call, g *generation, start time.Time) {
 	copies, minCopies := c.body.counts()
-	resource, rm := g.named(c.body.resource)
+	resource, rm, err := s.limited(g, c.body.resource, c.body.limit)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
 	now := s.decisionTime(start)
 	var d local.Decision
 	tk, err := g.engine.DecideSettle(&d, now, resource, string(c.body.domain), copies, minCopies)

@@ -409,19 +409,23 @@ func (s *Server) runSimulation(ctx *fasthttp.RequestCtx) {
 }
 
 // resourceProblems is the 400 reply for a resource config ParseResource
-// refuses: every problem, each named by its path ("resource.burst: ..."),
-// separated by "; ".
+// refuses: every problem, each named by its path ("resource.burst: ...").
 func resourceProblems(err error) error {
-	msg := err.Error()
+	return &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, msg: problemsMessage(err)}
+}
+
+// problemsMessage is the message of a refusal by the config's parser:
+// every problem, each named by its path, separated by "; ".
+func problemsMessage(err error) string {
 	var ps *config.Problems
-	if errors.As(err, &ps) {
-		list := make([]string, len(*ps))
-		for i, p := range *ps {
-			list[i] = p.String()
-		}
-		msg = strings.Join(list, "; ")
+	if !errors.As(err, &ps) {
+		return err.Error()
 	}
-	return &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, msg: msg}
+	list := make([]string, len(*ps))
+	for i, p := range *ps {
+		list[i] = p.String()
+	}
+	return strings.Join(list, "; ")
 }
 
 func itemFailure(err error, i int) error {

@@ -1,0 +1,96 @@
+package api
+
+import (
+	"sync"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/local"
+)
+
+// limits.go resolves the limit a request sets ("limit", in a namespace
+// with request_limits) to the name the engine decides it under:
+// local.LimitedName of the resource and the limit's canonical text. The
+// limit is read by config.ParseLimit, as the config reads a resource, and
+// its text is cached by the limit's JSON, so that callers who send the same
+// limit with every request (gubernator's model) have it parsed once.
+
+// requestedLabel is the resource label of the metrics of every limit set
+// by a request: a client cannot grow the series by naming new ones.
+const requestedLabel = "requested"
+
+// maxLimitCache is the most limits' texts the cache keeps; past it, it
+// starts afresh.
+const maxLimitCache = 4096
+
+// limitCache maps a limit's JSON to its canonical text or its refusal.
+type limitCache struct {
+	mu sync.RWMutex
+	m  map[string]limitEntry
+}
+
+type limitEntry struct {
+	key string
+	err error // a bad_limit reply
+}
+
+// of returns the canonical text of the limit whose JSON is raw, or the
+// bad_limit error that refuses it.
+func (lc *limitCache) of(raw []byte) (string, error) {
+	lc.mu.RLock()
+	e, ok := lc.m[string(raw)]
+	lc.mu.RUnlock()
+	if ok {
+		return e.key, e.err
+	}
+	lim, err := config.ParseLimit(raw)
+	if err != nil {
+		e.err = badLimit(err)
+	} else {
+		e.key = config.LimitKey(lim)
+	}
+	lc.mu.Lock()
+	if len(lc.m) >= maxLimitCache || lc.m == nil {
+		lc.m = make(map[string]limitEntry)
+	}
+	lc.m[string(raw)] = e
+	lc.mu.Unlock()
+	return e.key, e.err
+}
+
+// badLimit is the 400 bad_limit reply for a limit config.ParseLimit
+// refuses: every problem, each named by its path ("limit.burst: ...").
+func badLimit(err error) error {
+	return &apiError{status: fasthttp.StatusBadRequest, code: codeBadLimit, msg: problemsMessage(err)}
+}
+
+// limited returns the name the engine decides resource under, given the
+// limit (JSON) its request sets, and the series its decisions count in:
+// as named does without a limit; with one, the resource's own name when
+// the config defines it (the config wins over a valid limit), else
+// local.LimitedName of it and the limit's canonical text, counted under
+// requestedLabel. A bad limit is refused even where the config wins.
+func (s *Server) limited(g *generation, resource, limit []byte) (string, *resMetrics, error) {
+	if limit == nil {
+		name, rm := g.named(resource)
+		return name, rm, nil
+	}
+	key, err := s.limits.of(limit)
+	if err != nil {
+		return "", nil, err
+	}
+	if n, ok := g.names[string(resource)]; ok {
+		return n.name, n.rm, nil
+	}
+	return local.LimitedName(string(resource), key), g.metrics[requestedLabel], nil
+}
+
+// shownName is a registry name as logs show it: a limit set by a request
+// as its resource and, in braces, its limit's canonical text.
+func shownName(name string) string {
+	if r, key, ok := local.SplitLimitedName(name); ok {
+		return r + " {" + key + "}"
+	}
+	return name
+}

@@ -1,0 +1,119 @@
+package api
+
+import (
+	"strings"
+	"testing"
+)
+
+const gcra2 = `{"kind":"gcra","burst":2,"count":2,"period":"1s"}`
+
+// A request that sets its limit is decided under it, in JSON and in
+// MessagePack alike; each definition of a name counts apart; the config
+// wins over a valid limit; a batch's items, a refund and a reset take one
+// too.
+func TestRequestLimits(t *testing.T) {
+	h := newHarness(t)
+	body := func(res, dom, lim string, more string) string {
+		return `{"resource":"` + res + `","domain":"` + dom + `","limit":` + lim + more + `}`
+	}
+	for i, want := range []int64{1, 1, 0} {
+		if m := h.ok("/v1/request", body("rq/a", "u", gcra2, "")); num(t, m, "granted") != want {
+			t.Fatalf("request %d under gcra 2: %v, want %d granted", i, m, want)
+		}
+	}
+	if m := h.ok("/v1/request", body("rq/a", "u", `{"kind":"gcra","burst":3,"count":3,"period":"1s"}`, "")); num(t, m, "granted") != 1 {
+		t.Fatalf("another limit of the name: %v, want granted (counted apart)", m)
+	}
+	mp := mpBody(t, map[string]any{"resource": "rq/a", "domain": "u", "limit": map[string]any{"kind": "gcra", "period": "1s", "count": 2, "burst": 2}})
+	r := h.do("POST", "/v1/request", mp, hdrSendMsgpack)
+	if m := decodeObject(t, r.body); r.status != 200 || num(t, m, "granted") != 0 {
+		t.Fatalf("the same limit in MessagePack: %d %s, want its key's count (0 granted)", r.status, r.body)
+	}
+	for i, want := range []int64{3, 0} {
+		if m := h.ok("/v1/request", body("t/thirds", "u", `{"kind":"gcra","burst":9,"count":9,"period":"1s"}`, `,"copies":3,"min_copies":0`)); num(t, m, "granted") != want {
+			t.Fatalf("request %d of a configured resource with a limit of 9: %v, want %d granted (its config's burst of 3)", i, m, want)
+		}
+	}
+	m := h.ok("/v1/batch", `{"requests":[`+body("rq/b", "v", gcra2, `,"copies":2`)+`,`+body("rq/b", "v", gcra2, "")+`,`+body("rq/b", "v", `{"kind":"gcra"}`, "")+`]}`)
+	rs := m["responses"].([]any)
+	if len(rs) != 3 || num(t, rs[0].(map[string]any), "granted") != 2 || num(t, rs[1].(map[string]any), "granted") != 0 ||
+		!strings.Contains(rs[2].(map[string]any)["error"].(map[string]any)["code"].(string), "bad_limit") {
+		t.Fatalf("batch: %v, want 2 granted, 0 granted, bad_limit", rs)
+	}
+	if m := h.ok("/v1/refund", body("rq/b", "v", gcra2, `,"copies":1`)); num(t, m, "remaining") != 1 {
+		t.Fatalf("refund: %v, want 1 remaining", m)
+	}
+	if m := h.ok("/v1/reset", body("rq/b", "v", gcra2, "")); m["reset"] != true {
+		t.Fatalf("reset: %v", m)
+	}
+	if m := h.ok("/v1/request", body("rq/b", "v", gcra2, `,"copies":2`)); num(t, m, "granted") != 2 {
+		t.Fatalf("after the reset: %v, want 2 granted", m)
+	}
+	if line := h.logs.JSON("key reset"); line == nil || line["resource"] != "rq/b {gcra:2/2/1s}" {
+		t.Fatalf("reset log %v, want the resource shown with its limit", line)
+	}
+	m = h.ok("/v1/request", body("rq/c", "w", gcra2, `,"settle":true,"copies":2`))
+	tk := str(t, m, "ticket")
+	if m := h.ok("/v1/settle", `{"ticket":"`+tk+`","copies":1}`); num(t, m, "remaining") != 1 {
+		t.Fatalf("settle: %v, want 1 remaining", m)
+	}
+	page := string(h.do("GET", "/metrics", "").body)
+	for _, want := range []string{`obol_decisions_total{outcome="granted",resource="requested"}`, `obol_request_limits{namespace="rq"} 4`, `obol_request_limit_keys{namespace="rq"} 4`, `obol_key_resets_total{resource="requested"} 1`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// A limit that cannot be taken is refused with the field it is about:
+// malformed, invalid, of a kind a request cannot set, in a namespace that
+// does not allow it, past a namespace's caps; a resource name with a NUL
+// byte (the separator of a limit's name) is refused outright.
+func TestRequestLimitErrors(t *testing.T) {
+	h := newHarness(t)
+	for _, tc := range []struct {
+		body   string
+		status int
+		code   string
+		names  []string
+	}{
+		{`{"resource":"rq/a","domain":"u","limit":{"kind":"gcra","burst":0,"count":2,"period":"1s"}}`, 400, "bad_limit", []string{"limit.burst", "≥ 1"}},
+		{`{"resource":"rq/a","domain":"u","limit":{"kind":"copies","domain_limit":2}}`, 400, "bad_limit", []string{"limit.kind", "gcra", "tiers"}},
+		{`{"resource":"rq/a","domain":"u","limit":{"kind":"gcra","burst":2,"count":2,"period":"1s","drift":0}}`, 400, "bad_limit", []string{"limit.drift"}},
+		{`{"resource":"rq/a","domain":"u","limit":{"kind":"tiers","tiers":"5,1"}}`, 400, "bad_limit", []string{"limit.tiers"}},
+		{`{"resource":"rq/a","domain":"u","limit":"gcra"}`, 400, "bad_limit", []string{"limit", "object"}},
+		{`{"resource":"rq/a","domain":"u","limit":{}}`, 400, "bad_limit", []string{"limit", "kind"}},
+		{`{"resource":"rq/a","domain":"u","limit":{"kind":"gcra","burst":2,"count":2,"period":"1s"},"limit":{}}`, 400, "bad_request", []string{"limit", "twice"}},
+		{`{"resource":"t/thirds","domain":"u","limit":{"kind":"gcra","burst":0,"count":1,"period":"1s"}}`, 400, "bad_limit", []string{"limit.burst"}},
+		{`{"resource":"open/a","domain":"u","limit":` + gcra2 + `}`, 400, "bad_limit", []string{`namespace "open"`, "request_limits"}},
+		{`{"resource":"t/x","domain":"u","limit":` + gcra2 + `}`, 400, "bad_limit", []string{`namespace "t"`}},
+		{`{"resource":"rq/a\u0000gcra:2/2/1s","domain":"u"}`, 400, "bad_request", []string{"resource", "NUL"}},
+		{`{"resource":"rq/a","domain":"u","limit":{"kind":"gcra","burst":2,"count":2,"period":"` + strings.Repeat("1", 5000) + `s"}}`, 400, "bad_limit", []string{"limit", "over the 4096"}},
+	} {
+		r := h.post("/v1/request", tc.body)
+		code, msg := errorReply(t, r.body)
+		if r.status != tc.status || code != tc.code {
+			t.Errorf("%.120s: %d %s (%s), want %d %s", tc.body, r.status, code, msg, tc.status, tc.code)
+			continue
+		}
+		for _, n := range tc.names {
+			if !strings.Contains(msg, n) {
+				t.Errorf("%.120s: message %q does not name %q", tc.body, msg, n)
+			}
+		}
+	}
+	for i := range 4 {
+		h.ok("/v1/request", `{"resource":"rq/d`+string(rune('0'+i))+`","domain":"u","limit":`+gcra2+`}`)
+	}
+	r := h.post("/v1/request", `{"resource":"rq/d9","domain":"u","limit":`+gcra2+`}`)
+	if code, msg := errorReply(t, r.body); r.status != 429 || code != "too_many" || !strings.Contains(msg, "max_request_limits") {
+		t.Fatalf("a fifth definition: %d %s %s, want 429 too_many naming max_request_limits", r.status, code, msg)
+	}
+	for i := range 2 {
+		h.ok("/v1/request", `{"resource":"rq/d0","domain":"k`+string(rune('0'+i))+`","limit":`+gcra2+`}`)
+	}
+	r = h.post("/v1/request", `{"resource":"rq/d0","domain":"k9","limit":`+gcra2+`}`)
+	if code, msg := errorReply(t, r.body); r.status != 429 || code != "too_many" || !strings.Contains(msg, "max_request_keys") {
+		t.Fatalf("a seventh key: %d %s %s, want 429 too_many naming max_request_keys", r.status, code, msg)
+	}
+}
