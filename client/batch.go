@@ -61,7 +61,7 @@ func (c *Client) Batch(ctx context.Context, needs []Need) ([]BatchResult, error)
 			if n > 0 {
 				k.buf = append(k.buf, ',')
 			}
-			k.buf = appendRequest(k.buf, needs[i].Resource, needs[i].Domain, opts[i].copies, opts[i].minCopies)
+			k.buf = appendRequest(k.buf, needs[i].Resource, needs[i].Domain, opts[i].copies, opts[i].minCopies, opts[i].limit)
 			if n > 0 && len(k.buf)+2 > maxBatchBody {
 				k.buf = k.buf[:mark]
 				break

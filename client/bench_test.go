@@ -108,7 +108,7 @@ func BenchmarkEncodeRequest(b *testing.B) {
 	buf := make([]byte, 0, 256)
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = appendRequest(buf[:0], "api/search", "user-42", 1, 1)
+		buf = appendRequest(buf[:0], "api/search", "user-42", 1, 1, Limit{})
 	}
 }
 

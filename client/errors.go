@@ -50,6 +50,10 @@ var (
 	// ErrTooMany: an agent's cap is full (sessions, holds, transfers,
 	// settle tickets, kept resets) (code too_many).
 	ErrTooMany = errors.New("client: too many")
+	// ErrBadLimit: a limit set by the request (WithLimit) the agent
+	// refuses: invalid, or its namespace does not allow one (code
+	// bad_limit).
+	ErrBadLimit = errors.New("client: bad limit")
 )
 
 // codeErrors maps the wire contract's error codes to their sentinels.
@@ -67,6 +71,7 @@ var codeErrors = map[string]error{
 	"unknown_ticket":   ErrUnknownTicket,
 	"already_settled":  ErrAlreadySettled,
 	"too_many":         ErrTooMany,
+	"bad_limit":        ErrBadLimit,
 }
 
 // APIError is a client error the agent returned: a 4xx reply

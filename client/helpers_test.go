@@ -26,6 +26,7 @@ import (
 const testConfig = `
 namespaces:
   open: {allow_unconfigured: true}
+  rq: {request_limits: true}
 resources:
   t/tiers: {kind: tiers, tiers: "5,1,1,0,50,5,5,15", hard_limit: 100}
   t/gcra: {kind: gcra, burst: 20, count: 20, period: 1s}

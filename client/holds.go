@@ -204,6 +204,9 @@ const (
 // kill switch on, a rejection is a Killed Hold of every copy asked.
 func (c *Client) Reserve(ctx context.Context, resource, domain string, opts ...Option) (*Hold, error) {
 	o, err := c.begin(resource, domain, opts)
+	if err == nil && o.limit.json != "" {
+		err = fmt.Errorf("%w: Reserve takes no limit: a limit set by the request is for rate-limited resources (Request, Refund, Reset)", ErrBadRequest)
+	}
 	if err != nil {
 		return nil, c.fail(err)
 	}

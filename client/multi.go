@@ -16,6 +16,9 @@ type Need struct {
 	// MinCopies is the least grant accepted; 0 means Copies (all or
 	// nothing).
 	MinCopies int
+	// Limit is the limit set by the request (WithLimit); the zero Limit
+	// is none. Batch sends it; Multi's reservations take none.
+	Limit Limit
 }
 
 // opts returns the call options of n.
@@ -28,7 +31,7 @@ func (n Need) opts() []Option {
 	if minCopies == 0 {
 		minCopies = copies
 	}
-	return []Option{Copies(copies), MinCopies(minCopies)}
+	return []Option{Copies(copies), MinCopies(minCopies), WithLimit(n.Limit)}
 }
 
 // MultiRequest is what Multi asks for: copies of copy-limited resources and

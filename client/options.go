@@ -5,12 +5,14 @@ import (
 	"time"
 )
 
-// Option sets a parameter of one call: Copies, MinCopies, MaxWait. It is a
+// Option sets a parameter of one call: Copies, MinCopies, MaxWait,
+// SettleLater, WithLimit. It is a
 // plain value (not a function), so that passing options allocates nothing;
 // the zero Option sets nothing.
 type Option struct {
 	kind optionKind
 	n    int64
+	lim  Limit // WithLimit's
 }
 
 type optionKind uint8
@@ -20,6 +22,7 @@ const (
 	optMinCopies
 	optMaxWait
 	optSettleLater
+	optLimit
 )
 
 // options are the parameters of one call, as its Options set them.
@@ -29,34 +32,37 @@ type options struct {
 	minSet    bool
 	maxWait   time.Duration
 	settle    bool
+	limit     Limit
 }
 
 // Copies asks for n copies (hits of a rate-limited resource, copies of a
 // copy-limited one); the default is 1. Copies(0) on Request and Check is a
 // peek: it spends nothing and describes the state.
-func Copies(n int) Option { return Option{optCopies, int64(n)} }
+func Copies(n int) Option { return Option{kind: optCopies, n: int64(n)} }
 
 // MinCopies lets the agent grant as few as n of the copies asked (between n
 // and Copies); the default is Copies (all or nothing). It is also what a
 // degraded decision grants (see Decision.Degraded).
-func MinCopies(n int) Option { return Option{optMinCopies, int64(n)} }
+func MinCopies(n int) Option { return Option{kind: optMinCopies, n: int64(n)} }
 
 // MaxWait retries a rejection until it is granted or d has passed, backing
 // off with jitter and never retrying before the agent's retry_after. The
 // default, 0, does not retry. A rejection whose retry_after is longer than
 // the wait left (or that no wait would let through) returns at once.
-func MaxWait(d time.Duration) Option { return Option{optMaxWait, int64(d)} }
+func MaxWait(d time.Duration) Option { return Option{kind: optMaxWait, n: int64(d)} }
 
 // SettleLater asks Request for a settle ticket with its grant
 // (Decision.Ticket): the copies asked are an estimate, and Client.Settle
 // charges the real cost once it is known (an LLM call's tokens). A
 // degraded grant has no ticket, and nothing to settle.
-func SettleLater() Option { return Option{optSettleLater, 1} }
+func SettleLater() Option { return Option{kind: optSettleLater, n: 1} }
 
 func (o *options) apply(opt Option) {
 	switch opt.kind {
 	case optSettleLater:
 		o.settle = true
+	case optLimit:
+		o.limit = opt.lim
 	case optCopies:
 		o.copies = int(opt.n)
 	case optMinCopies:
@@ -91,7 +97,23 @@ func (o *options) check() error {
 	if o.maxWait < 0 {
 		return fmt.Errorf("%w: max wait: must be ≥ 0, got %v", ErrBadRequest, o.maxWait)
 	}
-	return nil
+	return o.limit.err
+}
+
+// limitOnly returns the limit opts set, refusing any other option: what
+// Refund and Reset take.
+func limitOnly(call string, opts []Option) (Limit, error) {
+	var l Limit
+	for _, opt := range opts {
+		switch opt.kind {
+		case 0:
+		case optLimit:
+			l = opt.lim
+		default:
+			return l, fmt.Errorf("%w: %s takes no option but WithLimit", ErrBadRequest, call)
+		}
+	}
+	return l, l.err
 }
 
 // checkNames refuses an empty resource or domain before any call (the

@@ -143,9 +143,9 @@ func (c *Client) requestOnce(ctx context.Context, resource, domain string, o *op
 	k := getCall()
 	defer putCall(k)
 	if o.settle {
-		k.buf = appendSettleRequest(k.buf, resource, domain, o.copies, o.minCopies)
+		k.buf = appendSettleRequest(k.buf, resource, domain, o.copies, o.minCopies, o.limit)
 	} else {
-		k.buf = appendRequest(k.buf, resource, domain, o.copies, o.minCopies)
+		k.buf = appendRequest(k.buf, resource, domain, o.copies, o.minCopies, o.limit)
 	}
 	if err := c.post(ctx, k, epRequest); err != nil {
 		return err
@@ -191,6 +191,9 @@ func (c *Client) Check(ctx context.Context, resource, domain string, opts ...Opt
 	o, err := c.begin(resource, domain, opts)
 	if err == nil && o.minCopies != o.copies {
 		err = fmt.Errorf("%w: min_copies: Check grants all or nothing; want %d (copies), got %d", ErrBadRequest, o.copies, o.minCopies)
+	}
+	if err == nil && o.limit.json != "" {
+		err = fmt.Errorf("%w: Check takes no limit (GET /v1/check has no body); use Request", ErrBadRequest)
 	}
 	if err != nil {
 		return d, c.fail(err)
@@ -397,11 +400,15 @@ func appendQuery(b []byte, s string) []byte {
 // Refund gives copies tokens back to a gcra bucket (they are refilled at
 // once) and returns the tokens remaining. A degraded refund (agent
 // unavailable) is dropped: remaining is -1 and the error nil.
-func (c *Client) Refund(ctx context.Context, resource, domain string, copies int) (remaining int, err error) {
+func (c *Client) Refund(ctx context.Context, resource, domain string, copies int, opts ...Option) (remaining int, err error) {
 	if c.closed.Load() {
 		return 0, ErrClosed
 	}
-	if err := checkNames(resource, domain); err != nil {
+	l, err := limitOnly("Refund", opts)
+	if err == nil {
+		err = checkNames(resource, domain)
+	}
+	if err != nil {
 		return 0, c.fail(err)
 	}
 	if copies < 0 || copies > maxCopies {
@@ -413,6 +420,7 @@ func (c *Client) Refund(ctx context.Context, resource, domain string, copies int
 	k.buf = appendStringField(k.buf, "resource", resource)
 	k.buf = appendStringField(k.buf, "domain", domain)
 	k.buf = appendIntField(k.buf, "copies", int64(copies))
+	k.buf = appendLimit(k.buf, l)
 	k.buf = append(k.buf, '}')
 	err = c.post(ctx, k, epRefund)
 	var n int64

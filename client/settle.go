@@ -64,11 +64,15 @@ func (c *Client) Settle(ctx context.Context, ticket string, copies int) (Settlem
 // customer. Unlike a decision it does not fail open: an agent that cannot
 // be asked, or a reply other than {"reset": true}, is an error, since the
 // reset may not have happened.
-func (c *Client) Reset(ctx context.Context, resource, domain string) error {
+func (c *Client) Reset(ctx context.Context, resource, domain string, opts ...Option) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	if err := checkNames(resource, domain); err != nil {
+	l, err := limitOnly("Reset", opts)
+	if err == nil {
+		err = checkNames(resource, domain)
+	}
+	if err != nil {
 		return c.fail(err)
 	}
 	k := getCall()
@@ -76,8 +80,9 @@ func (c *Client) Reset(ctx context.Context, resource, domain string) error {
 	k.buf = append(k.buf, '{')
 	k.buf = appendStringField(k.buf, "resource", resource)
 	k.buf = appendStringField(k.buf, "domain", domain)
+	k.buf = appendLimit(k.buf, l)
 	k.buf = append(k.buf, '}')
-	err := c.post(ctx, k, epReset)
+	err = c.post(ctx, k, epReset)
 	if err == nil {
 		if done, rerr := replies.ReadBool(k.resp.Body(), "reset"); rerr != nil || !done {
 			err = &agentError{errMalformed} // not the agent's reply: the reset may not have happened

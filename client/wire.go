@@ -45,19 +45,29 @@ func appendKey(b []byte, name string) []byte {
 }
 
 // appendRequest appends the body of /v1/request (and of a batch item).
-func appendRequest(b []byte, resource, domain string, copies, minCopies int) []byte {
+func appendRequest(b []byte, resource, domain string, copies, minCopies int, l Limit) []byte {
 	b = append(b, '{')
 	b = appendStringField(b, "resource", resource)
 	b = appendStringField(b, "domain", domain)
 	b = appendIntField(b, "copies", int64(copies))
 	b = appendIntField(b, "min_copies", int64(minCopies))
+	b = appendLimit(b, l)
 	return append(b, '}')
 }
 
 // appendSettleRequest is appendRequest asking for a settle ticket.
-func appendSettleRequest(b []byte, resource, domain string, copies, minCopies int) []byte {
-	b = appendRequest(b, resource, domain, copies, minCopies)
+func appendSettleRequest(b []byte, resource, domain string, copies, minCopies int, l Limit) []byte {
+	b = appendRequest(b, resource, domain, copies, minCopies, l)
 	return append(b[:len(b)-1], `,"settle":true}`...)
+}
+
+// appendLimit appends the field limit of l to an object being written;
+// nothing for no limit.
+func appendLimit(b []byte, l Limit) []byte {
+	if l.json == "" {
+		return b
+	}
+	return append(appendKey(b, "limit"), l.json...)
 }
 
 // ceilMs returns d in whole milliseconds, rounded up; 0 for d ≤ 0.
