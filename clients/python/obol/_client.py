@@ -855,7 +855,7 @@ class Client:
                                   % (i, sorted(unknown)))
                     r, d, c, m = n.get("resource"), n.get("domain"), n.get("copies", 1), n.get("min_copies")
                 elif isinstance(n, (tuple, list)) and 2 <= len(n) <= 4:
-                    r, d, c, m = (list(n) + [1, None])[:4]
+                    r, d, c, m = list(n) + [1, None][len(n) - 2:]
                 else:
                     raise bad("batch item %d: want (resource, domain[, copies[, min_copies]]) or a mapping, got %r" % (i, n))
                 _check_names(r, d)

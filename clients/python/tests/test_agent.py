@@ -139,6 +139,13 @@ class RateTest(AgentTest):
         self.assertEqual(out[4].granted, 2)
         self.assertIsInstance(out[5], obol.CostOverBurst)
 
+    def test_batch_min_copies_defaults_to_copies(self) -> None:
+        c = self.client()
+        c.request("t/bucket", self.domain(), copies=15)  # 5 left
+        out = c.batch([("t/bucket", self.domain(), 10), {"resource": "t/bucket", "domain": self.domain(), "copies": 10}])
+        self.assertEqual([d.granted for d in out], [0, 0])  # all or nothing, as request's default
+        self.assertEqual(c.batch([("t/bucket", self.domain(), 10, 1)])[0].granted, 5)
+
     def test_batch_splits_past_the_agents_limits(self) -> None:
         c = self.client()
         needs = [("open/x", "d%d" % i) for i in range(2500)]
