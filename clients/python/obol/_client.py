@@ -18,6 +18,7 @@ from urllib.parse import quote
 from ._transport import Transport, Unavailable
 from .errors import (AgentUnavailable, APIError, ClientClosed, UnknownHold, UnknownSession, api_error,
                      bad)
+from .limits import Limit, wire_limit
 from .ratelimit import first_param, parse_list
 
 log = logging.getLogger("obol")
@@ -516,7 +517,8 @@ class Admission:
             ", degraded=True" if self.degraded else ", killed=True" if self.killed else "")
 
 
-Need = Union[Tuple[str, str], Tuple[str, str, int], Tuple[str, str, int, Optional[int]], Mapping[str, Any]]
+Need = Union[Tuple[str, str], Tuple[str, str, int], Tuple[str, str, int, Optional[int]],
+             Tuple[str, str, int, Optional[int], Optional[Limit]], Mapping[str, Any]]
 
 
 # Every client, so that a forked child starts its own background loop and
@@ -670,7 +672,8 @@ class Client:
             return Stats(pending_releases=len(self._pending), sessions=self._n_sessions, **self._counts)
 
     def _decide(self, resource: str, domain: str, copies: int, min_copies: Optional[int],
-                max_wait: Optional[float], check: bool, settle: bool = False) -> Decision:
+                max_wait: Optional[float], check: bool, settle: bool = False,
+                limit: Optional[Limit] = None) -> Decision:
         self._begin()
         try:
             _check_names(resource, domain)
@@ -680,12 +683,13 @@ class Client:
                 raise bad("min_copies: check grants all or nothing; want %d (copies), got %d" % (copies, min_copies))
             if not isinstance(settle, bool):
                 raise bad("settle_later: want True or False, got %r" % (settle,))
+            lim = wire_limit(limit)
         except APIError as e:
             raise self._fail(e)
 
         def once() -> Tuple[Decision, bool, int]:
             d = self._check_once(resource, domain, copies) if check else \
-                self._request_once(resource, domain, copies, min_copies, settle)
+                self._request_once(resource, domain, copies, min_copies, settle, lim)
             return d, d.granted > 0 or copies == 0, d.retry_after_ms
 
         try:
@@ -702,10 +706,12 @@ class Client:
         return d
 
     def _request_once(self, resource: str, domain: str, copies: int, min_copies: int,
-                      settle: bool = False) -> Decision:
+                      settle: bool = False, limit: Optional[Dict[str, Any]] = None) -> Decision:
         body: Dict[str, Any] = {"resource": resource, "domain": domain, "copies": copies, "min_copies": min_copies}
         if settle:
             body["settle"] = True
+        if limit is not None:
+            body["limit"] = limit
         _, _, raw = self._t.call("POST", "/v1/request", body)
         try:
             return Decision.from_reply(_json(raw))
@@ -731,20 +737,23 @@ class Client:
         return d
 
     def request(self, resource: str, domain: str, copies: int = 1, min_copies: Optional[int] = None,
-                max_wait: Optional[float] = None, *, settle_later: bool = False) -> Decision:
+                max_wait: Optional[float] = None, *, settle_later: bool = False,
+                limit: Optional[Limit] = None) -> Decision:
         """Asks for a rate decision (kinds tiers and gcra): copies (default 1,
         0 is a peek), at least min_copies (default all). With max_wait
         (seconds) a rejection is retried with jittered backoff, never before
         the agent's retry_after, until granted or the wait is spent.
         settle_later=True asks for a settle ticket with the grant
         (Decision.ticket): copies is an estimate, and settle charges the real
-        cost once it is known.
+        cost once it is known. limit: a Limit set by the request, for a
+        resource the config does not define (see obol.limits).
 
-        Raises only for client errors (BadRequest, UnknownResource,
+        Raises only for client errors (BadRequest, BadLimit, UnknownResource,
         WrongKind, CostOverBurst, TooMany...). An agent that is gone, hung,
         failing or unreadable gives Decision(granted=min_copies,
         degraded=True), without a ticket."""
-        return self._decide(resource, domain, copies, min_copies, max_wait, check=False, settle=settle_later)
+        return self._decide(resource, domain, copies, min_copies, max_wait, check=False, settle=settle_later,
+                            limit=limit)
 
     def check(self, resource: str, domain: str, copies: int = 1, max_wait: Optional[float] = None) -> Decision:
         """request as an HTTP proxy asks (GET /v1/check), with the IETF
@@ -753,18 +762,23 @@ class Client:
         rejection's is the agent's whole reply."""
         return self._decide(resource, domain, copies, None, max_wait, check=True)
 
-    def refund(self, resource: str, domain: str, copies: int) -> int:
-        """Gives copies back to a gcra bucket; returns the tokens remaining,
-        -1 when the agent could not be asked (the refund is dropped)."""
+    def refund(self, resource: str, domain: str, copies: int, *, limit: Optional[Limit] = None) -> int:
+        """Gives copies back to a gcra bucket (of a limit set by the request:
+        the same limit); returns the tokens remaining, -1 when the agent
+        could not be asked (the refund is dropped)."""
         if self._closed:
             raise ClientClosed("obol: the client is closed")
         try:
             _check_names(resource, domain)
             _check_count("copies", copies)
+            lim = wire_limit(limit)
         except APIError as e:
             raise self._fail(e)
+        body: Dict[str, Any] = {"resource": resource, "domain": domain, "copies": copies}
+        if lim is not None:
+            body["limit"] = lim
         try:
-            _, _, raw = self._t.call("POST", "/v1/refund", {"resource": resource, "domain": domain, "copies": copies})
+            _, _, raw = self._t.call("POST", "/v1/refund", body)
             try:
                 return _int(_json(raw), "remaining", None)  # type: ignore[arg-type]
             except ValueError as e:
@@ -808,22 +822,27 @@ class Client:
         except APIError as e:
             raise self._fail(e)
 
-    def reset(self, resource: str, domain: str) -> None:
+    def reset(self, resource: str, domain: str, *, limit: Optional[Limit] = None) -> None:
         """Forgets resource's counts for domain (kinds tiers and gcra) on the
         agent and, through its mesh, on every agent: a support team
-        unblocking a customer. It does not fail open: an agent that cannot
+        unblocking a customer. A limit set by the request is part of the
+        key: give the same limit. It does not fail open: an agent that cannot
         be asked (or whose reply is not {"reset": true}) raises
         AgentUnavailable, since the reset did not happen.
         Client errors raise as for any call (UnknownResource, WrongKind,
-        TooMany...)."""
+        BadLimit, TooMany...)."""
         if self._closed:
             raise ClientClosed("obol: the client is closed")
         try:
             _check_names(resource, domain)
+            lim = wire_limit(limit)
         except APIError as e:
             raise self._fail(e)
+        body: Dict[str, Any] = {"resource": resource, "domain": domain}
+        if lim is not None:
+            body["limit"] = lim
         try:
-            _, _, raw = self._t.call("POST", "/v1/reset", {"resource": resource, "domain": domain})
+            _, _, raw = self._t.call("POST", "/v1/reset", body)
             if _json(raw).get("reset") is not True:
                 raise Unavailable("unreadable reply: %r" % (raw[:80],))
         except Unavailable as e:
@@ -834,7 +853,7 @@ class Client:
     def batch(self, needs: Sequence[Need]) -> List[Union[Decision, APIError]]:
         """Many rate decisions in as few calls as the agent's limits allow
         (1000 items and 64 KiB a call). Each need is (resource, domain[,
-        copies[, min_copies]]) or a mapping with those keys. The result has,
+        copies[, min_copies[, limit]]]) or a mapping with those keys. The result has,
         per need in order, a Decision or the APIError of that item (refused
         by the client before sending, or by the agent). A call the agent
         cannot answer degrades its items. No max_wait."""
@@ -849,21 +868,26 @@ class Client:
             self._add("calls")
             try:
                 if isinstance(n, Mapping):
-                    unknown = set(n) - {"resource", "domain", "copies", "min_copies"}
+                    unknown = set(n) - {"resource", "domain", "copies", "min_copies", "limit"}
                     if unknown:
-                        raise bad("batch item %d: unknown keys %s; want resource, domain, copies, min_copies"
+                        raise bad("batch item %d: unknown keys %s; want resource, domain, copies, min_copies, limit"
                                   % (i, sorted(unknown)))
-                    r, d, c, m = n.get("resource"), n.get("domain"), n.get("copies", 1), n.get("min_copies")
-                elif isinstance(n, (tuple, list)) and 2 <= len(n) <= 4:
-                    r, d, c, m = list(n) + [1, None][len(n) - 2:]
+                    r, d, c, m, lim = (n.get("resource"), n.get("domain"), n.get("copies", 1), n.get("min_copies"),
+                                       n.get("limit"))
+                elif isinstance(n, (tuple, list)) and 2 <= len(n) <= 5:
+                    r, d, c, m, lim = list(n) + [1, None, None][len(n) - 2:]
                 else:
-                    raise bad("batch item %d: want (resource, domain[, copies[, min_copies]]) or a mapping, got %r" % (i, n))
+                    raise bad("batch item %d: want (resource, domain[, copies[, min_copies[, limit]]]) or a mapping, "
+                              "got %r" % (i, n))
                 _check_names(r, d)
                 c, m = _counts(c, m)
+                lim = wire_limit(lim)
             except APIError as e:
                 out[i] = self._fail(e)  # type: ignore[assignment]
                 continue
-            body = {"resource": r, "domain": d, "copies": c, "min_copies": m}
+            body: Dict[str, Any] = {"resource": r, "domain": d, "copies": c, "min_copies": m}
+            if lim is not None:
+                body["limit"] = lim
             items.append((i, body, json.dumps(body, separators=(",", ":")).encode()))
         chunk: List[Tuple[int, Dict[str, Any], bytes]] = []
         size = 0
@@ -1165,5 +1189,5 @@ class Client:
 
 
 # The status the agent's API gives each error code (for a batch item's error).
-_STATUS = {"bad_request": 400, "cost_over_burst": 400, "unknown_resource": 404, "wrong_kind": 409,
-           "too_large": 413, "too_many": 429}
+_STATUS = {"bad_request": 400, "bad_limit": 400, "cost_over_burst": 400, "unknown_resource": 404,
+           "wrong_kind": 409, "too_large": 413, "too_many": 429}

@@ -44,6 +44,15 @@ class BadRequest(APIError, ValueError):
     code_name = "bad_request"
 
 
+class BadLimit(BadRequest):
+    """A limit set by the request (limit=) the agent refuses (code
+    bad_limit): malformed or invalid (the message names the field, e.g.
+    limit.burst), or given in a namespace that does not allow limits set
+    by requests."""
+
+    code_name = "bad_limit"
+
+
 class CostOverBurst(APIError):
     """A gcra request for more copies than the bucket's burst."""
 
@@ -107,7 +116,8 @@ class TooLarge(APIError):
 
 class TooMany(APIError):
     """A per-agent or per-session cap (sessions, holds, transfers, tickets,
-    settle tickets, kept resets) is full."""
+    settle tickets, kept resets) is full, or a namespace's cap of limits set
+    by requests (their definitions or keys)."""
 
     code_name = "too_many"
 
@@ -120,7 +130,7 @@ class NotFound(APIError):
 
 _BY_CODE: Dict[str, Type[APIError]] = {
     c.code_name: c
-    for c in (BadRequest, CostOverBurst, UnknownResource, UnknownHold, UnknownSession,
+    for c in (BadRequest, BadLimit, CostOverBurst, UnknownResource, UnknownHold, UnknownSession,
               UnknownTransfer, UnknownTicket, AlreadySettled, WrongKind, OverRelease, TooLarge, TooMany, NotFound)
 }
 

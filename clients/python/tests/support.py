@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 import unittest
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 AGENT_CONFIG = """
 namespaces:
@@ -148,6 +148,12 @@ class FakeAgent:
 
 def read_request(conn: socket.socket) -> Optional[bytes]:
     """Reads one HTTP request (head and Content-Length body); None at EOF."""
+    r = read_call(conn)
+    return None if r is None else r[0]
+
+
+def read_call(conn: socket.socket) -> Optional[Tuple[bytes, bytes]]:
+    """Reads one HTTP request: its head and its Content-Length body; None at EOF."""
     buf = b""
     while b"\r\n\r\n" not in buf:
         chunk = conn.recv(65536)
@@ -165,7 +171,7 @@ def read_request(conn: socket.socket) -> Optional[bytes]:
         if not chunk:
             return None
         body += chunk
-    return head
+    return head, body
 
 
 def answer(status: int, body: bytes, ctype: str = "application/json") -> Callable[[socket.socket], None]:
