@@ -1,7 +1,7 @@
 """Limits set by the request (limit=): the Limit values and what the client
 refuses before asking; the limit field as sent by request, batch, refund
 and reset to a fake agent that records each call; the agent's bad_limit
-and too_many errors as exceptions."""
+and too_many errors as exceptions; and the limits against a real agent."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import obol
 from obol import Client, Limit
 
-from .support import PATIENCE, QUIET, FakeAgent, read_call, short_dir
+from .support import PATIENCE, QUIET, TIMEOUT, Agent, FakeAgent, read_call, short_dir
 
 G = Limit.gcra(2, 1, "1s")
 T = Limit.tiers("5,1,1,0,50,5,5,15")
@@ -256,3 +256,115 @@ class FailOpenTest(unittest.TestCase):
         self.assertEqual(c.refund("tenants/api", "d", 1, limit=G), -1)
         with self.assertRaises(obol.AgentUnavailable):
             c.reset("tenants/api", "d", limit=G)
+
+
+# A namespace that allows limits set by requests, one that allows a single
+# one, one that allows none, and a resource of the first that the config
+# defines.
+LIMITS_CONFIG = """
+namespaces:
+  tenants: {request_limits: true}
+  small: {request_limits: true, max_request_limits: 1}
+  open: {allow_unconfigured: true}
+resources:
+  tenants/configured: {kind: gcra, burst: 1, count: 1, period: 1h}
+"""
+
+
+class AgentTest(unittest.TestCase):
+    """Against a real agent (hour-long periods: no refill between calls,
+    however slow the machine)."""
+
+    agent: Agent
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.agent = Agent(LIMITS_CONFIG)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.agent.stop()
+
+    def setUp(self) -> None:
+        self.c = Client(socket=self.agent.socket, timeout=TIMEOUT, environ={}, logger=QUIET)
+        self.addCleanup(self.c.close)
+        self.d = self.id().rsplit(".", 1)[-1]
+
+    def granted(self, resource: str, limit: Optional[Limit], copies: int = 1) -> int:
+        d = self.c.request(resource, self.d, copies=copies, limit=limit)
+        self.assertFalse(d.degraded)
+        return d.granted
+
+    def test_gcra_grants_its_burst_then_rejects(self) -> None:
+        lim = Limit.gcra(2, 1, "1h")
+        self.assertEqual([self.granted("tenants/api", lim) for _ in range(3)], [1, 1, 0])
+        d = self.c.request("tenants/api", self.d, limit=lim)
+        self.assertEqual(d.granted, 0)
+        self.assertGreater(d.retry_after_ms, 0)
+
+    def test_two_limits_count_apart(self) -> None:
+        one, two = Limit.gcra(1, 1, "1h"), Limit.gcra(2, 1, "1h")
+        self.assertEqual([self.granted("tenants/api", one) for _ in range(2)], [1, 0])
+        self.assertEqual([self.granted("tenants/api", two) for _ in range(3)], [1, 1, 0])
+        # the same limit written otherwise shares the counts
+        self.assertEqual(self.granted("tenants/api", Limit.gcra(1, 1, datetime.timedelta(hours=1))), 0)
+        self.assertEqual(self.granted("tenants/api", Limit.gcra(2, 1, "60m")), 0)
+
+    def test_tiers(self) -> None:
+        lim = Limit.tiers("2,3600,1,0")
+        self.assertEqual([self.granted("tenants/api", lim) for _ in range(3)], [1, 1, 0])
+
+    def test_refund_reset_and_batch_reach_the_same_key(self) -> None:
+        lim = Limit.gcra(3, 1, "1h")
+        self.assertEqual(self.granted("tenants/api", lim, copies=3), 3)
+        self.assertEqual(self.c.refund("tenants/api", self.d, 2, limit=lim), 2)
+        out = self.c.batch([("tenants/api", self.d, 2, None, lim), {"resource": "tenants/api", "domain": self.d,
+                                                                    "limit": lim}])
+        self.assertEqual([x.granted for x in out], [2, 0])  # type: ignore[union-attr]
+        self.c.reset("tenants/api", self.d, limit=lim)
+        self.assertEqual(self.granted("tenants/api", lim, copies=3), 3)
+
+    def test_settle_later(self) -> None:
+        lim = Limit.gcra(10, 1, "1h")
+        d = self.c.request("tenants/api", self.d, copies=5, limit=lim, settle_later=True)
+        self.assertTrue(d.ticket)
+        self.assertEqual(self.c.settle(d.ticket, 2).charged, -3)
+        self.assertEqual(self.c.request("tenants/api", self.d, copies=0, limit=lim).remaining, 8)
+
+    def test_a_configured_resource_keeps_its_config(self) -> None:
+        lim = Limit.gcra(5, 5, "1s")
+        self.assertEqual([self.granted("tenants/configured", lim) for _ in range(2)], [1, 0])
+
+    def test_bad_limit(self) -> None:
+        for lim, field in ((Limit.gcra(1, 1, "0s"), "limit.period"), (Limit.gcra(1, 1, "soon"), "limit.period"),
+                           (Limit.tiers("5,x"), "limit.tiers")):
+            with self.subTest(limit=lim):
+                with self.assertRaises(obol.BadLimit) as e:
+                    self.c.request("tenants/api", self.d, limit=lim)
+                self.assertEqual((e.exception.status, e.exception.code), (400, "bad_limit"))
+                self.assertIn(field, e.exception.message)
+                [x] = self.c.batch([("tenants/api", self.d, 1, None, lim)])
+                self.assertIsInstance(x, obol.BadLimit)
+                self.assertIn(field, str(x))
+        with self.assertRaises(obol.BadLimit):
+            self.c.refund("tenants/api", self.d, 1, limit=Limit.gcra(1, 1, "0s"))
+        with self.assertRaises(obol.BadLimit):
+            self.c.reset("tenants/api", self.d, limit=Limit.gcra(1, 1, "0s"))
+        with self.assertRaises(obol.BadLimit):  # the config wins, but an invalid limit is still refused
+            self.c.request("tenants/configured", self.d, limit=Limit.gcra(1, 1, "0s"))
+
+    def test_a_full_namespace_raises_too_many(self) -> None:
+        self.assertEqual(self.granted("small/api", Limit.gcra(5, 1, "1h")), 1)
+        with self.assertRaises(obol.TooMany) as e:
+            self.c.request("small/api", self.d, limit=Limit.gcra(6, 1, "1h"))
+        self.assertEqual((e.exception.status, e.exception.code), (429, "too_many"))
+        self.assertIn("small", e.exception.message)
+
+    def test_a_namespace_without_request_limits_refuses(self) -> None:
+        for resource in ("open/api", "other/api"):
+            with self.subTest(resource=resource), self.assertRaises(obol.BadLimit) as e:
+                self.c.request(resource, self.d, limit=G)
+            self.assertIn("limit", e.exception.message)
+            self.assertIn("does not allow limits set by requests", e.exception.message)
+        with self.assertRaises(obol.UnknownResource):  # no limit: as before
+            self.c.request("tenants/api", self.d)
