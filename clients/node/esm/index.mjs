@@ -18,6 +18,7 @@ export const {
   UnknownIdError,
   OverReleaseError,
   AlreadySettledError,
+  BadLimitError,
   LimitError,
   middleware,
   fastifyHook,

@@ -2,6 +2,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { AgentUnavailableError, ClosedError, Codes, ObolError, badRequest, errorFor } from "./errors";
+import { Limit, limitField } from "./limit";
 import { Reply, Transport, abortReason, now } from "./transport";
 
 /** Where warnings go: `console` by default. */
@@ -81,6 +82,11 @@ export interface RequestOptions {
    * The copies asked are an estimate; `settle` charges the real cost once it is known.
    */
   settleLater?: boolean;
+  /**
+   * `request` only (`reserve` refuses it): the limit of a resource the
+   * config does not define, in a namespace with `request_limits: true`.
+   */
+  limit?: Limit;
   signal?: AbortSignal;
 }
 
@@ -98,12 +104,20 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+/** The options of `refund` and `reset`. */
+export interface LimitCallOptions extends CallOptions {
+  /** The limit of a resource the config does not define, as its requests give it. */
+  limit?: Limit;
+}
+
 /** One item of `batch`. */
 export interface Need {
   resource: string;
   domain: string;
   copies?: number;
   minCopies?: number;
+  /** The limit of a resource the config does not define. */
+  limit?: Limit;
 }
 
 /** One result of `batch`: a decision or the error of that item. */
@@ -426,8 +440,10 @@ export class Client {
     if (opts.settleLater !== undefined && typeof opts.settleLater !== "boolean") {
       throw badRequest(`settleLater: must be a boolean, got ${JSON.stringify(opts.settleLater)}`);
     }
+    const limit = limitField("limit", opts.limit);
     const body: Record<string, unknown> = { resource, domain, copies, min_copies: min };
     if (opts.settleLater) body.settle = true;
+    if (limit) body.limit = limit;
     return this.retrying(maxWait, opts.signal, async () => {
       try {
         return this.decision(await this.call("POST", "/v1/request", body, opts.signal), copies);
@@ -505,7 +521,7 @@ export class Client {
    * client refuses get their error without being sent. No retry.
    */
   async batch(needs: Need[], opts: CallOptions = {}): Promise<BatchResult[]> {
-    if (!Array.isArray(needs)) throw badRequest(`batch: must be an array of {resource, domain, copies?, minCopies?}, got ${JSON.stringify(needs)}`);
+    if (!Array.isArray(needs)) throw badRequest(`batch: must be an array of {resource, domain, copies?, minCopies?, limit?}, got ${JSON.stringify(needs)}`);
     const out: BatchResult[] = new Array(needs.length);
     let chunk: { i: number; body: object; copies: number; min: number }[] = [];
     let size = 0;
@@ -537,11 +553,13 @@ export class Client {
     for (let i = 0; i < needs.length; i++) {
       const n = needs[i];
       try {
-        if (n === null || typeof n !== "object") throw badRequest(`batch[${i}]: must be {resource, domain, copies?, minCopies?}`);
+        if (n === null || typeof n !== "object") throw badRequest(`batch[${i}]: must be {resource, domain, copies?, minCopies?, limit?}`);
         checkName(`batch[${i}].resource`, n.resource);
         checkName(`batch[${i}].domain`, n.domain);
         const [copies, min] = counts(n);
-        const body = { resource: n.resource, domain: n.domain, copies, min_copies: min };
+        const limit = limitField(`batch[${i}].limit`, n.limit);
+        const body: Record<string, unknown> = { resource: n.resource, domain: n.domain, copies, min_copies: min };
+        if (limit) body.limit = limit;
         const len = Buffer.byteLength(JSON.stringify(body)) + 1;
         if (chunk.length >= 1000 || size + len > 60000) await flush();
         chunk.push({ i, body, copies, min });
@@ -555,13 +573,20 @@ export class Client {
     return out;
   }
 
-  /** Gives back unused tokens of a gcra resource; the tokens left, or -1 when the agent could not answer. */
-  async refund(resource: string, domain: string, copies: number, opts: CallOptions = {}): Promise<number> {
+  /**
+   * Gives back unused tokens of a gcra resource; the tokens left, or -1
+   * when the agent could not answer. A resource whose requests set their
+   * limit needs the same `limit` (it is part of the key).
+   */
+  async refund(resource: string, domain: string, copies: number, opts: LimitCallOptions = {}): Promise<number> {
     checkName("resource", resource);
     checkName("domain", domain);
     checkInt("copies", copies, 1, MAX_COPIES);
+    const limit = limitField("limit", opts.limit);
+    const body: Record<string, unknown> = { resource, domain, copies };
+    if (limit) body.limit = limit;
     try {
-      const v = await this.call("POST", "/v1/refund", { resource, domain, copies }, opts.signal);
+      const v = await this.call("POST", "/v1/refund", body, opts.signal);
       return num(v.remaining);
     } catch (e) {
       this.failed(e);
@@ -604,13 +629,18 @@ export class Client {
    * agent and, through its mesh, on every agent (`POST /v1/reset`): a
    * support team unblocking a customer. It does not fail open: an agent
    * that cannot answer (or a reply that is not `{"reset": true}`) throws
-   * AgentUnavailableError, since the reset did not happen.
+   * AgentUnavailableError, since the reset did not happen. A resource
+   * whose requests set their limit needs the same `limit` (it is part of
+   * the key).
    */
-  async reset(resource: string, domain: string, opts: CallOptions = {}): Promise<void> {
+  async reset(resource: string, domain: string, opts: LimitCallOptions = {}): Promise<void> {
     checkName("resource", resource);
     checkName("domain", domain);
+    const limit = limitField("limit", opts.limit);
+    const body: Record<string, unknown> = { resource, domain };
+    if (limit) body.limit = limit;
     try {
-      const v = await this.call("POST", "/v1/reset", { resource, domain }, opts.signal);
+      const v = await this.call("POST", "/v1/reset", body, opts.signal);
       if (v.reset !== true) throw new AgentUnavailableError(`unreadable reset reply: ${JSON.stringify(v).slice(0, 200)}`);
     } catch (e) {
       this.failed(e);
@@ -984,6 +1014,7 @@ export class Session {
     checkName("domain", domain);
     const [copies, min] = counts(opts);
     if (copies === 0) throw badRequest("copies: must be at least 1 for reserve, got 0");
+    if (opts.limit !== undefined) throw badRequest("limit: not for reserve (a copies resource's limits are the config's)");
     const maxWait = opts.maxWaitMs === undefined ? this.c.defaultMaxWaitMs : checkInt("maxWaitMs", opts.maxWaitMs, 0, 86400000);
     return this.c.retrying(maxWait, opts.signal, async () => {
       const h = await this.reserveOnce(resource, domain, copies, min, opts.signal);

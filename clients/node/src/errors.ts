@@ -13,6 +13,7 @@ export const Codes = {
   unknownTransfer: "unknown_transfer",
   unknownTicket: "unknown_ticket",
   alreadySettled: "already_settled",
+  badLimit: "bad_limit",
   wrongKind: "wrong_kind",
   overRelease: "over_release",
   tooLarge: "too_large",
@@ -53,7 +54,17 @@ export class UnknownIdError extends ObolError {}
 export class OverReleaseError extends ObolError {}
 /** `already_settled`: a settle ticket settled before. */
 export class AlreadySettledError extends ObolError {}
-/** `too_large`, `too_many`: a body, batch or cap (sessions, holds, transfers, settle tickets, kept resets) over its limit. */
+/**
+ * `bad_limit`: a `limit` option the agent refused (malformed or invalid; the
+ * message names the field), or a namespace that does not allow limits set by
+ * requests.
+ */
+export class BadLimitError extends ObolError {}
+/**
+ * `too_large`, `too_many`: a body, batch or cap (sessions, holds, transfers,
+ * settle tickets, kept resets, a namespace's limits set by requests and their
+ * keys) over its limit.
+ */
 export class LimitError extends ObolError {}
 
 const CLASSES: Record<string, new (status: number, code: string, message: string) => ObolError> = {
@@ -67,6 +78,7 @@ const CLASSES: Record<string, new (status: number, code: string, message: string
   unknown_ticket: UnknownIdError,
   over_release: OverReleaseError,
   already_settled: AlreadySettledError,
+  bad_limit: BadLimitError,
   too_large: LimitError,
   too_many: LimitError,
 };

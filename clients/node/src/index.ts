@@ -10,6 +10,7 @@ export type {
   Decision,
   RequestOptions,
   CallOptions,
+  LimitCallOptions,
   Settlement,
   Need,
   BatchResult,
@@ -32,7 +33,9 @@ export {
   UnknownIdError,
   OverReleaseError,
   AlreadySettledError,
+  BadLimitError,
   LimitError,
 } from "./errors";
+export type { Limit, GcraLimit, TiersLimit } from "./limit";
 export { middleware, fastifyHook, decisionHeaders } from "./middleware";
 export type { KeyFunc, MiddlewareOptions } from "./middleware";

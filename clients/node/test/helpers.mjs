@@ -96,7 +96,8 @@ export const noAgent = agentBin ? false : "OBOL_AGENT_BIN is not set: build the 
  * answers), "reset" (closes every connection at once), "500", "503",
  * "garbage" (a 200 that is not JSON), "redirect" (302), "badjson" (200
  * with a JSON array), "half" (headers then the connection closes), or a
- * function (req, res) for anything else.
+ * function (req, res) for anything else. `calls` has the paths asked and
+ * `bodies` the request bodies, in order (not for "hang" and "reset").
  */
 export async function fakeAgent(t, mode) {
   const { createServer } = await import("node:http");
@@ -105,6 +106,7 @@ export async function fakeAgent(t, mode) {
   const sockets = new Set();
   let server;
   const calls = [];
+  const bodies = [];
   if (mode === "hang" || mode === "reset") {
     server = net.createServer((s) => {
       sockets.add(s);
@@ -116,8 +118,10 @@ export async function fakeAgent(t, mode) {
   } else {
     server = createServer((req, res) => {
       calls.push(req.url);
-      req.resume();
+      const chunks = [];
+      req.on("data", (b) => chunks.push(b));
       req.on("end", () => {
+        bodies.push(Buffer.concat(chunks).toString());
         if (typeof mode === "function") return mode(req, res);
         switch (mode) {
           case "500":
@@ -155,7 +159,7 @@ export async function fakeAgent(t, mode) {
         server.close(() => resolve());
       }),
   );
-  return { sock, calls, server };
+  return { sock, calls, bodies, server };
 }
 
 /** A logger that keeps its lines. */
