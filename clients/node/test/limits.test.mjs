@@ -1,12 +1,18 @@
 // Limits set by the request: the `limit` option of request, batch items,
 // refund and reset as the agent receives it, the mistakes the client
-// refuses before asking, and the agent's bad_limit and too_many errors.
+// refuses before asking, and the agent's bad_limit and too_many errors;
+// then against a real agent whose namespaces allow such limits.
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import * as fs from "node:fs";
 import { createRequire } from "node:module";
 import * as path from "node:path";
-import { Client, ObolError, Codes, BadRequestError, BadLimitError, LimitError } from "../esm/index.mjs";
-import { fakeAgent, tempDir, memLogger } from "./helpers.mjs";
+import { fileURLToPath } from "node:url";
+import { Client, ObolError, Codes, BadRequestError, BadLimitError, LimitError, UnknownResourceError } from "../esm/index.mjs";
+import { fakeAgent, startAgent, noAgent, tempDir, memLogger } from "./helpers.mjs";
+
+const pkg = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
 function reply(res, status, v) {
   res.writeHead(status, { "content-type": "application/json" });
@@ -188,4 +194,125 @@ test("bad_limit is a BadLimitError; too_many stays a LimitError", async (t) => {
   const ct = new Client({ socket: ft.sock, timeoutMs: 2000 });
   t.after(() => ct.close());
   await assert.rejects(ct.request("req/a", "u", { limit: g }), (e) => e instanceof LimitError && e.status === 429 && /keys of limits/.test(e.message));
+});
+
+// ---- against a real agent ---------------------------------------------------
+
+const LIMITS_CONFIG = `
+namespaces:
+  req: {request_limits: true}
+  tenant: {request_limits: true}
+  cap: {request_limits: true, max_request_limits: 1}
+  open: {allow_unconfigured: true}
+resources:
+  req/conf: {kind: gcra, burst: 3, count: 1, period: 1h}
+`;
+
+test("limits set by the request, against the agent", { skip: noAgent }, async (t) => {
+  const a = await startAgent(t, LIMITS_CONFIG);
+  const c = new Client({ socket: a.sock, timeoutMs: 2000, logger: memLogger() });
+  t.after(() => c.close());
+  const two = { kind: "gcra", burst: 2, count: 1, period: "1h" };
+  const grants = async (resource, domain, limit, n = 1) => (await c.request(resource, domain, { copies: n, limit })).granted;
+
+  // A gcra limit of burst 2: two grants, then a rejection.
+  assert.equal(await grants("req/api", "u", two), 1);
+  assert.equal(await grants("req/api", "u", two), 1);
+  const r = await c.request("req/api", "u", { limit: two });
+  assert.equal(r.granted, 0);
+  assert.ok(r.retryAfterMs > 0, JSON.stringify(r.reply));
+  // The same limit written otherwise (3600000 ms is 1h) is the same key.
+  assert.equal(await grants("req/api", "u", { ...two, period: 3_600_000 }), 0);
+  // Another limit on the same name counts apart; so does another domain.
+  const three = { ...two, burst: 3 };
+  assert.equal(await grants("req/api", "u", three, 3), 3);
+  assert.equal(await grants("req/api", "u", three), 0);
+  assert.equal(await grants("req/api", "v", two, 2), 2);
+
+  // refund and reset with the limit reach that key.
+  assert.equal(await c.refund("req/api", "u", 1, { limit: two }), 1);
+  assert.equal(await grants("req/api", "u", two), 1);
+  assert.equal(await grants("req/api", "u", three), 0); // untouched
+  await c.reset("req/api", "u", { limit: three });
+  assert.equal(await grants("req/api", "u", three, 3), 3);
+  assert.equal(await grants("req/api", "u", two), 0); // untouched
+
+  // A tiers limit; batch items with and without a limit.
+  const tiers = { kind: "tiers", tiers: "2,60,60,0" };
+  const b = await c.batch([
+    { resource: "req/t", domain: "u", limit: tiers },
+    { resource: "req/t", domain: "u", limit: tiers },
+    { resource: "req/t", domain: "u", limit: tiers },
+    { resource: "req/conf", domain: "u" },
+    { resource: "req/api", domain: "w", limit: two, copies: 2 },
+  ]);
+  assert.deepEqual(
+    b.map((x) => x.decision?.granted),
+    [1, 1, 0, 1, 2],
+    JSON.stringify(b),
+  );
+
+  // A resource the config defines ignores a valid limit (burst 3, not 1).
+  const one = { kind: "gcra", burst: 1, count: 1, period: "1h" };
+  assert.equal(await grants("req/conf", "v", one, 3), 3);
+
+  // settleLater with a limit: the ticket knows its key.
+  const s = await c.request("req/s", "u", { copies: 2, settleLater: true, limit: two });
+  assert.equal(typeof s.ticket, "string");
+  assert.deepEqual([(await c.settle(s, 1)).charged, await grants("req/s", "u", two)], [-1, 1]);
+  assert.deepEqual([c.stats().degraded, c.stats().errors], [0, 0]);
+});
+
+test("bad limits and namespaces that refuse them, against the agent", { skip: noAgent }, async (t) => {
+  const a = await startAgent(t, LIMITS_CONFIG);
+  const c = new Client({ socket: a.sock, timeoutMs: 2000, logger: memLogger() });
+  t.after(() => c.close());
+  const isBadLimit = (re) => (e) => e instanceof BadLimitError && e.status === 400 && e.code === Codes.badLimit && re.test(e.message);
+  const g = { kind: "gcra", burst: 2, count: 1, period: "1s" };
+
+  await assert.rejects(c.request("req/api", "u", { limit: { ...g, period: "1 parsec" } }), isBadLimit(/limit\.period/));
+  await assert.rejects(c.request("req/api", "u", { limit: { kind: "tiers", tiers: "two,1,1,0" } }), isBadLimit(/limit\.tiers/));
+  await assert.rejects(c.refund("req/api", "u", 1, { limit: { ...g, period: "soon" } }), isBadLimit(/limit\.period/));
+  await assert.rejects(c.reset("req/api", "u", { limit: { ...g, period: "soon" } }), isBadLimit(/limit\.period/));
+  // A configured resource still refuses an invalid limit.
+  await assert.rejects(c.request("req/conf", "u", { limit: { ...g, period: "soon" } }), isBadLimit(/limit\.period/));
+  const b = await c.batch([
+    { resource: "req/api", domain: "u", limit: g },
+    { resource: "req/api", domain: "u", limit: { ...g, period: "soon" } },
+  ]);
+  assert.equal(b[0].decision?.granted, 1, JSON.stringify(b));
+  assert.ok(isBadLimit(/limit\.period/)(b[1].error), b[1].error?.message);
+
+  // Namespaces without request_limits refuse a limit; without one, an unknown resource is what it was.
+  await assert.rejects(c.request("open/api", "u", { limit: g }), isBadLimit(/does not allow limits set by requests/));
+  await assert.rejects(c.request("other/api", "u", { limit: g }), isBadLimit(/does not allow limits set by requests/));
+  await assert.rejects(c.request("req/nolimit", "u"), (e) => e instanceof UnknownResourceError);
+
+  // A namespace's cap of limits set by requests: too_many, a LimitError.
+  assert.equal((await c.request("cap/a", "u", { limit: g })).granted, 1);
+  await assert.rejects(c.request("cap/a", "u", { limit: { ...g, burst: 3 } }), (e) => e instanceof LimitError && e.status === 429 && e.code === Codes.tooMany);
+  assert.equal(c.stats().degraded, 0);
+});
+
+test("the docs' example of limits set by the request runs", { skip: noAgent }, async (t) => {
+  const text = fs.readFileSync(path.join(pkg, "..", "..", "docs", "client-node.md"), "utf8");
+  const m = /### Limits set by the request\n[\s\S]*?```js\n([\s\S]*?)\n```/.exec(text);
+  assert.ok(m, "no example in the section");
+  const a = await startAgent(t, LIMITS_CONFIG);
+  const dir = tempDir(t);
+  fs.mkdirSync(path.join(dir, "node_modules", "@obol"), { recursive: true });
+  fs.symlinkSync(pkg, path.join(dir, "node_modules", "@obol", "client"));
+  const file = path.join(dir, "limits.mjs");
+  // A new process's first call can pass the 20 ms default timeout, and the
+  // calls after it then fail open: the example is run with a longer one.
+  assert.ok(m[1].includes("new Client()"), m[1]);
+  fs.writeFileSync(file, m[1].replace("new Client()", "new Client({ timeoutMs: 5000 })") + "\n");
+  const { err, stdout, stderr } = await new Promise((resolve) =>
+    execFile(process.execPath, [file], { env: { ...process.env, OBOL_SOCKET: a.sock }, timeout: 30000 }, (err, stdout, stderr) =>
+      resolve({ err, stdout, stderr }),
+    ),
+  );
+  assert.equal(err, null, `the example failed:\n--- stdout:\n${stdout}\n--- stderr:\n${stderr}`);
+  assert.equal(stderr, "");
+  assert.match(stdout, /^obol: bad_limit: limit\.period: must be a duration/);
 });
