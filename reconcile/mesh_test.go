@@ -67,6 +67,8 @@ func fastProbes(c *memberlist.Config) {
 }
 
 const meshYAML = `
+namespaces:
+  rq: {request_limits: true}
 resources:
   m/tiers:
     kind: tiers

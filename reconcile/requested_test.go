@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/obol-dev/obol/internal/clock"
+	"github.com/obol-dev/obol/internal/gossiptest"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -74,4 +75,43 @@ func TestRequestLimitForgottenWhenIdleAndMadeAgain(t *testing.T) {
 	if d := req(t, b, fc.Now(), name, "u", 0); d.Remaining != 1 {
 		t.Fatalf("b after the definition came back: remaining %d, want 1", d.Remaining)
 	}
+}
+
+// TestMeshRequestLimit: three agents over real memberlist with 20% of
+// datagrams lost; a limit set by a request on one node is counted on the
+// others, which never saw the definition, and a second definition of the
+// name on another node counts apart everywhere.
+func TestMeshRequestLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-node memberlist mesh")
+	}
+	fn := gossiptest.NewFaultNet()
+	m := startMesh(t, fn, 3, 50*time.Millisecond)
+	fn.SetDrop(0.2, nil)
+	a, b := m.nodes[0], m.nodes[1]
+	tiers := local.LimitedName("rq/llm", "tiers:40/10s/10s/0s")
+	wide := local.LimitedName("rq/llm", "tiers:100/10s/10s/0s")
+	hits := func(n *meshNode, name string) int {
+		d, err := n.e.Request(m.now(), name, "u", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.TierHits
+	}
+	for range 12 {
+		if d, _ := a.e.Request(m.now(), tiers, "u", 1, 1); d.Granted != 1 {
+			t.Fatalf("a rejected a hit under the limit: %+v", d)
+		}
+	}
+	for range 7 {
+		b.e.Request(m.now(), wide, "u", 1, 1)
+	}
+	waitMesh(t, m, 30*time.Second, "every node to count both definitions apart", true, func() bool {
+		for _, n := range m.nodes {
+			if hits(n, tiers) != 12 || hits(n, wide) != 7 {
+				return false
+			}
+		}
+		return true
+	})
 }
