@@ -43,7 +43,10 @@ func TestLimitSetByTheRequest(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"burst 0", func() error { _, err := c.Request(ctx, "rq/x", "u", WithLimit(GCRALimit(0, 1, time.Second))); return err }()},
+		{"burst 0", func() error {
+			_, err := c.Request(ctx, "rq/x", "u", WithLimit(GCRALimit(0, 1, time.Second)))
+			return err
+		}()},
 		{"period 0", func() error { _, err := c.Request(ctx, "rq/x", "u", WithLimit(GCRALimit(1, 1, 0))); return err }()},
 		{"check", func() error { _, err := c.Check(ctx, "rq/x", "u", WithLimit(two)); return err }()},
 		{"reserve", func() error { _, err := c.Reserve(ctx, "rq/x", "u", WithLimit(two)); return err }()},
