@@ -20,9 +20,12 @@ import (
 // by a request: a client cannot grow the series by naming new ones.
 const requestedLabel = "requested"
 
-// maxLimitCache is the most limits' texts the cache keeps; past it, it
-// starts afresh.
-const maxLimitCache = 4096
+// maxLimitCache is the most limits' texts the cache keeps (about 3 MiB
+// of small limits): more than the definitions 16 namespaces keep at their
+// default cap. Past it, an eighth of the entries, picked at random, make
+// room: a working set that fits stays cached while a caller sending ever
+// new limits only churns the rest.
+const maxLimitCache = 16384
 
 // limitCache maps a limit's JSON to its canonical text or its refusal.
 type limitCache struct {
@@ -51,8 +54,17 @@ func (lc *limitCache) of(raw []byte) (string, error) {
 		e.key = config.LimitKey(lim)
 	}
 	lc.mu.Lock()
-	if len(lc.m) >= maxLimitCache || lc.m == nil {
+	if lc.m == nil {
 		lc.m = make(map[string]limitEntry)
+	}
+	if len(lc.m) >= maxLimitCache {
+		n := maxLimitCache / 8
+		for k := range lc.m { // a map's order is random: so is what goes
+			delete(lc.m, k)
+			if n--; n == 0 {
+				break
+			}
+		}
 	}
 	lc.m[string(raw)] = e
 	lc.mu.Unlock()

@@ -1,8 +1,14 @@
 package api
 
 import (
+	"io"
+	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 const gcra2 = `{"kind":"gcra","burst":2,"count":2,"period":"1s"}`
@@ -115,5 +121,74 @@ func TestRequestLimitErrors(t *testing.T) {
 	r = h.post("/v1/request", `{"resource":"rq/d0","domain":"k9","limit":`+gcra2+`}`)
 	if code, msg := errorReply(t, r.body); r.status != 429 || code != "too_many" || !strings.Contains(msg, "max_request_keys") {
 		t.Fatalf("a seventh key: %d %s %s, want 429 too_many naming max_request_keys", r.status, code, msg)
+	}
+}
+
+// BenchmarkRequestLimit is BenchmarkRequestHandler's decision under a
+// limit set by the request, against the same gcra limit in the config
+// (configured): repeated, the limit's JSON is parsed once (the cache), and
+// a fresh limit on every request (fresh) costs its parse. Compare with
+//
+//	go test ./api -run '^$' -bench BenchmarkRequestLimit
+func BenchmarkRequestLimit(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		body  func(i int) string
+		fresh bool
+	}{
+		{name: "configured", body: func(int) string {
+			return `{"resource":"t/gcra","domain":"user-42","limit":{"kind":"gcra","burst":20,"count":20,"period":"1s"}}`
+		}},
+		{name: "repeated", body: func(int) string {
+			return `{"resource":"rq/gcra","domain":"user-42","limit":{"kind":"gcra","burst":20,"count":20,"period":"1s"}}`
+		}},
+		{name: "fresh", fresh: true, body: func(i int) string {
+			return `{"resource":"rq/gcra","domain":"user-42","limit":{"kind":"gcra","burst":20,"count":20,"period":"` + strconv.Itoa(1000+i%3) + `ms"}}`
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := New(testEngine(b), Options{Now: func() time.Time { return t0 }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			var ctx fasthttp.RequestCtx
+			ctx.Request.Header.SetMethod("POST")
+			ctx.Request.SetRequestURI("/v1/request")
+			ctx.Request.Header.SetContentType(contentTypeJSON)
+			ctx.Request.SetBody([]byte(bc.body(0)))
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if bc.fresh {
+					s.limits.mu.Lock()
+					s.limits.m = nil // every request's limit is new to the cache
+					s.limits.mu.Unlock()
+					i++
+					ctx.Request.SetBody([]byte(bc.body(i)))
+				}
+				ctx.Response.Reset()
+				s.Handler(&ctx)
+				if ctx.Response.StatusCode() != 200 {
+					b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
+				}
+			}
+		})
+	}
+}
+
+// The cache of limits' texts stays within maxLimitCache, and an entry
+// read again is still right after others pushed some out.
+func TestLimitCacheBounded(t *testing.T) {
+	var lc limitCache
+	for i := range maxLimitCache + 100 {
+		if _, err := lc.of([]byte(`{"kind":"gcra","burst":1,"count":1,"period":"` + strconv.Itoa(i+1) + `ms"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(lc.m); n > maxLimitCache || n < maxLimitCache*7/8 {
+		t.Fatalf("%d entries, want at most %d and most of them kept", n, maxLimitCache)
+	}
+	if k, err := lc.of([]byte(`{"kind":"gcra","burst":1,"count":1,"period":"1s"}`)); err != nil || k != "gcra:1/1/1s" {
+		t.Fatalf("after churn: %q, %v", k, err)
+	}
+	if _, err := lc.of([]byte(`{"kind":"gcra"}`)); err == nil {
+		t.Fatal("a bad limit cached as good")
 	}
 }
