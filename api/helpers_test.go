@@ -253,3 +253,37 @@ func (h *harness) overLimit(req *http.Request) (*http.Response, error) {
 	go func() { _ = req.Write(conn) }()
 	return http.ReadResponse(bufio.NewReader(conn), req)
 }
+
+// errorCase is a request that must be refused, and what the reply says:
+// its status, its code ("" for a reply that is no error) and the parts
+// its message must name.
+type errorCase struct {
+	body   string
+	status int
+	code   string
+	names  []string
+}
+
+// expectErrors posts each case's body to path and checks its reply.
+func (h *harness) expectErrors(t *testing.T, path string, cases []errorCase) {
+	t.Helper()
+	for _, tc := range cases {
+		r := h.post(path, tc.body)
+		if r.status != tc.status {
+			t.Errorf("%.120s: status %d (%s), want %d", tc.body, r.status, r.body, tc.status)
+			continue
+		}
+		if tc.code == "" {
+			continue
+		}
+		code, msg := errorReply(t, r.body)
+		if code != tc.code {
+			t.Errorf("%.120s: code %s (%s), want %s", tc.body, code, msg, tc.code)
+		}
+		for _, n := range tc.names {
+			if !strings.Contains(msg, n) {
+				t.Errorf("%.120s: message %q does not name %q", tc.body, msg, n)
+			}
+		}
+	}
+}

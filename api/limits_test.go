@@ -77,12 +77,7 @@ func TestRequestLimits(t *testing.T) {
 // byte (the separator of a limit's name) is refused outright.
 func TestRequestLimitErrors(t *testing.T) {
 	h := newHarness(t)
-	for _, tc := range []struct {
-		body   string
-		status int
-		code   string
-		names  []string
-	}{
+	h.expectErrors(t, "/v1/request", []errorCase{
 		{`{"resource":"rq/a","domain":"u","limit":{"kind":"gcra","burst":0,"count":2,"period":"1s"}}`, 400, "bad_limit", []string{"limit.burst", "≥ 1"}},
 		{`{"resource":"rq/a","domain":"u","limit":{"kind":"copies","domain_limit":2}}`, 400, "bad_limit", []string{"limit.kind", "gcra", "tiers"}},
 		{`{"resource":"rq/a","domain":"u","limit":{"kind":"gcra","burst":2,"count":2,"period":"1s","drift":0}}`, 400, "bad_limit", []string{"limit.drift"}},
@@ -95,19 +90,7 @@ func TestRequestLimitErrors(t *testing.T) {
 		{`{"resource":"t/x","domain":"u","limit":` + gcra2 + `}`, 400, "bad_limit", []string{`namespace "t"`}},
 		{`{"resource":"rq/a\u0000gcra:2/2/1s","domain":"u"}`, 400, "bad_request", []string{"resource", "NUL"}},
 		{`{"resource":"rq/a","domain":"u","limit":{"kind":"gcra","burst":2,"count":2,"period":"` + strings.Repeat("1", 5000) + `s"}}`, 400, "bad_limit", []string{"limit", "over the 4096"}},
-	} {
-		r := h.post("/v1/request", tc.body)
-		code, msg := errorReply(t, r.body)
-		if r.status != tc.status || code != tc.code {
-			t.Errorf("%.120s: %d %s (%s), want %d %s", tc.body, r.status, code, msg, tc.status, tc.code)
-			continue
-		}
-		for _, n := range tc.names {
-			if !strings.Contains(msg, n) {
-				t.Errorf("%.120s: message %q does not name %q", tc.body, msg, n)
-			}
-		}
-	}
+	})
 	for i := range 4 {
 		h.ok("/v1/request", `{"resource":"rq/d`+string(rune('0'+i))+`","domain":"u","limit":`+gcra2+`}`)
 	}

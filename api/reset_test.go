@@ -42,35 +42,12 @@ func TestResetKey(t *testing.T) {
 // it holds nothing to reset.
 func TestResetErrors(t *testing.T) {
 	h := newHarness(t)
-	for _, tc := range []struct {
-		body   string
-		status int
-		code   string
-		names  []string
-	}{
+	h.expectErrors(t, "/v1/reset", []errorCase{
 		{`{"resource":"t/tiers"}`, 400, "bad_request", []string{"domain"}},
 		{`{"domain":"d"}`, 400, "bad_request", []string{"resource"}},
 		{`{"resource":"t/tiers","domain":"d","copies":2}`, 400, "bad_request", []string{"copies"}},
 		{`{"resource":"t/copies","domain":"d"}`, 409, "wrong_kind", []string{"t/copies", "reset"}},
 		{`{"resource":"nope/x","domain":"d"}`, 404, "unknown_resource", []string{"nope/x"}},
 		{`{"resource":"open/x","domain":"d"}`, 200, "", nil},
-	} {
-		r := h.post("/v1/reset", tc.body)
-		if r.status != tc.status {
-			t.Errorf("%s: status %d (%s), want %d", tc.body, r.status, r.body, tc.status)
-			continue
-		}
-		if tc.code == "" {
-			continue
-		}
-		code, msg := errorReply(t, r.body)
-		if code != tc.code {
-			t.Errorf("%s: code %s, want %s", tc.body, code, tc.code)
-		}
-		for _, n := range tc.names {
-			if !strings.Contains(msg, n) {
-				t.Errorf("%s: message %q does not name %q", tc.body, msg, n)
-			}
-		}
-	}
+	})
 }
