@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"runtime"
+	"unicode/utf8"
 
 	"github.com/obol-dev/obol/internal/wire"
 	"github.com/obol-dev/obol/internal/wire/jsonwire"
@@ -166,8 +167,12 @@ func limitObject(r wire.Reader, buf *[]byte) ([]byte, error) {
 	if wt, ok := err.(wrongType); ok { // a value of another type in a well-formed body
 		err = limitFieldError{wt.fieldError}
 	}
-	if err == nil && len(raw) > maxLimitJSON {
+	switch {
+	case err != nil:
+	case len(raw) > maxLimitJSON:
 		err = limitFieldError{&fieldError{Field: "limit", Msg: fmt.Sprintf("%d bytes%s, over the %d a limit may take", len(raw), asJSON, maxLimitJSON)}}
+	case !utf8.Valid(raw):
+		err = limitFieldError{&fieldError{Field: "limit", Msg: "must be valid UTF-8"}}
 	}
 	return raw, err
 }

@@ -312,8 +312,8 @@ func (b *wireBody) setString(f fieldSet, s []byte, ascii bool) error {
 	sp := &fields[f.index()]
 	if sp.kind != kindEnum {
 		*b.str(f) = s
-		if f == fResource && bytes.IndexByte(s, 0) >= 0 {
-			return &fieldError{Field: sp.name, Msg: "must not contain a NUL byte"}
+		if (f == fResource || f == fDomain) && bytes.IndexByte(s, 0) >= 0 {
+			return &fieldError{Field: sp.name, Msg: "must not contain a NUL byte"} // it joins a resource's name to its limit's and its domain's (local.LimitedName, key hashes)
 		}
 		return checkString(sp.name, s, ascii, sp.max, sp.kind == kindName)
 	}

@@ -80,20 +80,25 @@ func badLimit(err error) error {
 // limited returns the name the engine decides resource under, given the
 // limit (JSON) its request sets, and the series its decisions count in:
 // as named does without a limit; with one, the resource's own name when
-// the config defines it (the config wins over a valid limit), else
-// local.LimitedName of it and the limit's canonical text, counted under
-// requestedLabel. A bad limit is refused even where the config wins.
+// the config defines it (the config wins: the limit is not even read),
+// else local.LimitedName of it and the limit's canonical text, counted
+// under requestedLabel. Where the namespace does not allow limits set by
+// requests the limit is refused before it is read, so that a limit no one
+// may use costs no parse.
 func (s *Server) limited(g *generation, resource, limit []byte) (string, *resMetrics, error) {
 	if limit == nil {
 		name, rm := g.named(resource)
 		return name, rm, nil
 	}
+	if n, ok := g.names[string(resource)]; ok {
+		return n.name, n.rm, nil
+	}
+	if err := g.engine.AllowsLimits(string(resource)); err != nil {
+		return "", nil, err
+	}
 	key, err := s.limits.of(limit)
 	if err != nil {
 		return "", nil, err
-	}
-	if n, ok := g.names[string(resource)]; ok {
-		return n.name, n.rm, nil
 	}
 	return local.LimitedName(string(resource), key), g.metrics[requestedLabel], nil
 }

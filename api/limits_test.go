@@ -85,7 +85,10 @@ func TestRequestLimitErrors(t *testing.T) {
 		{`{"resource":"rq/a","domain":"u","limit":"gcra"}`, 400, "bad_limit", []string{"limit", "object"}},
 		{`{"resource":"rq/a","domain":"u","limit":{}}`, 400, "bad_limit", []string{"limit", "kind"}},
 		{`{"resource":"rq/a","domain":"u","limit":{"kind":"gcra","burst":2,"count":2,"period":"1s"},"limit":{}}`, 400, "bad_request", []string{"limit", "twice"}},
-		{`{"resource":"t/thirds","domain":"u","limit":{"kind":"gcra","burst":0,"count":1,"period":"1s"}}`, 400, "bad_limit", []string{"limit.burst"}},
+		{`{"resource":"t/thirds","domain":"u","limit":{"kind":"gcra","burst":0,"count":1,"period":"1s"}}`, 200, "", nil}, // the config wins: the limit is not read
+		{`{"resource":"rq/a","domain":"u\u0000v","limit":` + gcra2 + `}`, 400, "bad_request", []string{"domain", "NUL"}},
+		{"{\"resource\":\"rq/a\",\"domain\":\"u\",\"limit\":{\"kind\":\"gcra\",\"period\":\"1\xffs\"}}", 400, "bad_limit", []string{"limit", "UTF-8"}},
+		{`{"resource":"rq/a","domain":"u","limit":{"kind":"gcra","burst":1000,"count":1,"period":"1h"}}`, 400, "bad_limit", []string{"max_request_window", "1000h0m0s"}},
 		{`{"resource":"open/a","domain":"u","limit":` + gcra2 + `}`, 400, "bad_limit", []string{`namespace "open"`, "request_limits"}},
 		{`{"resource":"t/x","domain":"u","limit":` + gcra2 + `}`, 400, "bad_limit", []string{`namespace "t"`}},
 		{`{"resource":"rq/a\u0000gcra:2/2/1s","domain":"u"}`, 400, "bad_request", []string{"resource", "NUL"}},

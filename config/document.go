@@ -217,7 +217,7 @@ var (
 	topKeys       = []string{"agent", "gossip", "namespaces", "resources"}
 	agentKeys     = []string{"socket", "http", "state_file", "state_interval"}
 	gossipKeys    = []string{"bind", "join", "sync_interval", "secret_file", "owner_from"}
-	namespaceKeys = []string{"ignore_configured", "allow_unconfigured", "request_limits", "max_request_limits", "max_request_keys"}
+	namespaceKeys = []string{"ignore_configured", "allow_unconfigured", "request_limits", "max_request_limits", "max_request_keys", "max_request_window"}
 )
 
 func (d *decoder) config(n *yaml.Node, c *Config) {
@@ -322,6 +322,11 @@ func (d *decoder) namespaces(path string, n *yaml.Node) map[string]*Namespace {
 				ns.MaxRequestLimits = d.integer(f.path, f.v)
 				if ns.MaxRequestLimits < 1 {
 					d.fail(f.path, f.v, "must be ≥ 1, got %d (left out: %d)", ns.MaxRequestLimits, DefaultMaxRequestLimits)
+				}
+			case "max_request_window":
+				ns.MaxRequestWindow = d.duration(f.path, f.v)
+				if ns.MaxRequestWindow <= 0 {
+					d.fail(f.path, f.v, "must be positive, got %v (left out: %v)", ns.MaxRequestWindow, DefaultMaxRequestWindow)
 				}
 			case "max_request_keys":
 				ns.MaxRequestKeys = d.integer(f.path, f.v)

@@ -135,6 +135,28 @@ func LimitKey(r *Resource) string {
 	return string(b)
 }
 
+// StateLife is how long a key of r, a rate limit, keeps state after its
+// last hit, at most: for gcra the burst offset, burst × period / count
+// (a spent bucket refills in it); for tiers the longest of any tier's
+// window and its active plus cooldown. A namespace caps it for limits set
+// by requests (Namespace.MaxRequestWindow): a key that never resets would
+// hold its definition's place, and a tiers key's memory grows with the
+// hits its window holds. It saturates at 2^62 ns (146 years).
+func (r *Resource) StateLife() time.Duration {
+	var life float64
+	switch r.Kind {
+	case KindGCRA:
+		if r.Count > 0 {
+			life = float64(r.Period) / float64(r.Count) * float64(r.Burst)
+		}
+	case KindTiers:
+		for _, t := range r.Tiers {
+			life = max(life, float64(t.Window), float64(t.Active)+float64(t.Cooldown))
+		}
+	}
+	return time.Duration(min(life, 1<<62))
+}
+
 // ParseLimitKey reads the canonical text of a limit (LimitKey) back into
 // the limit, checked and normalized as ParseLimit does: a peer's counts
 // of a limit set by a request name it so. Safe for concurrent use.

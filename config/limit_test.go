@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // A limit set by a request is read as the config reads a resource, with
@@ -98,4 +99,27 @@ func FuzzParseLimitKey(f *testing.F) {
 			t.Fatalf("ParseLimitKey(%q) accepted a text that is not its limit's %q", s, LimitKey(r))
 		}
 	})
+}
+
+// StateLife is a gcra bucket's burst offset and a tier list's longest
+// window or active plus cooldown, saturating rather than overflowing.
+func TestStateLife(t *testing.T) {
+	for _, tt := range []struct {
+		key  string
+		want time.Duration
+	}{
+		{"gcra:10/5/1s", 2 * time.Second},
+		{"gcra:1/1/876000h0m0s", 876000 * time.Hour},
+		{"tiers:1/876000h0m0s/876000h0m0s/876000h0m0s", 1 << 62},
+		{"tiers:5/1s/1s/0s,50/5s/5s/15s", 20 * time.Second},
+		{"tiers:", 0},
+	} {
+		r, err := ParseLimitKey(tt.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.StateLife(); got != tt.want {
+			t.Errorf("StateLife(%s) = %v, want %v", tt.key, got, tt.want)
+		}
+	}
 }

@@ -172,10 +172,11 @@ func durationOrEmpty(d time.Duration) string {
 // left out, so that GET /v1/config shows each namespace's mode in full.
 func (ns Namespace) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
-		IgnoreConfigured  bool `json:"ignore_configured"`
-		AllowUnconfigured bool `json:"allow_unconfigured"`
-		RequestLimits     bool `json:"request_limits"`
-		MaxRequestLimits  int  `json:"max_request_limits"`
-		MaxRequestKeys    int  `json:"max_request_keys"`
-	}{ns.IgnoreConfigured, ns.AllowUnconfigured, ns.RequestLimits, ns.MaxRequestLimits, ns.MaxRequestKeys})
+		IgnoreConfigured  bool   `json:"ignore_configured"`
+		AllowUnconfigured bool   `json:"allow_unconfigured"`
+		RequestLimits     bool   `json:"request_limits"`
+		MaxRequestLimits  int    `json:"max_request_limits"`
+		MaxRequestKeys    int    `json:"max_request_keys"`
+		MaxRequestWindow  string `json:"max_request_window"`
+	}{ns.IgnoreConfigured, ns.AllowUnconfigured, ns.RequestLimits, ns.MaxRequestLimits, ns.MaxRequestKeys, durationOrEmpty(ns.MaxRequestWindow)})
 }

@@ -106,7 +106,7 @@ resources:
 		{Tier{Limit: 1, Window: 500 * time.Millisecond, Active: time.Minute}, `{"limit":1,"window":"500ms","active":"1m0s","cooldown":"0s","skippable":false}`},
 		{Override{Burst: 1, Count: 2, Period: time.Second}, `{"burst":1,"count":2,"period":"1s"}`},
 		{Override{Tiers: []Tier{}}, `{"tiers":[]}`},
-		{Namespace{}, `{"ignore_configured":false,"allow_unconfigured":false,"request_limits":false,"max_request_limits":0,"max_request_keys":0}`},
+		{Namespace{}, `{"ignore_configured":false,"allow_unconfigured":false,"request_limits":false,"max_request_limits":0,"max_request_keys":0,"max_request_window":""}`},
 		{Gossip{}, `{}`},
 		{Config{}, `{"agent":{},"gossip":{},"resources":{}}`},
 		// An invalid resource shows the stray field rather than hiding it.

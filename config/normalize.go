@@ -30,6 +30,9 @@ func (c *Config) Normalize() {
 		if ns.MaxRequestKeys == 0 {
 			ns.MaxRequestKeys = DefaultMaxRequestKeys
 		}
+		if ns.MaxRequestWindow == 0 {
+			ns.MaxRequestWindow = DefaultMaxRequestWindow
+		}
 	}
 	if c.Resources == nil {
 		c.Resources = map[string]*Resource{}

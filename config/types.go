@@ -201,12 +201,17 @@ type Namespace struct {
 	// definitions set by requests track together; 0 =
 	// DefaultMaxRequestKeys.
 	MaxRequestKeys int `json:"max_request_keys,omitempty"`
+	// MaxRequestWindow is the longest a key of a limit set by a request
+	// may keep state (Resource.StateLife): a longer limit is refused; 0 =
+	// DefaultMaxRequestWindow.
+	MaxRequestWindow time.Duration `json:"max_request_window,omitempty"`
 }
 
 // Defaults of a namespace's caps on limits set by requests.
 const (
 	DefaultMaxRequestLimits = 1000
 	DefaultMaxRequestKeys   = 100_000
+	DefaultMaxRequestWindow = 24 * time.Hour
 )
 
 // Tier is one burst tier (docs/semantics.md, kind tiers). A domain climbs to the

@@ -131,6 +131,7 @@ func (c *Config) check(l *problemList) {
 		if ns != nil {
 			checkInt(l, p+".max_request_limits", ns.MaxRequestLimits, 0)
 			checkInt(l, p+".max_request_keys", ns.MaxRequestKeys, 0)
+			checkDuration(l, p+".max_request_window", ns.MaxRequestWindow, false)
 		}
 	}
 	for name, r := range c.Resources {

@@ -38,6 +38,10 @@ type Engine struct {
 	// defined counts the limits set by requests in dyn, by namespace
 	// (requested.go; dynMu).
 	defined map[string]int
+	// next is the engine Reload made from this one, once it has: a
+	// resource lookup would make here after Reload copied dyn is made in
+	// next instead, so that none is left behind in a retired engine.
+	next atomic.Pointer[Engine]
 
 	book  *book // shared with the engines Reload makes from this one
 	stats *Stats
@@ -177,6 +181,9 @@ func (e *Engine) lookup(name string, kind config.Kind) (*resource, error) {
 	defer e.dynMu.Unlock()
 	if r, ok := e.dyn[name]; ok {
 		return r, nil
+	}
+	if nx := e.next.Load(); nx != nil {
+		return nx.lookup(name, kind) // a reload copied dyn: make it there (lock order: older engine first)
 	}
 	if limited {
 		return e.define(name)

@@ -30,6 +30,7 @@ type Changes struct {
 // with decisions on this engine; do not reload one engine twice.
 func (e *Engine) Reload(cfg *config.Config) (*Engine, Changes) {
 	n := build(cfg, e.book, e.stats)
+	e.next.Store(n) // before dyn is copied: lookup hands what it makes after to n
 	var ch Changes
 	e.book.mu.Lock()
 	defer e.book.mu.Unlock()
@@ -79,7 +80,7 @@ func (e *Engine) Reload(cfg *config.Config) (*Engine, Changes) {
 			n.defined[nsName]++
 			continue
 		case r.defined:
-			e.unregister(name)
+			e.drop(r)
 		case !configured && ns != nil && (ns.AllowUnconfigured || ns.IgnoreConfigured):
 			n.dyn[name] = r
 			continue

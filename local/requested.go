@@ -88,20 +88,23 @@ func (ps *pools) of(ns string, max int) *keyPool {
 // requests, and (ErrTooMany) one past the namespace's cap of definitions.
 func (e *Engine) define(name string) (*resource, error) {
 	resource, key, _ := SplitLimitedName(name)
-	nsName := namespaceOf(resource)
-	ns := e.cfg.Namespaces[nsName]
-	if ns == nil || !ns.RequestLimits {
-		return nil, fmt.Errorf("%w: namespace %q does not allow limits set by requests (set namespaces.%s.request_limits: true in the config), and %q has no config", ErrBadLimit, nsName, nsName, resource)
+	if err := e.AllowsLimits(resource); err != nil {
+		return nil, err
 	}
 	if _, _, ok := config.SplitName(resource); !ok || strings.Contains(key, limitSep) {
 		return nil, fmt.Errorf("%w: resource: must be NAMESPACE/NAME, got %q", ErrBadRequest, resource)
+	}
+	nsName := namespaceOf(resource)
+	ns := e.cfg.Namespaces[nsName]
+	if n := e.defined[nsName]; n >= ns.MaxRequestLimits {
+		return nil, fmt.Errorf("%w: namespace %q holds %d limits set by requests, its cap (namespaces.%s.max_request_limits); one is forgotten a minute after its keys have all reset", ErrTooMany, nsName, n, nsName)
 	}
 	lim, err := config.ParseLimitKey(key)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadLimit, err)
 	}
-	if n := e.defined[nsName]; n >= ns.MaxRequestLimits {
-		return nil, fmt.Errorf("%w: namespace %q holds %d limits set by requests, its cap (namespaces.%s.max_request_limits); one is forgotten a minute after its keys have all reset", ErrTooMany, nsName, n, nsName)
+	if life := lim.StateLife(); life > ns.MaxRequestWindow {
+		return nil, fmt.Errorf("%w: limit: a key of it keeps its state for %v, over the %v its namespace allows (namespaces.%s.max_request_window)", ErrBadLimit, life, ns.MaxRequestWindow, nsName)
 	}
 	pool := e.book.pools.of(nsName, ns.MaxRequestKeys)
 	r := e.buildResource(name, lim, false)
@@ -144,7 +147,7 @@ func (e *Engine) room(r *resource, domain string) error {
 }
 
 // forget removes the forgotten definition r from e's count of its
-// namespace's, and from the cluster, e.dynMu held for writing.
+// namespace's, e.dynMu held for writing, and drops it.
 func (e *Engine) forget(r *resource) {
 	if !r.defined {
 		return
@@ -153,17 +156,36 @@ func (e *Engine) forget(r *resource) {
 	if e.defined[ns]--; e.defined[ns] <= 0 {
 		delete(e.defined, ns)
 	}
-	e.unregister(r.name)
+	e.drop(r)
 }
 
-// unregister removes name from the cluster e is attached to, if any.
-func (e *Engine) unregister(name string) {
+// drop takes definition r out of the cluster e is attached to, if any, and
+// its keys out of its namespace's pool: a decision still in flight on r
+// lands in a state nobody reads again and counts against no cap.
+func (e *Engine) drop(r *resource) {
+	switch k := r.k.(type) {
+	case *tiersRes:
+		k.keys.detach()
+	case *gcraRes:
+		k.keys.detach()
+	}
 	if e.att == nil {
 		return
 	}
 	if u, ok := e.att.c.(Unregisterer); ok {
-		u.Unregister(name)
+		u.Unregister(r.name)
 	}
+}
+
+// AllowsLimits returns nil when a request may set the limit of resource,
+// which the config does not define: its namespace has request_limits;
+// else ErrBadLimit naming the namespace.
+func (e *Engine) AllowsLimits(resource string) error {
+	nsName := namespaceOf(resource)
+	if ns := e.cfg.Namespaces[nsName]; ns == nil || !ns.RequestLimits {
+		return fmt.Errorf("%w: namespace %q does not allow limits set by requests (set namespaces.%s.request_limits: true in the config), and %q has no config", ErrBadLimit, nsName, nsName, resource)
+	}
+	return nil
 }
 
 // Unregisterer is implemented by a Cluster that can forget a resource

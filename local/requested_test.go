@@ -2,7 +2,11 @@ package local
 
 import (
 	"errors"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/obol-dev/obol/config"
@@ -184,5 +188,99 @@ func TestRequestLimitResetAndSettle(t *testing.T) {
 	}
 	if err := e.Reset(at(0), LimitedName("closed/a", "gcra:4/4/1s"), "u"); !errors.Is(err, ErrBadLimit) {
 		t.Fatalf("a reset in a namespace without request_limits: %v, want bad limit", err)
+	}
+}
+
+// poolKeys is the keys namespace rq's pool counts.
+func poolKeys(e *Engine) int64 {
+	e.book.pools.mu.Lock()
+	defer e.book.pools.mu.Unlock()
+	if p := e.book.pools.m["rq"]; p != nil {
+		return p.n.Load()
+	}
+	return 0
+}
+
+// A reload that drops definitions (a lowered cap, request_limits turned
+// off) takes their keys out of the namespace's count: turned on again,
+// the namespace has its whole cap of keys.
+func TestRequestLimitReloadReleasesKeys(t *testing.T) {
+	e := requestedEngine(t, 10, 5)
+	for i := range 5 {
+		granted(t, e, 0, LimitedName("rq/z"+strconv.Itoa(i), "gcra:1/1/1h0m0s"), "u", 1)
+	}
+	e, _ = e.Reload(requestedEngine(t, 1, 5).Config())
+	if n := poolKeys(e); n != 1 {
+		t.Fatalf("after lowering the cap to 1 definition: %d keys counted, want 1", n)
+	}
+	e, _ = e.Reload(normal(&config.Config{Namespaces: map[string]*config.Namespace{"rq": {}}}))
+	e, _ = e.Reload(requestedEngine(t, 10, 5).Config())
+	if n := poolKeys(e); n != 0 {
+		t.Fatalf("after turning request_limits off and on: %d keys counted, want 0", n)
+	}
+	for i := range 5 {
+		if g := granted(t, e, 0, LimitedName("rq/new", "gcra:1/1/1s"), "k"+strconv.Itoa(i), 1); g != 1 {
+			t.Fatalf("key %d of the full cap: granted %d", i, g)
+		}
+	}
+}
+
+// Decisions racing Step's forgetting of a definition, and a reload, leave
+// nothing counted once everything is idle: a key made in a definition
+// Step forgot counts against no cap, and a definition a retired engine
+// would make is made in the engine in force.
+func TestRequestLimitRacesLeaveNoKeys(t *testing.T) {
+	e := requestedEngine(t, 100_000, 1_000_000)
+	cfg := e.Config()
+	var cur atomic.Pointer[Engine]
+	cur.Store(e)
+	var ms atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				name := LimitedName("rq/a", "gcra:1/1/1ms")
+				if i%2 == 1 {
+					name = LimitedName("rq/n"+strconv.Itoa(w)+"_"+strconv.Itoa(i), "gcra:1/1/1ms")
+				}
+				_, _ = cur.Load().Request(at(int(ms.Load())), name, "u"+strconv.Itoa(w), 1, 1)
+				runtime.Gosched()
+			}
+		}()
+	}
+	for i := range 400 {
+		ms.Add(61_000)
+		cur.Load().Step(at(int(ms.Load())))
+		if i%20 == 0 {
+			n, _ := cur.Load().Reload(cfg)
+			cur.Store(n)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	for range 3 {
+		ms.Add(61_000)
+		cur.Load().Step(at(int(ms.Load())))
+	}
+	if n, u := poolKeys(cur.Load()), cur.Load().RequestLimitUsage(); n != 0 || u[0].Definitions != 0 {
+		t.Fatalf("after everything went idle: %d keys counted, %+v; want none", n, u)
+	}
+}
+
+// A limit whose keys would keep state longer than the namespace's
+// max_request_window is refused, naming it.
+func TestRequestLimitWindowCapped(t *testing.T) {
+	e := requestedEngine(t, 10, 100)
+	for _, key := range []string{"gcra:1/1/876000h0m0s", "gcra:100/1/15m0s", "tiers:1/1s/1s/24h0m0s"} {
+		_, err := e.Request(at(0), LimitedName("rq/long", key), "u", 1, 1)
+		if !errors.Is(err, ErrBadLimit) || !strings.Contains(err.Error(), "max_request_window") {
+			t.Errorf("%s: %v, want bad limit naming max_request_window", key, err)
+		}
+	}
+	if g := granted(t, e, 0, LimitedName("rq/day", "tiers:1/24h0m0s/24h0m0s/0s"), "u", 1); g != 1 {
+		t.Fatalf("a window of a day, the default cap: granted %d", g)
 	}
 }

@@ -289,6 +289,7 @@ func (s *store[V]) sweep(done func(V) bool) int {
 	for k := range s.shards {
 		sh := &s.shards[k]
 		sh.mu.Lock()
+		before := dropped
 		for i := 0; i < len(sh.slots); {
 			if sh.slots[i].hash != 0 && done(sh.slots[i].val) {
 				sh.deleteAt(i) // a later slot may have moved into i: look again
@@ -306,9 +307,9 @@ func (s *store[V]) sweep(done func(V) bool) int {
 		if len(sh.slots) > minSlots && sh.used*8 < len(sh.slots) {
 			sh.resize(max(minSlots, len(sh.slots)/4))
 		}
+		s.dropped(dropped - before) // under the shard's lock, as detach needs
 		sh.mu.Unlock()
 	}
-	s.dropped(dropped)
 	return dropped
 }
 
@@ -333,7 +334,27 @@ func (s *store[V]) each(fn func(key string, v V)) {
 // len returns the number of keys held.
 func (s *store[V]) len() int { return int(s.n.Load()) }
 
-// dropped counts n keys the store no longer holds, in its pool too.
+// detach takes the store's keys out of its pool, and the store out of the
+// pool: a limit set by a request that was dropped or forgotten
+// (requested.go) no longer counts against its namespace's cap, whatever a
+// decision still in flight on it adds. Every change of the store's count
+// is made under a shard's lock, so with all of them held the count is
+// exact.
+func (s *store[V]) detach() {
+	for k := range s.shards {
+		s.shards[k].mu.Lock()
+	}
+	if s.pool != nil {
+		s.pool.n.Add(-s.n.Load())
+		s.pool = nil
+	}
+	for k := range s.shards {
+		s.shards[k].mu.Unlock()
+	}
+}
+
+// dropped counts n keys the store no longer holds, in its pool too. The
+// caller holds the lock of the shard they were in.
 func (s *store[V]) dropped(n int) {
 	s.n.Add(int64(-n))
 	if s.pool != nil {

@@ -134,6 +134,13 @@ type Cluster struct {
 	resMu sync.RWMutex
 	res   map[string]*Res
 
+	// unresolved are the names resolve found no applier to make, each
+	// until when it is not asked again (ms).
+	unresolved struct {
+		mu sync.Mutex
+		m  map[string]int64
+	}
+
 	tap      atomic.Pointer[applierBox] // SetApplier's, in place of every registered applier; nil: none
 	appliers []Applier                  // every applier a resource is registered with, once each, in order of registration (resMu)
 	sender   atomic.Pointer[senderBox]
@@ -320,8 +327,17 @@ type Resolver interface {
 }
 
 // resolve asks each registered applier that is a Resolver to make resource,
-// and returns its registration, or nil.
-func (c *Cluster) resolve(resource string) *Res {
+// and returns its registration, or nil. A name no applier made is not
+// asked about again for refuseFor (unresolved): a peer's counts of a
+// definition this node refuses (its namespace closed or full here) cost a
+// map lookup each, not a parse.
+func (c *Cluster) resolve(resource string, now int64) *Res {
+	c.unresolved.mu.Lock()
+	until, refused := c.unresolved.m[resource]
+	c.unresolved.mu.Unlock()
+	if refused && now < until {
+		return nil
+	}
 	c.resMu.RLock()
 	as := c.appliers
 	c.resMu.RUnlock()
@@ -335,8 +351,21 @@ func (c *Cluster) resolve(resource string) *Res {
 			}
 		}
 	}
+	c.unresolved.mu.Lock()
+	if len(c.unresolved.m) >= maxUnresolved || c.unresolved.m == nil {
+		c.unresolved.m = make(map[string]int64)
+	}
+	c.unresolved.m[resource] = now + refuseFor
+	c.unresolved.mu.Unlock()
 	return nil
 }
+
+// refuseFor is how long, ms, resolve remembers a name no applier made;
+// maxUnresolved bounds how many it remembers (past it, it starts afresh).
+const (
+	refuseFor     = 10_000
+	maxUnresolved = 4096
+)
 
 // SetApplier makes a the applier of every resource's records in place of
 // the one it was registered with, and the one asked for this node's holds

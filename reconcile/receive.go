@@ -196,7 +196,7 @@ func (c *Cluster) apply(ops []op, now int64) {
 			r, name, looked = c.res[o.resource], o.resource, true
 			c.resMu.RUnlock()
 			if r == nil {
-				r = c.resolve(o.resource) // a peer's limit set by a request: made here too
+				r = c.resolve(o.resource, now) // a peer's limit set by a request: made here too
 			}
 		}
 		a := c.applierOf(tap, r)
