@@ -37,6 +37,9 @@ const MaxLimitKey = 384
 // the defaults of drift, max_keys and the rest. Its canonical text,
 // LimitKey, is at most MaxLimitKey bytes. Safe for concurrent use.
 func ParseLimit(data []byte) (*Resource, error) {
+	if r, ok := quickLimit(data); ok {
+		return r, nil
+	}
 	root, p := parseDocument(data)
 	if p != nil {
 		p.Path = "limit"

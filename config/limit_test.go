@@ -123,3 +123,38 @@ func TestStateLife(t *testing.T) {
 		}
 	}
 }
+
+// FuzzQuickLimit: the common form's reader accepts only what the document
+// decoder accepts, with the same limit.
+func FuzzQuickLimit(f *testing.F) {
+	for _, s := range []string{
+		`{"kind":"gcra","burst":5,"count":10,"period":"1s"}`, ` { "period" : "1000ms", "kind":"gcra", "count":10, "burst":5 } `,
+		`{"kind":"tiers","tiers":"5,1,1,0,50,5,5,15"}`, `{"kind":"tiers","tiers":"5,2,1,0"}`, `{"kind":"tiers","tiers":""}`,
+		`{"kind":"gcra","burst":0,"count":1,"period":"1s"}`, `{"kind":"gcra","burst":1,"burst":2,"count":1,"period":"1s"}`,
+		`{"kind":"gcra","burst":01,"count":1,"period":"1s"}`, `{"kind":"gcra","burst":1,"count":1,"period":"1s"}x`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		q, ok := quickLimit(b)
+		if !ok {
+			return
+		}
+		root, p := parseDocument(b) // the decoder's path of ParseLimit, without the quick one
+
+		if p != nil {
+			t.Fatalf("quickLimit accepted %q, which the decoder refuses: %v", b, p)
+		}
+		d := newDecoder(root, "limit", len(b))
+		r := d.resource("limit", root)
+		var l problemList
+		checkResource(&l, "limit", r)
+		if perr := asError(d.merge(l.list)); perr != nil {
+			t.Fatalf("quickLimit accepted %q, which the decoder refuses: %v", b, perr)
+		}
+		r.Normalize()
+		if LimitKey(r) != LimitKey(q) {
+			t.Fatalf("%q: quick %q, decoder %q", b, LimitKey(q), LimitKey(r))
+		}
+	})
+}

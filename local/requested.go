@@ -22,6 +22,12 @@ import (
 // them once idle; each namespace caps its definitions and their keys
 // (config.Namespace.MaxRequestLimits, MaxRequestKeys).
 
+// definedShards is how many shards the key stores of a limit set by a
+// request have: a definition's stores cost 3 KiB rather than 45 KiB, for
+// the thousand a namespace may keep (a configured resource's have
+// numShards, for the concurrency of a busy one).
+const definedShards = 16
+
 // limitSep separates a resource's name from its limit's canonical text in
 // the registry name of a limit set by a request. No request may name a
 // resource with it: the API refuses it (it is not in any name a client
@@ -109,10 +115,12 @@ func (e *Engine) define(name string) (*resource, error) {
 	pool := e.book.pools.of(nsName, ns.MaxRequestKeys)
 	r := e.buildResource(name, lim, false)
 	r.defined, r.pool = true, pool
-	switch k := r.k.(type) {
+	switch k := r.k.(type) { // small stores, counting into the namespace's pool
 	case *tiersRes:
+		k.keys, k.spill = newStoreOf[*tiersState](lim.MaxKeys, definedShards), newStoreOf[*tiersState](overflowKeys, definedShards)
 		k.keys.pool = pool
 	case *gcraRes:
+		k.keys, k.spill = newStoreOf[int64](lim.MaxKeys, definedShards), newStoreOf[int64](overflowKeys, definedShards)
 		k.keys.pool = pool
 	}
 	name = strings.Clone(name)

@@ -2,6 +2,7 @@ package local
 
 import (
 	"hash/maphash"
+	"math/bits"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,8 +39,11 @@ type store[V any] struct {
 	// pool, when set, is the namespace's count of keys that this store's
 	// keys count in too, against its cap (a limit set by a request:
 	// requested.go): past it insert refuses a new key as past max.
-	pool   *keyPool
-	shards [numShards]shard[V]
+	pool *keyPool
+	// shards are a power of two, numShards but for a limit set by a
+	// request (definedShards); shift takes a hash's top bits to one.
+	shards []shard[V]
+	shift  uint8
 }
 
 type slot[V any] struct {
@@ -57,8 +61,12 @@ type shard[V any] struct {
 	_     [40]byte      // keep hot shards on separate cache lines
 }
 
-func newStore[V any](max int) *store[V] {
-	s := &store[V]{seed: maphash.MakeSeed()}
+func newStore[V any](max int) *store[V] { return newStoreOf[V](max, numShards) }
+
+// newStoreOf returns a store of at most max keys over n shards, a power of
+// two up to 256.
+func newStoreOf[V any](max, n int) *store[V] {
+	s := &store[V]{seed: maphash.MakeSeed(), shards: make([]shard[V], n), shift: uint8(64 - bits.TrailingZeros(uint(n)))}
 	s.max.Store(int64(max))
 	return s
 }
@@ -72,7 +80,7 @@ type ref struct {
 // lock hashes key, locks its shard and returns both; the caller unlocks it.
 func (s *store[V]) lock(key string) (*shard[V], uint64) {
 	h := maphash.String(s.seed, key) | 1
-	sh := &s.shards[h>>56] // the top byte picks the shard; the low bits, the slot
+	sh := &s.shards[h>>s.shift] // the top bits pick the shard; the low bits, the slot
 	sh.mu.Lock()
 	return sh, h
 }
@@ -184,7 +192,7 @@ func (s *store[V]) insertEvict(sh *shard[V], key string, h uint64, v V, idle fun
 		return s.insert(sh, key, h, v), true
 	}
 	for k := uint64(1); k <= evictShards; k++ {
-		o := &s.shards[(h>>56+k)%numShards]
+		o := &s.shards[(h>>s.shift+k)%uint64(len(s.shards))]
 		if !o.mu.TryLock() {
 			continue
 		}

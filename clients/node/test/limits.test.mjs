@@ -274,8 +274,8 @@ test("bad limits and namespaces that refuse them, against the agent", { skip: no
   await assert.rejects(c.request("req/api", "u", { limit: { kind: "tiers", tiers: "two,1,1,0" } }), isBadLimit(/limit\.tiers/));
   await assert.rejects(c.refund("req/api", "u", 1, { limit: { ...g, period: "soon" } }), isBadLimit(/limit\.period/));
   await assert.rejects(c.reset("req/api", "u", { limit: { ...g, period: "soon" } }), isBadLimit(/limit\.period/));
-  // A configured resource still refuses an invalid limit.
-  await assert.rejects(c.request("req/conf", "u", { limit: { ...g, period: "soon" } }), isBadLimit(/limit\.period/));
+  // The config wins: a limit sent for a configured resource is not even read.
+  assert.equal((await c.request("req/conf", "w", { limit: { ...g, period: "soon" } })).granted, 1);
   const b = await c.batch([
     { resource: "req/api", domain: "u", limit: g },
     { resource: "req/api", domain: "u", limit: { ...g, period: "soon" } },

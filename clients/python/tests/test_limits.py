@@ -350,8 +350,9 @@ class AgentTest(unittest.TestCase):
             self.c.refund("tenants/api", self.d, 1, limit=Limit.gcra(1, 1, "0s"))
         with self.assertRaises(obol.BadLimit):
             self.c.reset("tenants/api", self.d, limit=Limit.gcra(1, 1, "0s"))
-        with self.assertRaises(obol.BadLimit):  # the config wins, but an invalid limit is still refused
-            self.c.request("tenants/configured", self.d, limit=Limit.gcra(1, 1, "0s"))
+        # The config wins: a limit sent for a configured resource is not even read.
+        d = self.c.request("tenants/configured", "another-" + self.d, limit=Limit.gcra(1, 1, "0s"))
+        self.assertEqual(d.granted, 1)
 
     def test_a_full_namespace_raises_too_many(self) -> None:
         self.assertEqual(self.granted("small/api", Limit.gcra(5, 1, "1h")), 1)
