@@ -39,13 +39,6 @@ const limitSep = "\x00"
 // to decide with a limit set by a request.
 func LimitedName(resource, key string) string { return resource + limitSep + key }
 
-// AppendLimitedName appends LimitedName(resource, key) to b.
-func AppendLimitedName(b []byte, resource, key []byte) []byte {
-	b = append(b, resource...)
-	b = append(b, limitSep...)
-	return append(b, key...)
-}
-
 // SplitLimitedName splits a registry name into the resource's name and
 // its limit's canonical text; ok is false for a name that carries no
 // limit.
