@@ -2,6 +2,7 @@ package api
 
 import (
 	"sync"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -20,9 +21,8 @@ import (
 // by a request: a client cannot grow the series by naming new ones.
 const requestedLabel = "requested"
 
-// maxLimitCache is the most limits' texts the cache keeps (about 3 MiB
-// of small limits): more than the definitions 16 namespaces keep at their
-// default cap. Past it, an eighth of the entries, picked at random, make
+// maxLimitCache is the most limits' texts the cache keeps: more than the
+// definitions 16 namespaces keep at their default cap. Past it, an eighth of the entries, picked at random, make
 // room: a working set that fits stays cached while a caller sending ever
 // new limits only churns the rest.
 const maxLimitCache = 16384
@@ -34,24 +34,33 @@ type limitCache struct {
 }
 
 type limitEntry struct {
-	key string
-	err error // a bad_limit reply
+	key  string
+	life time.Duration // config.Resource.StateLife
+	err  error         // a bad_limit reply
 }
 
-// of returns the canonical text of the limit whose JSON is raw, or the
-// bad_limit error that refuses it.
-func (lc *limitCache) of(raw []byte) (string, error) {
+// maxCachedLimit is the longest JSON of a limit the cache keeps: so it
+// holds at most about 10 MiB (16,384 × 512 bytes and their texts). A
+// longer one (padded, or a long tier list) is parsed each time.
+const maxCachedLimit = 512
+
+// of returns the canonical text of the limit whose JSON is raw, and how
+// long a key of it keeps state, or the bad_limit error that refuses it.
+func (lc *limitCache) of(raw []byte) (limitEntry, error) {
 	lc.mu.RLock()
 	e, ok := lc.m[string(raw)]
 	lc.mu.RUnlock()
 	if ok {
-		return e.key, e.err
+		return e, e.err
 	}
 	lim, err := config.ParseLimit(raw)
 	if err != nil {
 		e.err = badLimit(err)
 	} else {
-		e.key = config.LimitKey(lim)
+		e.key, e.life = config.LimitKey(lim), lim.StateLife()
+	}
+	if len(raw) > maxCachedLimit {
+		return e, e.err
 	}
 	lc.mu.Lock()
 	if lc.m == nil {
@@ -68,7 +77,7 @@ func (lc *limitCache) of(raw []byte) (string, error) {
 	}
 	lc.m[string(raw)] = e
 	lc.mu.Unlock()
-	return e.key, e.err
+	return e, e.err
 }
 
 // badLimit is the 400 bad_limit reply for a limit config.ParseLimit
@@ -96,11 +105,14 @@ func (s *Server) limited(g *generation, resource, limit []byte) (string, *resMet
 	if err := g.engine.AllowsLimits(string(resource)); err != nil {
 		return "", nil, err
 	}
-	key, err := s.limits.of(limit)
+	lim, err := s.limits.of(limit)
+	if err == nil {
+		err = g.engine.CheckLimitLife(string(resource), lim.life)
+	}
 	if err != nil {
 		return "", nil, err
 	}
-	return local.LimitedName(string(resource), key), g.metrics[requestedLabel], nil
+	return local.LimitedName(string(resource), lim.key), g.metrics[requestedLabel], nil
 }
 
 // shownName is a registry name as logs show it: a limit set by a request

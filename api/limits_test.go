@@ -171,8 +171,13 @@ func TestLimitCacheBounded(t *testing.T) {
 	if n := len(lc.m); n > maxLimitCache || n < maxLimitCache*7/8 {
 		t.Fatalf("%d entries, want at most %d and most of them kept", n, maxLimitCache)
 	}
-	if k, err := lc.of([]byte(`{"kind":"gcra","burst":1,"count":1,"period":"1s"}`)); err != nil || k != "gcra:1/1/1s" {
-		t.Fatalf("after churn: %q, %v", k, err)
+	if e, err := lc.of([]byte(`{"kind":"gcra","burst":1,"count":1,"period":"1s"}`)); err != nil || e.key != "gcra:1/1/1s" || e.life != time.Second {
+		t.Fatalf("after churn: %+v, %v", e, err)
+	}
+	padded := []byte(`{"kind":"gcra","burst":1,"count":1,"period":"1s"` + strings.Repeat(" ", maxCachedLimit) + `}`)
+	n := len(lc.m)
+	if e, err := lc.of(padded); err != nil || e.key != "gcra:1/1/1s" || len(lc.m) != n {
+		t.Fatalf("a limit of %d bytes: %+v, %v, cache %d → %d entries; want read and not kept", len(padded), e, err, n, len(lc.m))
 	}
 	if _, err := lc.of([]byte(`{"kind":"gcra"}`)); err == nil {
 		t.Fatal("a bad limit cached as good")

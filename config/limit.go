@@ -86,12 +86,22 @@ func ParseLimit(data []byte) (*Resource, error) {
 	if err := asError(d.merge(l.list)); err != nil {
 		return nil, err
 	}
-	r.Normalize()
-	if k := LimitKey(r); len(k) > MaxLimitKey {
-		return nil, asError([]Problem{{Path: "limit", Message: "its canonical form " + strconv.Quote(k[:60]+"…") + " is " + strconv.Itoa(len(k)) +
-			" bytes, over the " + strconv.Itoa(MaxLimitKey) + " a request may set; put this limit in the config"}})
+	if p := normalizeLimit(r); p != nil {
+		return nil, asError([]Problem{*p})
 	}
 	return r, nil
+}
+
+// normalizeLimit normalizes r, a valid limit, and returns the problem of
+// a canonical form over MaxLimitKey bytes, or nil: the end of both
+// readers of a limit (ParseLimit, quickLimit).
+func normalizeLimit(r *Resource) *Problem {
+	r.Normalize()
+	if k := LimitKey(r); len(k) > MaxLimitKey {
+		return &Problem{Path: "limit", Message: "its canonical form " + strconv.Quote(k[:60]+"…") + " is " + strconv.Itoa(len(k)) +
+			" bytes, over the " + strconv.Itoa(MaxLimitKey) + " a request may set; put this limit in the config"}
+	}
+	return nil
 }
 
 func contains(list []string, s string) bool {

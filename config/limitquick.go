@@ -103,11 +103,7 @@ func quickLimit(data []byte) (r *Resource, ok bool) {
 	}
 	var l problemList
 	checkResource(&l, "limit", r)
-	if len(l.list) > 0 {
-		return nil, false
-	}
-	r.Normalize()
-	if len(LimitKey(r)) > MaxLimitKey {
+	if len(l.list) > 0 || normalizeLimit(r) != nil {
 		return nil, false
 	}
 	return r, true

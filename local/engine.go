@@ -66,11 +66,12 @@ type resource struct {
 	name      string
 	kind      config.Kind
 	shadow    bool
-	unlimited bool     // unconfigured-but-allowed, or its namespace ignores config
-	defined   bool     // a limit set by a request (requested.go)
-	k         kindRes  // the kind's state, never nil
-	idleSince int64    // unconfigured resources: when Step first found it empty (ns), 0 = in use
-	pool      *keyPool // a limit set by a request: its namespace's keys
+	unlimited bool          // unconfigured-but-allowed, or its namespace ignores config
+	defined   bool          // a limit set by a request (requested.go)
+	k         kindRes       // the kind's state, never nil
+	idleSince int64         // unconfigured resources: when Step first found it empty (ns), 0 = in use
+	pool      *keyPool      // a limit set by a request: its namespace's keys
+	life      time.Duration // a limit set by a request: config.Resource.StateLife
 }
 
 // unconfiguredIdle is how long an unconfigured resource stays empty (no key
@@ -97,24 +98,25 @@ func build(cfg *config.Config, b *book, st *Stats) *Engine {
 	}
 	for name, rc := range cfg.Resources {
 		ns := cfg.Namespaces[namespaceOf(name)]
-		e.res[name] = e.buildResource(name, rc, ns != nil && ns.IgnoreConfigured)
+		e.res[name] = e.buildResource(name, rc, ns != nil && ns.IgnoreConfigured, numShards)
 	}
 	return e
 }
 
-// buildResource makes the registry entry of a configured resource. A rate
+// buildResource makes the registry entry of a configured resource (or of a
+// limit set by a request), its key stores of shards shards. A rate
 // resource whose namespace ignores its config is an unlimited tiers one; an
 // adaptive or pacer one admits everything (its state has no window, no
 // pacer).
-func (e *Engine) buildResource(name string, rc *config.Resource, ignore bool) *resource {
+func (e *Engine) buildResource(name string, rc *config.Resource, ignore bool, shards int) *resource {
 	r := &resource{name: name, kind: rc.Kind, shadow: rc.Shadow, unlimited: ignore}
 	switch rate := rc.Kind == config.KindTiers || rc.Kind == config.KindGCRA; {
 	case rate && ignore:
 		r.kind, r.k = config.KindTiers, unlimitedTiers(rc.MaxKeys, e.stats)
 	case rc.Kind == config.KindTiers:
-		r.k = tiersFromConfig(rc, rc.MaxKeys, e.stats)
+		r.k = tiersFromConfig(rc, rc.MaxKeys, shards, e.stats)
 	case rc.Kind == config.KindGCRA:
-		r.k = gcraFromConfig(rc, rc.MaxKeys, e.stats)
+		r.k = gcraFromConfig(rc, rc.MaxKeys, shards, e.stats)
 	case rc.Kind == config.KindCopies:
 		r.k = copiesFromConfig(name, rc, ignore, e.book)
 	case rc.Kind == config.KindAdaptive:
@@ -188,7 +190,7 @@ func (e *Engine) lookup(name string, kind config.Kind) (*resource, error) {
 	if limited {
 		return e.define(name)
 	}
-	if len(e.dyn) >= MaxUnconfigured {
+	if len(e.dyn)-e.definedTotal() >= MaxUnconfigured {
 		return nil, nil
 	}
 	r = &resource{name: name, kind: kind, unlimited: true}
@@ -286,6 +288,9 @@ func (e *Engine) State(t time.Time, resource, domain string) (KeyState, error) {
 	r, ok := e.known(resource)
 	if !ok {
 		ks := KeyState{Resource: resource, Domain: domain}
+		if _, _, limited := SplitLimitedName(resource); limited {
+			return ks, e.AllowsLimits(resource) // not defined here: nothing recorded
+		}
 		if _, err := e.lookup(resource, config.KindTiers); err != nil {
 			return ks, err
 		}
@@ -339,7 +344,7 @@ func (e *Engine) Step(t time.Time) {
 		}
 	}
 	e.dynMu.RUnlock()
-	if len(gone) > 0 {
+	if len(gone) > 0 && e.next.Load() == nil { // a reload's engine forgets what it keeps, not this one
 		e.dynMu.Lock()
 		for _, name := range gone {
 			if r, ok := e.dyn[name]; ok && r.idle() { // a decision since may have used it

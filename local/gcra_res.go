@@ -33,10 +33,11 @@ type gcraRes struct {
 
 var _ kindRes = (*gcraRes)(nil)
 
-// gcraFromConfig returns the state of a configured gcra resource.
-func gcraFromConfig(rc *config.Resource, maxKeys int, st *Stats) *gcraRes {
+// gcraFromConfig returns the state of a configured gcra resource, its key
+// stores of shards shards.
+func gcraFromConfig(rc *config.Resource, maxKeys, shards int, st *Stats) *gcraRes {
 	def := newGCRAParams(rc.Burst, rc.Count, rc.Period)
-	gr := &gcraRes{def: &def, keys: newStore[int64](maxKeys), spill: newStore[int64](overflowKeys), stats: st}
+	gr := &gcraRes{def: &def, keys: newStoreOf[int64](maxKeys, shards), spill: newStoreOf[int64](overflowKeys, shards), stats: st}
 	for d, o := range rc.Domains {
 		if gr.over == nil {
 			gr.over = make(map[string]*gcraParams)
@@ -238,7 +239,7 @@ func (gr *gcraRes) adopt(old kindRes, rc *config.Resource) kindRes {
 func (gr *gcraRes) attach(c Cluster, name string, rc *config.Resource, a Applier) {
 	gr.rec = recorder{c.Register(name, specOf(name, rc), a)}
 	if gr.idle == nil {
-		gr.idle = newStore[idleLog](int(gr.keys.max.Load()))
+		gr.idle = newStoreOf[idleLog](int(gr.keys.max.Load()), len(gr.keys.shards))
 	}
 }
 

@@ -30,7 +30,13 @@ type Changes struct {
 // with decisions on this engine; do not reload one engine twice.
 func (e *Engine) Reload(cfg *config.Config) (*Engine, Changes) {
 	n := build(cfg, e.book, e.stats)
-	e.next.Store(n) // before dyn is copied: lookup hands what it makes after to n
+	n.att = e.att // before lookup hands anything to n: a definition it makes registers
+	// dynMu before the book's lock, as Step takes them (a copies resource's
+	// load takes the book's): held to the end, it keeps lookups from making
+	// anything here while dyn is copied; they wait, then hand it to n.
+	e.dynMu.RLock()
+	defer e.dynMu.RUnlock()
+	e.next.Store(n)
 	var ch Changes
 	e.book.mu.Lock()
 	defer e.book.mu.Unlock()
@@ -59,10 +65,9 @@ func (e *Engine) Reload(cfg *config.Config) (*Engine, Changes) {
 	}
 	// Unconfigured resources live on while their namespace still allows them
 	// and they have not become configured.
-	// So do limits set by requests while their namespace allows them and
-	// has room for them under its cap; their keys count against the
-	// namespace's cap of keys as it now is.
-	e.dynMu.RLock()
+	// So do limits set by requests while their namespace allows them, has
+	// room for them under its cap and a long enough max_request_window;
+	// their keys count against the namespace's cap of keys as it now is.
 	names := make([]string, 0, len(e.dyn))
 	for name := range e.dyn {
 		names = append(names, name)
@@ -74,7 +79,7 @@ func (e *Engine) Reload(cfg *config.Config) (*Engine, Changes) {
 		ns := cfg.Namespaces[nsName]
 		_, configured := n.res[name]
 		switch {
-		case r.defined && ns != nil && ns.RequestLimits && n.defined[nsName] < ns.MaxRequestLimits:
+		case r.defined && ns != nil && ns.RequestLimits && n.defined[nsName] < ns.MaxRequestLimits && r.life <= ns.MaxRequestWindow:
 			e.book.pools.of(nsName, ns.MaxRequestKeys)
 			n.dyn[name] = r
 			n.defined[nsName]++
@@ -87,7 +92,6 @@ func (e *Engine) Reload(cfg *config.Config) (*Engine, Changes) {
 		}
 		ch.Released += int(r.k.release())
 	}
-	e.dynMu.RUnlock()
 	if e.att != nil {
 		n.register(e.att)
 		e.att.cur.Store(n)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/obol-dev/obol/config"
 )
@@ -23,9 +24,10 @@ import (
 // (config.Namespace.MaxRequestLimits, MaxRequestKeys).
 
 // definedShards is how many shards the key stores of a limit set by a
-// request have: a definition's stores cost 3 KiB rather than 45 KiB, for
-// the thousand a namespace may keep (a configured resource's have
-// numShards, for the concurrency of a busy one).
+// request have: a definition's stores cost about 3 KiB rather than 45
+// KiB (three stores when clustered gcra, 70), for the thousand a namespace
+// may keep (a configured resource's have numShards, for the concurrency of
+// a busy one).
 const definedShards = 16
 
 // limitSep separates a resource's name from its limit's canonical text in
@@ -102,20 +104,14 @@ func (e *Engine) define(name string) (*resource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadLimit, err)
 	}
-	if life := lim.StateLife(); life > ns.MaxRequestWindow {
-		return nil, fmt.Errorf("%w: limit: a key of it keeps its state for %v, over the %v its namespace allows (namespaces.%s.max_request_window)", ErrBadLimit, life, ns.MaxRequestWindow, nsName)
+	life := lim.StateLife()
+	if err := e.CheckLimitLife(resource, life); err != nil {
+		return nil, err
 	}
 	pool := e.book.pools.of(nsName, ns.MaxRequestKeys)
-	r := e.buildResource(name, lim, false)
-	r.defined, r.pool = true, pool
-	switch k := r.k.(type) { // small stores, counting into the namespace's pool
-	case *tiersRes:
-		k.keys, k.spill = newStoreOf[*tiersState](lim.MaxKeys, definedShards), newStoreOf[*tiersState](overflowKeys, definedShards)
-		k.keys.pool = pool
-	case *gcraRes:
-		k.keys, k.spill = newStoreOf[int64](lim.MaxKeys, definedShards), newStoreOf[int64](overflowKeys, definedShards)
-		k.keys.pool = pool
-	}
+	r := e.buildResource(name, lim, false, definedShards)
+	r.defined, r.pool, r.life = true, pool, life
+	r.keyStore().setPool(pool)
 	name = strings.Clone(name)
 	r.name = name
 	e.dyn[name] = r
@@ -133,14 +129,7 @@ func (e *Engine) room(r *resource, domain string) error {
 	if r == nil || r.pool == nil || !r.pool.full() {
 		return nil
 	}
-	var has bool
-	switch k := r.k.(type) {
-	case *tiersRes:
-		has = k.keys.has(domain)
-	case *gcraRes:
-		has = k.keys.has(domain)
-	}
-	if has {
+	if r.keyStore().has(hideString(domain)) { // has keeps nothing: domain stays on the caller's stack
 		return nil
 	}
 	ns := namespaceOf(r.name)
@@ -164,12 +153,7 @@ func (e *Engine) forget(r *resource) {
 // its keys out of its namespace's pool: a decision still in flight on r
 // lands in a state nobody reads again and counts against no cap.
 func (e *Engine) drop(r *resource) {
-	switch k := r.k.(type) {
-	case *tiersRes:
-		k.keys.detach()
-	case *gcraRes:
-		k.keys.detach()
-	}
+	r.keyStore().detach()
 	if e.att == nil {
 		return
 	}
@@ -182,11 +166,54 @@ func (e *Engine) drop(r *resource) {
 // which the config does not define: its namespace has request_limits;
 // else ErrBadLimit naming the namespace.
 func (e *Engine) AllowsLimits(resource string) error {
-	nsName := namespaceOf(resource)
-	if ns := e.cfg.Namespaces[nsName]; ns == nil || !ns.RequestLimits {
+	if ns := e.cfg.Namespaces[namespaceOf(resource)]; ns == nil || !ns.RequestLimits {
+		resource := strings.Clone(resource) // the message's: the caller's stays on its stack
+		nsName := namespaceOf(resource)
 		return fmt.Errorf("%w: namespace %q does not allow limits set by requests (set namespaces.%s.request_limits: true in the config), and %q has no config", ErrBadLimit, nsName, nsName, resource)
 	}
 	return nil
+}
+
+// CheckLimitLife returns nil when a limit set by a request for resource,
+// whose keys keep state for life (config.Resource.StateLife), is within
+// its namespace's max_request_window; else ErrBadLimit naming it. The
+// caller has checked AllowsLimits.
+func (e *Engine) CheckLimitLife(resource string, life time.Duration) error {
+	if ns := e.cfg.Namespaces[namespaceOf(resource)]; ns != nil && life > ns.MaxRequestWindow {
+		nsName := strings.Clone(namespaceOf(resource)) // the message's: the caller's stays on its stack
+		return fmt.Errorf("%w: limit: a key of it keeps its state for %v, over the %v its namespace allows (namespaces.%s.max_request_window)", ErrBadLimit, life, ns.MaxRequestWindow, nsName)
+	}
+	return nil
+}
+
+// definedTotal is how many limits set by requests e.dyn holds, e.dynMu
+// held: they do not count against MaxUnconfigured.
+func (e *Engine) definedTotal() int {
+	n := 0
+	for _, c := range e.defined {
+		n += c
+	}
+	return n
+}
+
+// keyStore is what requested.go needs of a rate resource's key store,
+// whatever its kind's values.
+type keyStore interface {
+	has(domain string) bool
+	detach()
+	setPool(p *keyPool)
+}
+
+// keyStore returns r's key store (r is a limit set by a request: tiers or
+// gcra).
+func (r *resource) keyStore() keyStore {
+	switch k := r.k.(type) {
+	case *tiersRes:
+		return k.keys
+	case *gcraRes:
+		return k.keys
+	}
+	panic(fmt.Sprintf("local: %q: a limit set by a request of kind %q", r.name, r.kind)) // config.ParseLimit makes only these two
 }
 
 // Unregisterer is implemented by a Cluster that can forget a resource

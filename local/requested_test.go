@@ -232,6 +232,8 @@ func TestRequestLimitReloadReleasesKeys(t *testing.T) {
 func TestRequestLimitRacesLeaveNoKeys(t *testing.T) {
 	e := requestedEngine(t, 100_000, 1_000_000)
 	cfg := e.Config()
+	c := &lockedCluster{regs: map[string]bool{}}
+	e.Attach(c) // a definition handed to a reload's engine registers: under -race, no read of its attachment before it is set
 	var cur atomic.Pointer[Engine]
 	cur.Store(e)
 	var ms atomic.Int64
@@ -261,6 +263,16 @@ func TestRequestLimitRacesLeaveNoKeys(t *testing.T) {
 	}
 	stop.Store(true)
 	wg.Wait()
+	last := cur.Load()
+	last.dynMu.RLock()
+	c.mu.Lock()
+	for name, r := range last.dyn {
+		if r.defined && !c.regs[name] {
+			t.Errorf("%q is kept but not registered with the cluster", name)
+		}
+	}
+	c.mu.Unlock()
+	last.dynMu.RUnlock()
 	for range 3 {
 		ms.Add(61_000)
 		cur.Load().Step(at(int(ms.Load())))
@@ -268,6 +280,33 @@ func TestRequestLimitRacesLeaveNoKeys(t *testing.T) {
 	if n, u := poolKeys(cur.Load()), cur.Load().RequestLimitUsage(); n != 0 || u[0].Definitions != 0 {
 		t.Fatalf("after everything went idle: %d keys counted, %+v; want none", n, u)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.regs) != 0 {
+		t.Fatalf("%d definitions still registered after everything was forgotten", len(c.regs))
+	}
+}
+
+// lockedCluster records, safely from many goroutines, the definitions
+// registered and not unregistered since.
+type lockedCluster struct {
+	mu   sync.Mutex
+	regs map[string]bool
+}
+
+func (c *lockedCluster) Register(name string, _ ClusterSpec, _ Applier) Recorder {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, _, ok := SplitLimitedName(name); ok {
+		c.regs[name] = true
+	}
+	return nopRecorder{}
+}
+
+func (c *lockedCluster) Unregister(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.regs, name)
 }
 
 // A limit whose keys would keep state longer than the namespace's
@@ -282,5 +321,25 @@ func TestRequestLimitWindowCapped(t *testing.T) {
 	}
 	if g := granted(t, e, 0, LimitedName("rq/day", "tiers:1/24h0m0s/24h0m0s/0s"), "u", 1); g != 1 {
 		t.Fatalf("a window of a day, the default cap: granted %d", g)
+	}
+}
+
+// A Step of the engine a reload retired forgets nothing the new engine
+// kept: the definition stays registered and its keys counted.
+func TestRetiredEngineStepForgetsNothing(t *testing.T) {
+	e := requestedEngine(t, 10, 2)
+	c := &unregCluster{fakeCluster: fakeCluster{regs: map[string]fakeReg{}}}
+	e.Attach(c)
+	name := LimitedName("rq/a", "gcra:1/1/1s")
+	granted(t, e, 0, name, "u1", 1)
+	n, _ := e.Reload(e.Config())
+	for ms := 1000; ms <= 180_000; ms += 1000 {
+		e.Step(at(ms)) // only the retired engine steps: the key resets, the definition goes idle there
+	}
+	if len(c.gone) != 0 {
+		t.Fatalf("the retired engine unregistered %q", c.gone)
+	}
+	if u := n.RequestLimitUsage(); u[0].Definitions != 1 {
+		t.Fatalf("the engine in force: %+v, want its definition kept", u)
 	}
 }

@@ -40,9 +40,15 @@ import (
 // adaptive or pacer resource is ErrWrongKind; a resource the config does
 // not define and whose namespace does not allow it, ErrUnknownResource.
 func (e *Engine) Reset(t time.Time, resource, domain string) error {
-	r, err := e.lookup(resource, config.KindTiers)
-	if err != nil || r == nil {
-		return err // r nil: an unconfigured resource past MaxUnconfigured, which records nothing
+	r, ok := e.known(resource)
+	if !ok {
+		if _, _, limited := SplitLimitedName(resource); !limited {
+			return e.unconfigured(resource) // nothing recorded to reset
+		}
+		var err error
+		if r, err = e.lookup(resource, config.KindTiers); err != nil {
+			return err // a limit set by a request is made, for the reset to reach the peers that count it
+		}
 	}
 	switch r.kind {
 	case config.KindTiers, config.KindGCRA:

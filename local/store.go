@@ -361,6 +361,10 @@ func (s *store[V]) detach() {
 	}
 }
 
+// setPool makes the store's keys count in pool from now on; before its
+// first key.
+func (s *store[V]) setPool(p *keyPool) { s.pool = p }
+
 // dropped counts n keys the store no longer holds, in its pool too. The
 // caller holds the lock of the shard they were in.
 func (s *store[V]) dropped(n int) {

@@ -30,10 +30,11 @@ type tiersRes struct {
 
 var _ kindRes = (*tiersRes)(nil)
 
-// tiersFromConfig returns the state of a configured tiers resource.
-func tiersFromConfig(rc *config.Resource, maxKeys int, st *Stats) *tiersRes {
+// tiersFromConfig returns the state of a configured tiers resource, its key
+// stores of shards shards.
+func tiersFromConfig(rc *config.Resource, maxKeys, shards int, st *Stats) *tiersRes {
 	tr := &tiersRes{def: tiersParamsOf(rc.Tiers, limitOf(rc.HardLimit), limitOf(rc.GlobalLimit)),
-		keys: newStore[*tiersState](maxKeys), spill: newStore[*tiersState](overflowKeys), ring: &secondRing{}, stats: st}
+		keys: newStoreOf[*tiersState](maxKeys, shards), spill: newStoreOf[*tiersState](overflowKeys, shards), ring: &secondRing{}, stats: st}
 	for d, o := range rc.Domains {
 		if tr.over == nil {
 			tr.over = make(map[string]*tiersParams)
