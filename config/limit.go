@@ -13,9 +13,6 @@ import (
 // names it: the agent counts each definition apart, and peers rebuild it
 // from that text (ParseLimitKey) when its counts reach them.
 
-// LimitKinds are the kinds a request may set a limit of.
-var LimitKinds = []Kind{KindGCRA, KindTiers}
-
 // limitKeys are the fields a limit set by a request may carry, by kind.
 var limitKeys = map[Kind][]string{
 	KindGCRA:  {"kind", "burst", "count", "period"},
