@@ -78,16 +78,15 @@ var sentinels = [...]struct {
 // classify returns the status, code and message of a client error; ok is
 // false for anything else, which is a bug (500 internal).
 func classify(err error) (status int, code, msg string, ok bool) {
-	var le limitFieldError
-	if errors.As(err, &le) {
+	// (errors.AsType, not errors.As: As's target escapes, an allocation
+	// per error reply, and a flood of refusals is what an attack sends.)
+	if le, ok := errors.AsType[limitFieldError](err); ok {
 		return fasthttp.StatusBadRequest, codeBadLimit, le.Error(), true
 	}
-	var fe *fieldError
-	if errors.As(err, &fe) {
+	if fe, ok := errors.AsType[*fieldError](err); ok {
 		return fasthttp.StatusBadRequest, codeBadRequest, fe.Error(), true
 	}
-	var ae *apiError
-	if errors.As(err, &ae) {
+	if ae, ok := errors.AsType[*apiError](err); ok {
 		return ae.status, ae.code, ae.msg, true
 	}
 	for _, s := range sentinels {
@@ -129,7 +128,10 @@ func writeError(ctx *fasthttp.RequestCtx, status int, code, msg string) {
 	ctx.SetStatusCode(status)
 	f := replyFormat(ctx)
 	ctx.SetContentType(contentTypes[f])
-	ctx.Response.SetBodyRaw(replies.AppendError(replies.NewWriter(f), nil, code, msg))
+	// Written on the stack and copied into the response's pooled body: no
+	// allocation for a message of usual length.
+	var buf [512]byte
+	ctx.SetBody(replies.AppendError(replies.NewWriter(f), buf[:0], code, msg))
 }
 
 // errorHandler is the fasthttp ErrorHandler: a request that could not be

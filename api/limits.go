@@ -27,7 +27,8 @@ const requestedLabel = "requested"
 // new limits only churns the rest.
 const maxLimitCache = 16384
 
-// limitCache maps a limit's JSON to its canonical text or its refusal.
+// limitCache maps a limit's JSON to its canonical text, for the
+// definitions the engine holds.
 type limitCache struct {
 	mu sync.RWMutex
 	m  map[string]limitEntry
@@ -36,7 +37,6 @@ type limitCache struct {
 type limitEntry struct {
 	key  string
 	life time.Duration // config.Resource.StateLife
-	err  error         // a bad_limit reply
 }
 
 // maxCachedLimit is the longest JSON of a limit the cache keeps: so it
@@ -45,24 +45,34 @@ type limitEntry struct {
 const maxCachedLimit = 512
 
 // of returns the canonical text of the limit whose JSON is raw, and how
-// long a key of it keeps state, or the bad_limit error that refuses it.
-func (lc *limitCache) of(raw []byte) (limitEntry, error) {
+// long a key of it keeps state, or the bad_limit error that refuses it;
+// cached reports that it came from the cache. It does not add to the
+// cache: keep does, once the engine holds the definition.
+func (lc *limitCache) of(raw []byte) (e limitEntry, cached bool, err error) {
 	lc.mu.RLock()
 	e, ok := lc.m[string(raw)]
 	lc.mu.RUnlock()
 	if ok {
-		return e, e.err
+		return e, true, nil
 	}
 	lim, err := config.ParseLimit(raw)
 	if err != nil {
-		e.err = badLimit(err)
-	} else {
-		e.key, e.life = config.LimitKey(lim), lim.StateLife()
+		return e, false, badLimit(err)
 	}
+	e.key, e.life = config.LimitKey(lim), lim.StateLife()
+	return e, false, nil
+}
+
+// keep adds e, the entry of the limit whose JSON is raw, to the cache:
+// only for a definition the engine holds, so that a caller sending ever
+// new limits that are refused (a namespace at its cap, a bad limit) never
+// pushes out the limits of callers who use theirs again.
+func (lc *limitCache) keep(raw []byte, e limitEntry) {
 	if len(raw) > maxCachedLimit {
-		return e, e.err
+		return
 	}
 	lc.mu.Lock()
+	defer lc.mu.Unlock()
 	if lc.m == nil {
 		lc.m = make(map[string]limitEntry)
 	}
@@ -76,8 +86,6 @@ func (lc *limitCache) of(raw []byte) (limitEntry, error) {
 		}
 	}
 	lc.m[string(raw)] = e
-	lc.mu.Unlock()
-	return e, e.err
 }
 
 // badLimit is the 400 bad_limit reply for a limit config.ParseLimit
@@ -105,14 +113,18 @@ func (s *Server) limited(g *generation, resource, limit []byte) (string, *resMet
 	if err := g.engine.AllowsLimits(string(resource)); err != nil {
 		return "", nil, err
 	}
-	lim, err := s.limits.of(limit)
+	lim, cached, err := s.limits.of(limit)
 	if err == nil {
 		err = g.engine.CheckLimitLife(string(resource), lim.life)
 	}
 	if err != nil {
 		return "", nil, err
 	}
-	return local.LimitedName(string(resource), lim.key), g.metrics[requestedLabel], nil
+	name := local.LimitedName(string(resource), lim.key)
+	if !cached && g.engine.Defines(name) {
+		s.limits.keep(limit, lim)
+	}
+	return name, g.metrics[requestedLabel], nil
 }
 
 // shownName is a registry name as logs show it: a limit set by a request

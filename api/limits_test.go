@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"io"
 	"log/slog"
 	"strconv"
@@ -118,9 +119,10 @@ func TestRequestLimitErrors(t *testing.T) {
 //	go test ./api -run '^$' -bench BenchmarkRequestLimit
 func BenchmarkRequestLimit(b *testing.B) {
 	for _, bc := range []struct {
-		name  string
-		body  func(i int) string
-		fresh bool
+		name   string
+		body   func(i int) string
+		fresh  bool
+		status int // 200 unless set
 	}{
 		{name: "configured", body: func(int) string {
 			return `{"resource":"t/gcra","domain":"user-42","limit":{"kind":"gcra","burst":20,"count":20,"period":"1s"}}`
@@ -131,6 +133,13 @@ func BenchmarkRequestLimit(b *testing.B) {
 		{name: "fresh", fresh: true, body: func(i int) string {
 			return `{"resource":"rq/gcra","domain":"user-42","limit":{"kind":"gcra","burst":20,"count":20,"period":"` + strconv.Itoa(1000+i%3) + `ms"}}`
 		}},
+		// a namespace at its max_request_limits: every new limit is 429
+		{name: "capped", fresh: true, status: 429, body: func(i int) string {
+			return `{"resource":"rq/gcra","domain":"user-42","limit":{"kind":"gcra","burst":20,"count":20,"period":"` + strconv.Itoa(2000+i) + `ms"}}`
+		}},
+		{name: "unknown", status: 404, body: func(int) string {
+			return `{"resource":"t/nope","domain":"user-42"}`
+		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			s := New(testEngine(b), Options{Now: func() time.Time { return t0 }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -139,6 +148,13 @@ func BenchmarkRequestLimit(b *testing.B) {
 			ctx.Request.SetRequestURI("/v1/request")
 			ctx.Request.Header.SetContentType(contentTypeJSON)
 			ctx.Request.SetBody([]byte(bc.body(0)))
+			want := cmp.Or(bc.status, 200)
+			if want == 429 { // fill the namespace's definitions
+				for i := range 4 {
+					ctx.Request.SetBody([]byte(`{"resource":"rq/gcra","domain":"u","limit":{"kind":"gcra","burst":1,"count":1,"period":"` + strconv.Itoa(i+1) + `s"}}`))
+					s.Handler(&ctx)
+				}
+			}
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
@@ -151,7 +167,7 @@ func BenchmarkRequestLimit(b *testing.B) {
 				}
 				ctx.Response.Reset()
 				s.Handler(&ctx)
-				if ctx.Response.StatusCode() != 200 {
+				if ctx.Response.StatusCode() != want {
 					b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
 				}
 			}
@@ -160,26 +176,76 @@ func BenchmarkRequestLimit(b *testing.B) {
 }
 
 // The cache of limits' texts stays within maxLimitCache, and an entry
-// read again is still right after others pushed some out.
+// read again is still right after others pushed some out; a limit longer
+// than maxCachedLimit or refused is never kept.
 func TestLimitCacheBounded(t *testing.T) {
 	var lc limitCache
 	for i := range maxLimitCache + 100 {
-		if _, err := lc.of([]byte(`{"kind":"gcra","burst":1,"count":1,"period":"` + strconv.Itoa(i+1) + `ms"}`)); err != nil {
-			t.Fatal(err)
+		raw := []byte(`{"kind":"gcra","burst":1,"count":1,"period":"` + strconv.Itoa(i+1) + `ms"}`)
+		e, cached, err := lc.of(raw)
+		if err != nil || cached {
+			t.Fatalf("%s: cached %v, %v", raw, cached, err)
 		}
+		lc.keep(raw, e)
 	}
 	if n := len(lc.m); n > maxLimitCache || n < maxLimitCache*7/8 {
 		t.Fatalf("%d entries, want at most %d and most of them kept", n, maxLimitCache)
 	}
-	if e, err := lc.of([]byte(`{"kind":"gcra","burst":1,"count":1,"period":"1s"}`)); err != nil || e.key != "gcra:1/1/1s" || e.life != time.Second {
+	raw := []byte(`{"kind":"gcra","burst":1,"count":1,"period":"1s"}`)
+	e, _, err := lc.of(raw)
+	if err != nil || e.key != "gcra:1/1/1s" || e.life != time.Second {
 		t.Fatalf("after churn: %+v, %v", e, err)
+	}
+	lc.keep(raw, e)
+	if e, cached, err := lc.of(raw); err != nil || !cached || e.key != "gcra:1/1/1s" {
+		t.Fatalf("kept, read again: %+v, cached %v, %v", e, cached, err)
 	}
 	padded := []byte(`{"kind":"gcra","burst":1,"count":1,"period":"1s"` + strings.Repeat(" ", maxCachedLimit) + `}`)
 	n := len(lc.m)
-	if e, err := lc.of(padded); err != nil || e.key != "gcra:1/1/1s" || len(lc.m) != n {
+	e, _, err = lc.of(padded)
+	if lc.keep(padded, e); err != nil || e.key != "gcra:1/1/1s" || len(lc.m) != n {
 		t.Fatalf("a limit of %d bytes: %+v, %v, cache %d → %d entries; want read and not kept", len(padded), e, err, n, len(lc.m))
 	}
-	if _, err := lc.of([]byte(`{"kind":"gcra"}`)); err == nil {
-		t.Fatal("a bad limit cached as good")
+	if _, _, err := lc.of([]byte(`{"kind":"gcra"}`)); err == nil {
+		t.Fatal("a bad limit read as good")
+	}
+}
+
+// The server keeps a limit's text only once the engine holds its
+// definition: a limit refused because its namespace is at its cap, or a
+// bad one, leaves the cache as it was, and a definition's text is kept from
+// its second use on.
+func TestLimitCacheKeepsDefinedOnly(t *testing.T) {
+	h := newHarness(t)
+	cached := func() int {
+		h.srv.limits.mu.RLock()
+		defer h.srv.limits.mu.RUnlock()
+		return len(h.srv.limits.m)
+	}
+	ask := func(limit string, want int) {
+		t.Helper()
+		r := h.post("/v1/request", `{"resource":"rq/x","domain":"u","limit":`+limit+`}`)
+		if r.status != want {
+			t.Fatalf("%s: status %d, want %d: %s", limit, r.status, want, r.body)
+		}
+	}
+	first := `{"kind":"gcra","burst":5,"count":5,"period":"1s"}`
+	ask(first, 200)
+	if n := cached(); n != 0 {
+		t.Fatalf("after a definition's first use: %d cached, want 0", n)
+	}
+	ask(first, 200)
+	if n := cached(); n != 1 {
+		t.Fatalf("after its second use: %d cached, want 1", n)
+	}
+	for i := range 3 { // the namespace's cap is 4 definitions
+		ask(`{"kind":"gcra","burst":5,"count":5,"period":"`+strconv.Itoa(i+2)+`s"}`, 200)
+	}
+	for i := range 50 {
+		ask(`{"kind":"gcra","burst":5,"count":5,"period":"`+strconv.Itoa(i+10)+`s"}`, 429)
+		ask(`{"kind":"gcra","burst":0,"count":5,"period":"`+strconv.Itoa(i+10)+`s"}`, 400)
+	}
+	if n := cached(); n != 1 {
+		t.Fatalf("after refused limits: %d cached, want 1", n)
 	}
 }

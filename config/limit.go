@@ -94,8 +94,9 @@ func ParseLimit(data []byte) (*Resource, error) {
 // readers of a limit (ParseLimit, quickLimit).
 func normalizeLimit(r *Resource) *Problem {
 	r.Normalize()
-	if k := LimitKey(r); len(k) > MaxLimitKey {
-		return &Problem{Path: "limit", Message: "its canonical form " + strconv.Quote(k[:60]+"…") + " is " + strconv.Itoa(len(k)) +
+	var buf [MaxLimitKey]byte
+	if k := appendLimitKey(buf[:0], r); len(k) > MaxLimitKey {
+		return &Problem{Path: "limit", Message: "its canonical form " + strconv.Quote(string(k[:60])+"…") + " is " + strconv.Itoa(len(k)) +
 			" bytes, over the " + strconv.Itoa(MaxLimitKey) + " a request may set; put this limit in the config"}
 	}
 	return nil
@@ -117,7 +118,12 @@ func contains(list []string, s string) bool {
 // commas, durations in Go's notation ("1m30s"). ParseLimitKey reads it
 // back.
 func LimitKey(r *Resource) string {
-	var b []byte
+	var buf [MaxLimitKey]byte
+	return string(appendLimitKey(buf[:0], r))
+}
+
+// appendLimitKey appends LimitKey(r) to b.
+func appendLimitKey(b []byte, r *Resource) []byte {
 	switch r.Kind {
 	case KindGCRA:
 		b = append(b, "gcra:"...)
@@ -142,7 +148,7 @@ func LimitKey(r *Resource) string {
 			}
 		}
 	}
-	return string(b)
+	return b
 }
 
 // StateLife is how long a key of r, a rate limit, keeps state after its

@@ -17,9 +17,10 @@ import (
 // and valid; ok is false otherwise, and data is for ParseLimit.
 func quickLimit(data []byte) (r *Resource, ok bool) {
 	var f struct {
-		kind, period, tiers string
-		burst, count        int
-		seen                uint8 // 1 kind, 2 burst, 4 count, 8 period, 16 tiers
+		kind          Kind
+		period, tiers []byte
+		burst, count  int
+		seen          uint8 // 1 kind, 2 burst, 4 count, 8 period, 16 tiers
 	}
 	i := skipJSONSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
@@ -38,16 +39,24 @@ func quickLimit(data []byte) (r *Resource, ok bool) {
 		}
 		i = skipJSONSpace(data, i+1)
 		var bit uint8
-		switch key {
+		switch string(key) {
 		case "kind", "period", "tiers":
 			v, j, ok := plainJSONString(data, i)
 			if !ok {
 				return nil, false
 			}
 			i = j
-			switch key {
+			switch string(key) {
 			case "kind":
-				f.kind, bit = v, 1
+				switch string(v) {
+				case string(KindGCRA):
+					f.kind = KindGCRA
+				case string(KindTiers):
+					f.kind = KindTiers
+				default:
+					return nil, false // the decoder names it
+				}
+				bit = 1
 			case "period":
 				f.period, bit = v, 8
 			default:
@@ -59,7 +68,7 @@ func quickLimit(data []byte) (r *Resource, ok bool) {
 				return nil, false
 			}
 			i = j
-			if key == "burst" {
+			if string(key) == "burst" {
 				f.burst, bit = v, 2
 			} else {
 				f.count, bit = v, 4
@@ -84,17 +93,17 @@ func quickLimit(data []byte) (r *Resource, ok bool) {
 		}
 		break
 	}
-	r = &Resource{Kind: Kind(f.kind)}
+	r = &Resource{Kind: f.kind}
 	switch {
 	case r.Kind == KindGCRA && f.seen == 1|2|4|8:
 		var msg string
-		if r.Period, msg = parseDuration(f.period); msg != "" {
+		if r.Period, msg = parseDuration(string(f.period)); msg != "" {
 			return nil, false
 		}
 		r.Burst, r.Count = f.burst, f.count
 	case r.Kind == KindTiers && f.seen == 1|16:
 		bad := false
-		r.Tiers = compactTiers(func(string, string) { bad = true }, "limit.tiers", f.tiers)
+		r.Tiers = compactTiers(func(string, string) { bad = true }, "limit.tiers", string(f.tiers))
 		if bad {
 			return nil, false
 		}
@@ -117,21 +126,21 @@ func skipJSONSpace(b []byte, i int) int {
 }
 
 // plainJSONString reads a JSON string at b[i:] with no escape and no
-// control character (else ok is false), and returns it and the index after
-// it.
-func plainJSONString(b []byte, i int) (s string, next int, ok bool) {
+// control character (else ok is false), and returns its bytes (within b)
+// and the index after it.
+func plainJSONString(b []byte, i int) (s []byte, next int, ok bool) {
 	if i >= len(b) || b[i] != '"' {
-		return "", 0, false
+		return nil, 0, false
 	}
 	for j := i + 1; j < len(b); j++ {
 		switch c := b[j]; {
 		case c == '"':
-			return string(b[i+1 : j]), j + 1, true
+			return b[i+1 : j], j + 1, true
 		case c == '\\' || c < 0x20 || c >= 0x80:
-			return "", 0, false // escapes and non-ASCII: the decoder
+			return nil, 0, false // escapes and non-ASCII: the decoder
 		}
 	}
-	return "", 0, false
+	return nil, 0, false
 }
 
 // plainJSONInt reads a JSON integer at b[i:]: digits, no sign, no leading

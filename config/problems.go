@@ -144,6 +144,11 @@ func field(path, name string) string {
 	if path == "" {
 		return name
 	}
+	if path == limitPath {
+		if p, ok := limitPaths[name]; ok {
+			return p
+		}
+	}
 	return path + "." + name
 }
 

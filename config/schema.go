@@ -120,7 +120,16 @@ var (
 	// kind.
 	overrideFields map[Kind][]string
 	overrideKeys   []string
+	// limitPaths are field(limitPath, key) for every key of a resource,
+	// made once: a limit set by a request is checked on each new one, and
+	// its paths are otherwise built (an allocation each) for messages it
+	// rarely has.
+	limitPaths map[string]string
 )
+
+// limitPath is the path of a limit set by a request, the root of its
+// fields' paths ("limit.burst").
+const limitPath = "limit"
 
 // init derives the key lists from the schema. (A variable initialized with
 // resourceFields() would be an initialization cycle: the overrides field
@@ -140,6 +149,10 @@ func init() {
 		if _, ok := f.v.(*slot[map[string]*Override]); ok {
 			overridesField, overrideKinds = f, f.kinds
 		}
+	}
+	limitPaths = make(map[string]string, len(resourceKeys))
+	for _, k := range resourceKeys {
+		limitPaths[k] = limitPath + "." + k
 	}
 	overrideFields = make(map[Kind][]string, len(overrideKinds))
 	for _, k := range overrideKinds {

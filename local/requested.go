@@ -237,6 +237,15 @@ func (e *Engine) Resolve(name string) bool {
 	return err == nil && r != nil
 }
 
+// Defines reports whether the engine holds the definition of name, a
+// registry name that carries a limit set by a request (LimitedName).
+func (e *Engine) Defines(name string) bool {
+	e.dynMu.RLock()
+	_, ok := e.dyn[name]
+	e.dynMu.RUnlock()
+	return ok
+}
+
 // RequestLimits is one namespace's use of limits set by requests.
 type RequestLimits struct {
 	Namespace   string
