@@ -56,6 +56,14 @@ type Options struct {
 	// the time it may take on the clock; 0 means DefaultSimulateTimeLimit.
 	// A simulation past either is stopped and answered 413 too_large.
 	SimulateTimeLimit time.Duration
+	// SimulateInChild runs each simulation in a child process: the
+	// program's own executable, started with SimulationChildEnv set, at
+	// the lowest priority and with a heap of its own, so that what a
+	// simulation allocates is not collected beside the decisions. The
+	// program's main must serve it (SimulationChild,
+	// ServeSimulationChild). When no child can start, simulations run in
+	// the server, as without it (logged once).
+	SimulateInChild bool
 	// ClusterSimulator runs POST /v1/simulate/cluster's simulations and
 	// the sweep's (the agent passes sim/cluster's Endpoint); nil means both
 	// answer 404 not_found, and so does the sweep when it is not also a
@@ -223,6 +231,13 @@ func New(e *local.Engine, opts Options) *Server {
 	}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	if opts.SimulateInChild {
+		if exe, err := os.Executable(); err == nil {
+			s.sim.child.exe = exe
+		} else {
+			s.childFailedToStart(err)
+		}
 	}
 	s.connLog = netguard.NewConnLog(s.log, time.Now, "http server: connection error")
 	registerConnLog(s.connLog, s.metrics.reg)

@@ -53,6 +53,9 @@ type simGuard struct {
 	now    func() time.Time
 	// rest, when set, is pace's rest instead of time.Sleep (tests).
 	rest func(time.Duration)
+	// child starts simulation children (simchild.go); its exe is ""
+	// without Options.SimulateInChild.
+	child childRunner
 }
 
 // pace starts pacing a simulation; call it on the simulation's thread.
@@ -276,9 +279,11 @@ func (s *Server) simulate(ctx *fasthttp.RequestCtx, _ params) {
 
 // oneSimulation runs work, a simulation's handler, unless another
 // simulation is running on this agent (429 too_many with Retry-After: 1).
-// The work runs on a thread of its own at the lowest scheduling priority,
-// with a P of its own while it runs (lowprio.Run): when the machine's
-// processors are all busy, the kernel gives them to decisions first.
+// The work runs in a child process (Options.SimulateInChild, simchild.go)
+// started from a thread of its own at the lowest scheduling priority, with
+// a P of its own while it runs (lowprio.Run), or on that thread when there
+// is no child: when the machine's processors are all busy, the kernel
+// gives them to decisions first.
 func (s *Server) oneSimulation(ctx *fasthttp.RequestCtx, work func(*fasthttp.RequestCtx)) {
 	if !s.sim.busy.CompareAndSwap(false, true) {
 		ctx.Response.Header.Set("Retry-After", "1")
@@ -290,7 +295,14 @@ func (s *Server) oneSimulation(ctx *fasthttp.RequestCtx, work func(*fasthttp.Req
 	if wait := simGap - time.Since(s.sim.lastEnd); wait > 0 {
 		time.Sleep(wait)
 	}
-	lowprio.Run(func() { work(ctx) })
+	lowprio.Run(func() {
+		// A child started from this thread is born at its priority (a
+		// thread's priority is inherited), its start and the Go runtime's
+		// set-up in it included.
+		if !s.runInChild(ctx) {
+			work(ctx)
+		}
+	})
 	s.sim.lastEnd = time.Now()
 }
 

@@ -31,6 +31,9 @@ import (
 )
 
 func main() {
+	if api.SimulationChild() {
+		os.Exit(simulationChild())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var base *clock.Monotonic // the agent's own
 	if testBase != nil {
@@ -43,6 +46,16 @@ func main() {
 	err := runOn(ctx, base, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err))
+}
+
+// simulationChild serves the one simulation this process was started for
+// (api.Options.SimulateInChild) and returns the exit status. Its log is
+// its standard error, which the agent logs when the child fails.
+func simulationChild() int {
+	return api.ServeSimulationChild(os.Stdin, os.Stdout, api.Options{
+		Logger:           slog.New(slog.NewJSONHandler(os.Stderr, nil)),
+		ClusterSimulator: simcluster.Endpoint{},
+	})
 }
 
 // testBase, when set (testclock.go, in a build for tests only), returns
@@ -225,7 +238,8 @@ func serve(ctx context.Context, p plan, base *clock.Monotonic, stderr io.Writer)
 		base = clock.NewMonotonic()
 	}
 	opts := api.Options{Logger: log, Base: base, AuthToken: st.authToken, AuthEverywhere: st.authEverywhere,
-		CheckDomainHeader: st.domainHeader, LogRejections: st.logRejections, ClusterSimulator: simcluster.Endpoint{}}
+		CheckDomainHeader: st.domainHeader, LogRejections: st.logRejections, ClusterSimulator: simcluster.Endpoint{},
+		SimulateInChild: true}
 	if p.file != nil {
 		opts.LoadConfig = func() (*config.Config, string, error) {
 			c, err := p.file.load()

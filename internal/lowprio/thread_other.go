@@ -8,3 +8,6 @@ import "errors"
 func lowerThread() {}
 
 func threadNice() (int, error) { return 0, errors.ErrUnsupported }
+
+// LowerProcess does nothing where threads have no priority of their own.
+func LowerProcess() {}

@@ -1,0 +1,223 @@
+package api
+
+import (
+	"bufio"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/obol-dev/obol/config"
+	"github.com/obol-dev/obol/internal/lowprio"
+	"github.com/obol-dev/obol/local"
+)
+
+// simchild.go runs a simulation in a child process (Options.SimulateInChild):
+// the agent's own executable, started with SimulationChildEnv set, reads
+// the request from its standard input, runs it as the agent would, and
+// writes the reply to its standard output. Every thread of the child runs at
+// the lowest priority, and it has a heap of its own: what a simulation
+// allocates is collected there, by threads that yield the processor to the
+// decisions, instead of by the agent's collector beside them. (In the agent,
+// a 200-node cluster simulation moved the pinned probe's p99 5.4× idle, and
+// 1.1× with the agent's collector off: go run ./bench/abuse -attack
+// simcluster, with GOGC=off for the second.)
+
+// SimulationChildEnv is the environment variable that marks a process
+// started to run one simulation; its value is the time limit, in Go's
+// notation. A program that sets Options.SimulateInChild must, first thing
+// in main, call ServeSimulationChild when SimulationChild reports true.
+const SimulationChildEnv = "OBOL_SIMULATION_CHILD"
+
+// SimulationChild reports whether this process was started to run one
+// simulation (SimulationChildEnv is set).
+func SimulationChild() bool { return os.Getenv(SimulationChildEnv) != "" }
+
+// maxChildReply bounds a child's reply (headers and body). The largest
+// simulation reply, 100,000 decisions of 16 tiers, is under 40 MiB.
+const maxChildReply = 64 << 20
+
+// childStderr bounds what is kept of a child's standard error, for the log.
+const childStderr = 4 << 10
+
+// childSlack is added to fifteen times the time limit (the limit on the
+// clock the child's own pacing holds a simulation to) before the agent
+// kills a child: its start and its reply.
+const childSlack = 5 * time.Second
+
+// ServeSimulationChild runs the one simulation request read from in (an
+// HTTP/1.1 request, as the agent forwards it) and writes its reply to out
+// (an HTTP/1.1 response), with opts (ClusterSimulator; SimulateTimeLimit
+// comes from SimulationChildEnv). It first lowers every thread of the
+// process to the lowest priority. It returns the exit status: 0 when a
+// reply was written, whatever its status code.
+func ServeSimulationChild(in io.Reader, out io.Writer, opts Options) int {
+	lowprio.LowerProcess()
+	limit, err := time.ParseDuration(os.Getenv(SimulationChildEnv))
+	if err != nil || limit <= 0 {
+		fmt.Fprintf(os.Stderr, "simulation child: %s: want a time limit such as 2s, got %q\n", SimulationChildEnv, os.Getenv(SimulationChildEnv))
+		return 2
+	}
+	opts.SimulateTimeLimit, opts.SimulateInChild = limit, false
+	s := New(local.New(config.Default()), opts)
+	// Served by fasthttp on a connection made of in and out, as the agent
+	// serves its listeners: the handlers take the request's context for a
+	// context.Context, which only a server's gives.
+	answered := false
+	srv := &fasthttp.Server{
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			answered = true
+			simRouter.serve(s, ctx)
+		},
+		MaxRequestBodySize:    maxSimulateBody,
+		NoDefaultDate:         true,
+		NoDefaultServerHeader: true,
+		NoDefaultContentType:  true,
+		Logger:                s.connLog,
+	}
+	err = srv.ServeConn(&stdioConn{in: in, out: out})
+	if err != nil && !errors.Is(err, io.EOF) || !answered {
+		fmt.Fprintf(os.Stderr, "simulation child: serving the request: %v (answered: %v)\n", err, answered)
+		return 1
+	}
+	return 0
+}
+
+// stdioConn is a connection made of a reader and a writer: a simulation
+// child's standard input and output.
+type stdioConn struct {
+	in  io.Reader
+	out io.Writer
+}
+
+func (c *stdioConn) Read(p []byte) (int, error)       { return c.in.Read(p) }
+func (c *stdioConn) Write(p []byte) (int, error)      { return c.out.Write(p) }
+func (c *stdioConn) Close() error                     { return nil }
+func (c *stdioConn) LocalAddr() net.Addr              { return &net.UnixAddr{Name: "stdout", Net: "unix"} }
+func (c *stdioConn) RemoteAddr() net.Addr             { return &net.UnixAddr{Name: "stdin", Net: "unix"} }
+func (c *stdioConn) SetDeadline(time.Time) error      { return nil }
+func (c *stdioConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *stdioConn) SetWriteDeadline(time.Time) error { return nil }
+
+// simRouter routes a child's request: the simulation endpoints only.
+var simRouter = func() *router {
+	var table []route
+	for _, r := range routes {
+		if strings.HasPrefix(r.path, "/v1/simulate") {
+			table = append(table, r)
+		}
+	}
+	return newRouter(table)
+}()
+
+// childRunner starts simulation children. exe is the agent's executable,
+// read at New; warned is set once a child could not start, which is logged
+// once (the simulation then runs in the agent).
+type childRunner struct {
+	exe      string
+	warned   atomic.Bool
+	started  atomic.Int64  // children started
+	slackSet time.Duration // childSlack when 0 (tests shorten it)
+}
+
+func (cr *childRunner) slack() time.Duration { return cmp.Or(cr.slackSet, childSlack) }
+
+// runInChild runs the simulation request of ctx in a child and puts its
+// reply in ctx.Response. It returns false, having written nothing, when
+// no child could be started: the caller then runs the simulation itself.
+// A child that fails to reply is answered 500 internal (logged with its
+// standard error), one past its time on the clock is killed and answered
+// 413 too_large, as a simulation past its time limit is.
+func (s *Server) runInChild(ctx *fasthttp.RequestCtx) bool {
+	cr := &s.sim.child
+	if cr.exe == "" {
+		return false
+	}
+	cmd := exec.Command(cr.exe)
+	cmd.Env = append(os.Environ(), SimulationChildEnv+"="+s.sim.limit.String(), "GOMAXPROCS=1")
+	cmd.SysProcAttr = childAttr()
+	cmd.WaitDelay = time.Second // the reply is read: Wait does not wait on the pipes for long
+	stderr := &capBuffer{max: childStderr}
+	cmd.Stderr = stderr
+	stdin, err1 := cmd.StdinPipe()
+	stdout, err2 := cmd.StdoutPipe()
+	if err := errors.Join(err1, err2); err != nil {
+		s.childFailedToStart(err)
+		return false
+	}
+	if err := cmd.Start(); err != nil {
+		s.childFailedToStart(err)
+		return false
+	}
+	var killed atomic.Bool
+	cr.started.Add(1)
+	deadline := time.AfterFunc(15*s.sim.limit+cr.slack(), func() {
+		killed.Store(true)
+		_ = cmd.Process.Kill()
+	})
+	defer deadline.Stop()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the request: written while the reply is read (a pipe holds 64 KiB)
+		defer wg.Done()
+		w := bufio.NewWriterSize(stdin, 64<<10)
+		if ctx.Request.Write(w) == nil {
+			_ = w.Flush()
+		}
+		_ = stdin.Close()
+	}()
+	readErr := ctx.Response.ReadLimitBody(bufio.NewReaderSize(stdout, 64<<10), maxChildReply)
+	if readErr != nil {
+		_ = cmd.Process.Kill() // a reply too long, or garbled: the child is done either way
+	}
+	wg.Wait()
+	waitErr := cmd.Wait()
+	switch {
+	case killed.Load():
+		ctx.Response.Reset()
+		s.fail(ctx, &apiError{status: fasthttp.StatusRequestEntityTooLarge, code: codeTooLarge,
+			msg: fmt.Sprintf("simulation: stopped after %s on the clock (fifteen times its time limit of %s, and %s to start); the machine is busy: retry later, or simulate less", 15*s.sim.limit+cr.slack(), s.sim.limit, cr.slack())})
+	case readErr != nil || waitErr != nil:
+		ctx.Response.Reset()
+		s.fail(ctx, fmt.Errorf("simulation child: reply: %v; exit: %v; stderr: %q", readErr, waitErr, stderr.String()))
+	}
+	return true
+}
+
+// childFailedToStart logs, once, that no simulation child could start.
+func (s *Server) childFailedToStart(err error) {
+	if s.sim.child.warned.CompareAndSwap(false, true) {
+		s.log.Warn("simulations run in the agent: a child process could not start (logged once)", "exe", s.sim.child.exe, "err", err)
+	}
+}
+
+// capBuffer keeps the first max bytes written to it and drops the rest.
+type capBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (c *capBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := c.max - len(c.b); room > 0 {
+		c.b = append(c.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (c *capBuffer) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return string(c.b)
+}
