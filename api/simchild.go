@@ -165,21 +165,20 @@ func (s *Server) runInChild(ctx *fasthttp.RequestCtx) bool {
 		_ = cmd.Process.Kill()
 	})
 	defer deadline.Stop()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // the request: written while the reply is read (a pipe holds 64 KiB)
-		defer wg.Done()
-		w := bufio.NewWriterSize(stdin, 64<<10)
-		if ctx.Request.Write(w) == nil {
-			_ = w.Flush()
-		}
-		_ = stdin.Close()
-	}()
+	// The request, then the reply, on this (low-priority) thread: copying
+	// a body of up to 16 MiB is work too. The child reads the whole
+	// request before it answers (fasthttp reads a body before the
+	// handler runs), so the two need not overlap; a child that stops
+	// reading early fails the write, and its reply is read all the same.
+	w := bufio.NewWriterSize(stdin, 64<<10)
+	if ctx.Request.Write(w) == nil {
+		_ = w.Flush()
+	}
+	_ = stdin.Close()
 	readErr := ctx.Response.ReadLimitBody(bufio.NewReaderSize(stdout, 64<<10), maxChildReply)
 	if readErr != nil {
 		_ = cmd.Process.Kill() // a reply too long, or garbled: the child is done either way
 	}
-	wg.Wait()
 	waitErr := cmd.Wait()
 	switch {
 	case killed.Load():

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,8 @@ func TestSimulateInChildSameReplies(t *testing.T) {
 		{body: `{"resource":{"kind":"gcra","burst":0,"count":1,"period":"1s"},"requests":[{"at_ms":0,"domain":"d"}]}`},
 		{body: `{"resource":{"kind":"gcra","burst":1,"count":1,"period":"1s"},"requests":[{"at_ms":-1,"domain":"d"}]}`},
 		{body: `{"resource":`},
+		{body: manyRequests(maxSimRequests + 1)}, // 3 MB through the pipe, refused in the child
+		{body: manyRequests(20_000)},             // a reply of 1.4 MB
 	}
 	for i, c := range cases {
 		want := in.do("POST", "/v1/simulate", c.body, c.headers...)
@@ -152,4 +155,18 @@ func TestSimulateChildBornLow(t *testing.T) {
 	if !strings.Contains(h.logs.String(), "nice=19") {
 		t.Errorf("the child was not born at nice 19: %s", h.logs.String())
 	}
+}
+
+// manyRequests is a simulation body of n requests.
+func manyRequests(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"resource":{"kind":"gcra","burst":5,"count":5,"period":"1s"},"requests":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"at_ms":` + strconv.Itoa(i) + `,"domain":"d"}`)
+	}
+	b.WriteString(`]}`)
+	return b.String()
 }
