@@ -232,8 +232,9 @@ func New(e *local.Engine, opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.sim.child.log = netguard.NewConnLog(s.log, time.Now, "simulation child failed")
 	if opts.SimulateInChild {
-		if exe, err := os.Executable(); err == nil {
+		if exe, err := childExe(); err == nil {
 			s.sim.child.exe = exe
 		} else {
 			s.childFailedToStart(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/internal/lowprio"
+	"github.com/obol-dev/obol/internal/netguard"
 	"github.com/obol-dev/obol/local"
 )
 
@@ -34,17 +35,29 @@ import (
 
 // SimulationChildEnv is the environment variable that marks a process
 // started to run one simulation; its value is the time limit, in Go's
-// notation. A program that sets Options.SimulateInChild must, first thing
-// in main, call ServeSimulationChild when SimulationChild reports true.
-const SimulationChildEnv = "OBOL_SIMULATION_CHILD"
+// notation. The child's first argument is SimulationChildArg too: a
+// program that does not know the mode (an older build put in the agent's
+// place) refuses the argument instead of starting as an agent, and the
+// variable alone, left in an environment, turns no agent into a child. A
+// program that sets Options.SimulateInChild must, first thing in main,
+// call ServeSimulationChild when SimulationChild reports true.
+const (
+	SimulationChildEnv = "OBOL_SIMULATION_CHILD"
+	SimulationChildArg = "--obol-simulation-child"
+)
 
 // SimulationChild reports whether this process was started to run one
-// simulation (SimulationChildEnv is set).
-func SimulationChild() bool { return os.Getenv(SimulationChildEnv) != "" }
+// simulation: its first argument is SimulationChildArg and
+// SimulationChildEnv is set.
+func SimulationChild() bool {
+	return len(os.Args) > 1 && os.Args[1] == SimulationChildArg && os.Getenv(SimulationChildEnv) != ""
+}
 
 // maxChildReply bounds a child's reply (headers and body). The largest
-// simulation reply, 100,000 decisions of 16 tiers, is under 40 MiB.
-const maxChildReply = 64 << 20
+// reply seen, 100,000 traced decisions of 8 tiers with a global limit, is
+// 60 MiB; a trace of 30,000 decisions on 64 tiers (the work budget's
+// other edge) is larger still.
+const maxChildReply = 256 << 20
 
 // childStderr bounds what is kept of a child's standard error, for the log.
 const childStderr = 4 << 10
@@ -55,13 +68,15 @@ const childStderr = 4 << 10
 const childSlack = 5 * time.Second
 
 // ServeSimulationChild runs the one simulation request read from in (an
-// HTTP/1.1 request, as the agent forwards it) and writes its reply to out
+// HTTP/1.1 request, as runInChild writes it) and writes its reply to out
 // (an HTTP/1.1 response), with opts (ClusterSimulator; SimulateTimeLimit
 // comes from SimulationChildEnv). It first lowers every thread of the
-// process to the lowest priority. It returns the exit status: 0 when a
-// reply was written, whatever its status code.
+// process to the lowest priority and offers the process first to the
+// kernel's OOM killer. It returns the exit status: 0 when a reply was
+// written, whatever its status code.
 func ServeSimulationChild(in io.Reader, out io.Writer, opts Options) int {
 	lowprio.LowerProcess()
+	childSetup()
 	limit, err := time.ParseDuration(os.Getenv(SimulationChildEnv))
 	if err != nil || limit <= 0 {
 		fmt.Fprintf(os.Stderr, "simulation child: %s: want a time limit such as 2s, got %q\n", SimulationChildEnv, os.Getenv(SimulationChildEnv))
@@ -79,6 +94,7 @@ func ServeSimulationChild(in io.Reader, out io.Writer, opts Options) int {
 			simRouter.serve(s, ctx)
 		},
 		MaxRequestBodySize:    maxSimulateBody,
+		ReadBufferSize:        64 << 10,
 		NoDefaultDate:         true,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
@@ -119,13 +135,16 @@ var simRouter = func() *router {
 	return newRouter(table)
 }()
 
-// childRunner starts simulation children. exe is the agent's executable,
-// read at New; warned is set once a child could not start, which is logged
-// once (the simulation then runs in the agent).
+// childRunner starts simulation children. exe is the agent's executable
+// (childExe), read at New; warned is set once a child could not start,
+// which is logged once (the simulation then runs in the agent); log is
+// where a child's failures go, cut and rate-limited: never a child's whole
+// standard error, one line per request.
 type childRunner struct {
 	exe      string
 	warned   atomic.Bool
-	started  atomic.Int64  // children started
+	started  atomic.Int64 // children started
+	log      *netguard.ConnLog
 	slackSet time.Duration // childSlack when 0 (tests shorten it)
 }
 
@@ -134,16 +153,21 @@ func (cr *childRunner) slack() time.Duration { return cmp.Or(cr.slackSet, childS
 // runInChild runs the simulation request of ctx in a child and puts its
 // reply in ctx.Response. It returns false, having written nothing, when
 // no child could be started: the caller then runs the simulation itself.
-// A child that fails to reply is answered 500 internal (logged with its
-// standard error), one past its time on the clock is killed and answered
-// 413 too_large, as a simulation past its time limit is.
+// The child is given a request of its own, not the client's: the method,
+// path and query, Content-Type, Accept and the body (no credentials, and
+// headers that fit the agent's buffer fit the child's). A child that fails
+// to reply is answered 500 internal, one past its time on the clock is
+// killed and answered 413 too_large, as a simulation past its time limit
+// is, and one running when the agent stops is killed and answered 503
+// not_ready; each is logged (childRunner.log) with the start of the
+// child's standard error, and so is a 5xx reply.
 func (s *Server) runInChild(ctx *fasthttp.RequestCtx) bool {
 	cr := &s.sim.child
 	if cr.exe == "" {
 		return false
 	}
-	cmd := exec.Command(cr.exe)
-	cmd.Env = append(os.Environ(), SimulationChildEnv+"="+s.sim.limit.String(), "GOMAXPROCS=1")
+	cmd := exec.Command(cr.exe, SimulationChildArg)
+	cmd.Env = []string{SimulationChildEnv + "=" + s.sim.limit.String(), "GOMAXPROCS=1"}
 	cmd.SysProcAttr = childAttr()
 	cmd.WaitDelay = time.Second // the reply is read: Wait does not wait on the pipes for long
 	stderr := &capBuffer{max: childStderr}
@@ -158,22 +182,35 @@ func (s *Server) runInChild(ctx *fasthttp.RequestCtx) bool {
 		s.childFailedToStart(err)
 		return false
 	}
-	var killed atomic.Bool
 	cr.started.Add(1)
+	var killed, stopping atomic.Bool
 	deadline := time.AfterFunc(15*s.sim.limit+cr.slack(), func() {
 		killed.Store(true)
 		_ = cmd.Process.Kill()
 	})
 	defer deadline.Stop()
+	done := make(chan struct{})
+	defer close(done)
+	stop := ctx.Done() // read here: ctx is not the goroutine's to read
+	go func() { // the agent stopping ends the child
+		select {
+		case <-stop:
+			stopping.Store(true)
+			_ = cmd.Process.Kill()
+		case <-done:
+		}
+	}()
 	// The request, then the reply, on this (low-priority) thread: copying
 	// a body of up to 16 MiB is work too. The child reads the whole
 	// request before it answers (fasthttp reads a body before the
 	// handler runs), so the two need not overlap; a child that stops
 	// reading early fails the write, and its reply is read all the same.
+	req := childRequest(ctx)
 	w := bufio.NewWriterSize(stdin, 64<<10)
-	if ctx.Request.Write(w) == nil {
+	if req.Write(w) == nil {
 		_ = w.Flush()
 	}
+	fasthttp.ReleaseRequest(req)
 	_ = stdin.Close()
 	readErr := ctx.Response.ReadLimitBody(bufio.NewReaderSize(stdout, 64<<10), maxChildReply)
 	if readErr != nil {
@@ -181,15 +218,43 @@ func (s *Server) runInChild(ctx *fasthttp.RequestCtx) bool {
 	}
 	waitErr := cmd.Wait()
 	switch {
+	case stopping.Load():
+		ctx.Response.Reset()
+		writeError(ctx, fasthttp.StatusServiceUnavailable, codeNotReady, "the agent is stopping: the simulation was stopped")
+		cr.log.Printf("stopped with the agent; its standard error: %q", stderr.String())
 	case killed.Load():
 		ctx.Response.Reset()
 		s.fail(ctx, &apiError{status: fasthttp.StatusRequestEntityTooLarge, code: codeTooLarge,
 			msg: fmt.Sprintf("simulation: stopped after %s on the clock (fifteen times its time limit of %s, and %s to start); the machine is busy: retry later, or simulate less", 15*s.sim.limit+cr.slack(), s.sim.limit, cr.slack())})
+		cr.log.Printf("killed after %s on the clock; its standard error: %q", 15*s.sim.limit+cr.slack(), stderr.String())
 	case readErr != nil || waitErr != nil:
 		ctx.Response.Reset()
-		s.fail(ctx, fmt.Errorf("simulation child: reply: %v; exit: %v; stderr: %q", readErr, waitErr, stderr.String()))
+		id := s.requestID()
+		writeError(ctx, fasthttp.StatusInternalServerError, codeInternal, "internal error; request id "+id)
+		cr.log.Printf("request id %s: no reply (%v; exit: %v); its standard error: %q", id, readErr, waitErr, stderr.String())
+	case ctx.Response.StatusCode() >= 500:
+		cr.log.Printf("reply %d; its standard error: %q", ctx.Response.StatusCode(), stderr.String())
 	}
 	return true
+}
+
+// childRequest returns the request a child is given for ctx's: the
+// method, path and query, Content-Type, Accept and the body, which are all
+// a simulation's handlers read. Release it with fasthttp.ReleaseRequest.
+func childRequest(ctx *fasthttp.RequestCtx) *fasthttp.Request {
+	req := fasthttp.AcquireRequest()
+	req.Header.SetMethodBytes(ctx.Method())
+	req.URI().SetPathBytes(ctx.Path())
+	req.URI().SetQueryStringBytes(ctx.URI().QueryString())
+	req.URI().SetHost("obol")
+	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 {
+		req.Header.SetContentTypeBytes(ct)
+	}
+	if a := ctx.Request.Header.Peek(fasthttp.HeaderAccept); len(a) > 0 {
+		req.Header.SetBytesV(fasthttp.HeaderAccept, a)
+	}
+	req.SetBodyRaw(ctx.Request.Body())
+	return req
 }
 
 // childFailedToStart logs, once, that no simulation child could start.

@@ -2,8 +2,18 @@
 
 package api
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 // childAttr: nothing beyond the defaults where there is no parent-death
 // signal; a child ends with its simulation's time limit.
 func childAttr() *syscall.SysProcAttr { return nil }
+
+// childExe is the executable a simulation child runs: the file the agent
+// was started from.
+func childExe() (string, error) { return os.Executable() }
+
+// childSetup does nothing where there is no per-process OOM score.
+func childSetup() {}

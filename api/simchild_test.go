@@ -1,7 +1,12 @@
 package api
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -9,6 +14,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttputil"
+
+	"github.com/obol-dev/obol/internal/await"
 )
 
 // TestMain serves the simulation children the tests' servers start
@@ -73,7 +83,7 @@ func TestSimulateInChildSameReplies(t *testing.T) {
 		if got.status != want.status || string(got.body) != string(want.body) ||
 			got.header.Get("Content-Type") != want.header.Get("Content-Type") ||
 			got.header.Get("Retry-After") != want.header.Get("Retry-After") {
-			t.Errorf("case %d: in a child %d %s %q, in the server %d %s %q", i,
+			t.Errorf("case %d: in a child %d %s %.300q, in the server %d %s %.300q", i,
 				got.status, got.header.Get("Content-Type"), got.body, want.status, want.header.Get("Content-Type"), want.body)
 		}
 	}
@@ -169,4 +179,101 @@ func manyRequests(n int) string {
 	}
 	b.WriteString(`]}`)
 	return b.String()
+}
+
+// A child is given a request of its own: the method, path and query,
+// Content-Type, Accept and the body, never the client's credentials or
+// other headers; so 400 headers that fit the agent's buffer, with a
+// token among them, are answered as in the server.
+func TestSimulateChildRequest(t *testing.T) {
+	var ctx fasthttp.RequestCtx
+	ctx.Request.Header.SetMethod("POST")
+	ctx.Request.SetRequestURI("http://example/v1/simulate?trace=true")
+	ctx.Request.Header.SetContentType("application/json")
+	ctx.Request.Header.Set("Accept", "application/msgpack")
+	ctx.Request.Header.Set("Authorization", "Bearer SECRET")
+	ctx.Request.Header.Set("Cookie", "a=b")
+	ctx.Request.SetBodyString(oneSim)
+	req := childRequest(&ctx)
+	defer fasthttp.ReleaseRequest(req)
+	var b bytes.Buffer
+	w := bufio.NewWriter(&b)
+	if err := req.Write(w); err != nil || w.Flush() != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{"POST /v1/simulate?trace=true HTTP/1.1\r\n", "Content-Type: application/json\r\n", "Accept: application/msgpack\r\n", "\r\n\r\n" + oneSim} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the child's request lacks %q:\n%s", want, got)
+		}
+	}
+	for _, not := range []string{"SECRET", "Cookie", "example"} {
+		if strings.Contains(got, not) {
+			t.Errorf("the child's request carries %q:\n%s", not, got)
+		}
+	}
+
+	in, child := newHarness(t), childHarness(t, "", 0, 0)
+	headers := []string{"Authorization: Bearer SECRET"}
+	for i := range 400 {
+		headers = append(headers, "X"+strconv.Itoa(i)+":v")
+	}
+	want := in.do("POST", "/v1/simulate", oneSim, headers...)
+	if r := child.do("POST", "/v1/simulate", oneSim, headers...); r.status != want.status || string(r.body) != string(want.body) {
+		t.Errorf("400 headers: in a child %d %s, in the server %d %s", r.status, r.body, want.status, want.body)
+	}
+	if strings.Contains(child.logs.String(), "SECRET") {
+		t.Errorf("the log shows the token: %s", child.logs.String())
+	}
+}
+
+// A child running when the agent stops is killed, and its client answered
+// 503 not_ready.
+func TestSimulateChildStoppedWithAgent(t *testing.T) {
+	h := &harness{t: t, clock: &clock{t: t0}, logs: &logBuffer{}}
+	h.srv = New(testEngine(t), Options{Now: h.clock.now, Logger: slog.New(slog.NewJSONHandler(h.logs, nil)), SimulateInChild: true})
+	h.srv.sim.child.exe = script(t, "exec sleep 30")
+	h.srv.SetReady(true)
+	ln := fasthttputil.NewInmemoryListener()
+	hs := h.srv.httpServer()
+	go func() { _ = hs.Serve(ln) }()
+	h.http = &http.Client{Transport: &http.Transport{
+		DialContext: func(context.Context, string, string) (net.Conn, error) { return ln.Dial() }}}
+	got := make(chan reply, 1)
+	go func() { got <- h.post("/v1/simulate", oneSim) }()
+	await.Poll(t, 10*time.Second, "the child to start", func() bool { return h.srv.sim.child.started.Load() == 1 })
+	start := time.Now()
+	if err := hs.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if code, msg := errorReply(t, r.body); r.status != 503 || code != "not_ready" {
+		t.Fatalf("%d %s %q, want 503 not_ready", r.status, code, msg)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("stopped after %s", took)
+	}
+}
+
+// A child's own 5xx reply is relayed as it is, and logged with the start
+// of the child's standard error (its own log, with its request id).
+func TestSimulateChildServerErrorLogged(t *testing.T) {
+	h := childHarness(t, script(t, `echo '{"msg":"internal error","request_id":"child-1"}' >&2
+printf 'HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}'`), 0, 0)
+	if r := h.post("/v1/simulate", oneSim); r.status != 500 || string(r.body) != "{}" {
+		t.Fatalf("%d %s, want the child's 500 as it is", r.status, r.body)
+	}
+	if !strings.Contains(h.logs.String(), "child-1") {
+		t.Errorf("the log lacks the child's: %s", h.logs.String())
+	}
+}
+
+// The variable alone makes no child: the first argument must name the
+// mode too, so that an agent started with the variable left in its
+// environment runs as an agent.
+func TestSimulationChildNeedsBoth(t *testing.T) {
+	t.Setenv(SimulationChildEnv, "2s")
+	if SimulationChild() {
+		t.Fatalf("a child with only %s set (arguments %q)", SimulationChildEnv, os.Args[1:])
+	}
 }
