@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -172,6 +174,51 @@ func rlsDigest(dir string) ([sha256.Size]byte, int, error) {
 	return d, n, nil
 }
 
+// rlsStamp is what stat says of the config files of a directory, through
+// their symlinks: each file's path, and its identity (device and inode),
+// size and modification time. A file edited, replaced, added or removed,
+// and a ConfigMap's ..data swap, change it; an edit that keeps a file's
+// inode, size and modification time (a file system whose timestamps are
+// coarser than the edits) does not, which is why the watcher still reads
+// the files once every rlsFullLook.
+type rlsStamp struct {
+	paths []string
+	infos []os.FileInfo
+}
+
+// statRLS returns the stamp of dir's config files (rls.ConfigFiles).
+func statRLS(dir string) (rlsStamp, error) {
+	paths, err := rls.ConfigFiles(dir)
+	if err != nil {
+		return rlsStamp{}, err
+	}
+	st := rlsStamp{paths: paths, infos: make([]os.FileInfo, len(paths))}
+	for i, p := range paths {
+		if st.infos[i], err = os.Stat(p); err != nil {
+			return rlsStamp{}, err
+		}
+	}
+	return st, nil
+}
+
+// same reports whether a and b are stamps of the same files, unchanged.
+func (a rlsStamp) same(b rlsStamp) bool {
+	if len(a.paths) == 0 || !slices.Equal(a.paths, b.paths) {
+		return false
+	}
+	for i, x := range a.infos {
+		y := b.infos[i]
+		if !os.SameFile(x, y) || x.Size() != y.Size() || !x.ModTime().Equal(y.ModTime()) {
+			return false
+		}
+	}
+	return true
+}
+
+// rlsFullLook is how often, in ticks of a second, the watcher reads and
+// hashes the config files even when their stamp has not changed.
+const rlsFullLook = 60
+
 // rlsLowprioBytes is the size of the rate limit service's config files,
 // in all, above which the watcher reads and parses them with lowprio.Run.
 // Reading and parsing are work that must not delay decisions: a config of
@@ -304,7 +351,8 @@ func startRLS(ctx context.Context, p *rlsPlan, svc *rls.Service, now func() time
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		last, quiet, size := p.digest, p.digest, p.size
-		for {
+		var stamp rlsStamp // none yet: the first tick reads
+		for n := 1; ; n++ {
 			select {
 			case <-ctx.Done():
 				r.stop(drain, log)
@@ -313,6 +361,16 @@ func startRLS(ctx context.Context, p *rlsPlan, svc *rls.Service, now func() time
 				svc.Store().Sweep(now())
 				if !p.watch {
 					continue
+				}
+				// Files whose stamp has not changed are not read (a
+				// config of 1.8 MB was read and hashed every second),
+				// unless a change waits to read the same a tick later,
+				// or it is the minute's full look.
+				if st, err := statRLS(p.dir); err == nil {
+					if st.same(stamp) && quiet == last && n%rlsFullLook != 0 {
+						continue
+					}
+					stamp = st
 				}
 				var d [sha256.Size]byte
 				var err error

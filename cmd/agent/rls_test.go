@@ -283,6 +283,94 @@ func TestRLSDigest(t *testing.T) {
 	}
 }
 
+// statRLS's stamp stays the same while nothing changes, and changes with
+// an edit (same size, a later modification time), a replacement by rename,
+// a new file, a removed one and a ConfigMap's ..data swap; not with files
+// the service does not read. An empty stamp is never the same.
+func TestRLSStamp(t *testing.T) {
+	dir := tempDir(t)
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stamp := func() rlsStamp {
+		t.Helper()
+		st, err := statRLS(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	for _, v := range []string{"..v1", "..v2"} {
+		if err := os.Mkdir(filepath.Join(dir, v), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "..v1", "edge.yaml"), "domain: edge\n")
+	write(filepath.Join(dir, "..v2", "edge.yaml"), "domain: edge\n") // the same size
+	if err := os.Symlink("..v1", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..data", "edge.yaml"), filepath.Join(dir, "edge.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if (rlsStamp{}).same(rlsStamp{}) {
+		t.Fatal("empty stamps are the same")
+	}
+	s0 := stamp()
+	if !s0.same(stamp()) {
+		t.Fatal("an unchanged directory changed its stamp")
+	}
+	write(filepath.Join(dir, "notes.txt"), "ignored")
+	if !s0.same(stamp()) {
+		t.Fatal("a file the service does not read changed the stamp")
+	}
+	steps := []struct {
+		what string
+		do   func()
+	}{
+		{"the ..data swap", func() {
+			if err := os.Symlink("..v2", filepath.Join(dir, "..data_tmp")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"an edit in place keeping the size", func() {
+			p := filepath.Join(dir, "..v2", "edge.yaml")
+			write(p, "domain: edgf\n")
+			later := time.Now().Add(time.Hour) // coarse clocks: make the time differ
+			if err := os.Chtimes(p, later, later); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a replacement by rename", func() {
+			write(filepath.Join(dir, "new.tmp"), "domain: edgg\n")
+			if err := os.Rename(filepath.Join(dir, "new.tmp"), filepath.Join(dir, "..v2", "edge.yaml")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a new file", func() { write(filepath.Join(dir, "other.yml"), "domain: other\n") }},
+		{"a removed file", func() {
+			if err := os.Remove(filepath.Join(dir, "other.yml")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	prev := s0
+	for _, st := range steps {
+		st.do()
+		now := stamp()
+		if now.same(prev) {
+			t.Fatalf("%s left the stamp unchanged", st.what)
+		}
+		prev = now
+	}
+}
+
 // The watcher reads and parses a large config (over rlsLowprioBytes) with
 // lowprio.Run, which gives it one more P while it runs, and a small one at
 // once.
