@@ -22,6 +22,14 @@ type session struct {
 	transfers map[string]*transfer // staged from this session's holds, not yet seized
 }
 
+// addHold adds h to s's holds, making the map with the first.
+func (s *session) addHold(h *hold) {
+	if s.holds == nil {
+		s.holds = make(map[string]*hold)
+	}
+	s.holds[h.id] = h
+}
+
 type hold struct {
 	id      string
 	res     *copiesRes
@@ -132,7 +140,7 @@ func (b *book) openSession(t, ttl int64) (*session, error) {
 	if len(b.sessions) >= b.caps.Sessions {
 		return nil, fmt.Errorf("%w: sessions: the agent has %d open, its cap; end unused sessions (DELETE) or let them expire", ErrTooMany, len(b.sessions))
 	}
-	s := &session{id: b.newID('s'), ttl: ttl, expires: t + ttl, holds: make(map[string]*hold)}
+	s := &session{id: b.newID('s'), ttl: ttl, expires: t + ttl} // holds made with the first (most sessions of a flood hold none)
 	b.sessions[s.id] = s
 	b.pushDeadline(deadline{at: s.expires, id: s.id})
 	return s, nil
@@ -216,7 +224,7 @@ func (b *book) reserve(r *copiesRes, domain string, q, m int64, s *session) (n i
 	r.add(domain, n)
 	h = &hold{id: b.newID('h'), res: r, domain: domain, n: n, session: s}
 	b.holds[h.id] = h
-	s.holds[h.id] = h
+	s.addHold(h)
 	return n, h, shadow
 }
 
@@ -299,7 +307,7 @@ func (b *book) seize(id string, s *session) (*hold, error) {
 	}
 	h := &hold{id: b.newID('h'), res: x.res, domain: x.domain, n: x.n, session: s}
 	b.holds[h.id] = h
-	s.holds[h.id] = h
+	s.addHold(h)
 	return h, nil
 }
 
