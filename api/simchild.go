@@ -62,6 +62,11 @@ const maxChildReply = 256 << 20
 // childStderr bounds what is kept of a child's standard error, for the log.
 const childStderr = 4 << 10
 
+// childCPU is the processor time a child may use in all, for a time
+// limit of limit (which bounds the simulation's own thread): its garbage
+// collection, its start and its reply besides.
+func childCPU(limit time.Duration) time.Duration { return 2*limit + 2*time.Second }
+
 // childSlack is added to fifteen times the time limit (the limit on the
 // clock the child's own pacing holds a simulation to) before the agent
 // kills a child: its start and its reply.
@@ -71,17 +76,17 @@ const childSlack = 5 * time.Second
 // HTTP/1.1 request, as runInChild writes it) and writes its reply to out
 // (an HTTP/1.1 response), with opts (ClusterSimulator; SimulateTimeLimit
 // comes from SimulationChildEnv). It first lowers every thread of the
-// process to the lowest priority and offers the process first to the
-// kernel's OOM killer. It returns the exit status: 0 when a reply was
+// process to the lowest priority, offers the process first to the
+// kernel's OOM killer and bounds its processor time in all (childCPU). It returns the exit status: 0 when a reply was
 // written, whatever its status code.
 func ServeSimulationChild(in io.Reader, out io.Writer, opts Options) int {
 	lowprio.LowerProcess()
-	childSetup()
 	limit, err := time.ParseDuration(os.Getenv(SimulationChildEnv))
 	if err != nil || limit <= 0 {
 		fmt.Fprintf(os.Stderr, "simulation child: %s: want a time limit such as 2s, got %q\n", SimulationChildEnv, os.Getenv(SimulationChildEnv))
 		return 2
 	}
+	childSetup(childCPU(limit))
 	opts.SimulateTimeLimit, opts.SimulateInChild = limit, false
 	s := New(local.New(config.Default()), opts)
 	// Served by fasthttp on a connection made of in and out, as the agent
@@ -183,16 +188,16 @@ func (s *Server) runInChild(ctx *fasthttp.RequestCtx) bool {
 		return false
 	}
 	cr.started.Add(1)
-	var killed, stopping atomic.Bool
+	var timedOut, stopping atomic.Bool
 	deadline := time.AfterFunc(15*s.sim.limit+cr.slack(), func() {
-		killed.Store(true)
+		timedOut.Store(true)
 		_ = cmd.Process.Kill()
 	})
 	defer deadline.Stop()
 	done := make(chan struct{})
 	defer close(done)
 	stop := ctx.Done() // read here: ctx is not the goroutine's to read
-	go func() { // the agent stopping ends the child
+	go func() {        // the agent stopping ends the child
 		select {
 		case <-stop:
 			stopping.Store(true)
@@ -222,11 +227,16 @@ func (s *Server) runInChild(ctx *fasthttp.RequestCtx) bool {
 		ctx.Response.Reset()
 		writeError(ctx, fasthttp.StatusServiceUnavailable, codeNotReady, "the agent is stopping: the simulation was stopped")
 		cr.log.Printf("stopped with the agent; its standard error: %q", stderr.String())
-	case killed.Load():
+	case timedOut.Load():
 		ctx.Response.Reset()
 		s.fail(ctx, &apiError{status: fasthttp.StatusRequestEntityTooLarge, code: codeTooLarge,
 			msg: fmt.Sprintf("simulation: stopped after %s on the clock (fifteen times its time limit of %s, and %s to start); the machine is busy: retry later, or simulate less", 15*s.sim.limit+cr.slack(), s.sim.limit, cr.slack())})
 		cr.log.Printf("killed after %s on the clock; its standard error: %q", 15*s.sim.limit+cr.slack(), stderr.String())
+	case overCPU(cmd.ProcessState, childCPU(s.sim.limit)):
+		ctx.Response.Reset()
+		s.fail(ctx, &apiError{status: fasthttp.StatusRequestEntityTooLarge, code: codeTooLarge,
+			msg: fmt.Sprintf("simulation: stopped after %s of processor time in all, its garbage collection included (twice its time limit of %s, and 2 s); simulate less", childCPU(s.sim.limit), s.sim.limit)})
+		cr.log.Printf("ended by the kernel for its processor time; its standard error: %q", stderr.String())
 	case readErr != nil || waitErr != nil:
 		ctx.Response.Reset()
 		id := s.requestID()

@@ -5,6 +5,7 @@ package api
 import (
 	"os"
 	"syscall"
+	"time"
 )
 
 // childAttr: nothing beyond the defaults where there is no parent-death
@@ -15,5 +16,9 @@ func childAttr() *syscall.SysProcAttr { return nil }
 // was started from.
 func childExe() (string, error) { return os.Executable() }
 
-// childSetup does nothing where there is no per-process OOM score.
-func childSetup() {}
+// childSetup does nothing here: no per-process OOM score, and no
+// processor-time limit set.
+func childSetup(time.Duration) {}
+
+// overCPU is false where childSetup sets no processor-time limit.
+func overCPU(*os.ProcessState, time.Duration) bool { return false }

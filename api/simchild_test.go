@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -26,6 +27,11 @@ import (
 func TestMain(m *testing.M) {
 	if SimulationChild() {
 		os.Exit(ServeSimulationChild(os.Stdin, os.Stdout, Options{Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil))}))
+	}
+	if os.Getenv("OBOL_TEST_SPIN") == "1" { // TestSimulateChildCPUCap's child
+		childSetup(time.Millisecond)
+		for {
+		}
 	}
 	os.Exit(m.Run())
 }
@@ -275,5 +281,33 @@ func TestSimulationChildNeedsBoth(t *testing.T) {
 	t.Setenv(SimulationChildEnv, "2s")
 	if SimulationChild() {
 		t.Fatalf("a child with only %s set (arguments %q)", SimulationChildEnv, os.Args[1:])
+	}
+}
+
+// A child that spins past its processor time in all is ended by the
+// kernel (Linux: RLIMIT_CPU), and overCPU says so; a plain failure is not
+// taken for it.
+func TestSimulateChildCPUCap(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("RLIMIT_CPU is set on Linux")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "OBOL_TEST_SPIN=1")
+	start := time.Now()
+	err := cmd.Run()
+	if !overCPU(cmd.ProcessState, time.Second) {
+		t.Fatalf("a child spinning past a second of processor time: %v, want it ended for its processor time", err)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("ended after %s", took)
+	}
+	f := exec.Command("false")
+	_ = f.Run()
+	k := exec.Command("sleep", "10")
+	_ = k.Start()
+	_ = k.Process.Kill()
+	_ = k.Wait()
+	if overCPU(f.ProcessState, time.Second) || overCPU(k.ProcessState, time.Second) || overCPU(nil, time.Second) {
+		t.Error("an exit, or a kill before the limit, taken for the processor-time limit")
 	}
 }
