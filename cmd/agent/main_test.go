@@ -17,21 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/obol-dev/obol/api"
 	"github.com/obol-dev/obol/config"
 	"github.com/obol-dev/obol/internal/await"
 	"github.com/obol-dev/obol/internal/sock"
 )
-
-// TestMain serves the simulation children the agents these tests run
-// start (api.Options.SimulateInChild): their executable is this test
-// binary, as the agent's is the agent.
-func TestMain(m *testing.M) {
-	if api.SimulationChild() {
-		os.Exit(simulationChild())
-	}
-	os.Exit(m.Run())
-}
 
 // syncBuffer is an agent's log: safe for concurrent use, and a test waits
 // on its writes for a line to appear.

@@ -3,11 +3,24 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/obol-dev/obol/api"
 )
+
+// TestMain serves the simulation children the agents these tests run
+// start (api.Options.SimulateInChild): their executable is this test
+// binary, as the agent's is the agent.
+func TestMain(m *testing.M) {
+	if api.SimulationChild() {
+		os.Exit(simulationChild())
+	}
+	os.Exit(m.Run())
+}
 
 // The agent runs its simulations in children of its own executable
 // (TestMain serves them here): a cluster simulation and a single-node one
