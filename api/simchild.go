@@ -77,8 +77,9 @@ const childSlack = 5 * time.Second
 // (an HTTP/1.1 response), with opts (ClusterSimulator; SimulateTimeLimit
 // comes from SimulationChildEnv). It first lowers every thread of the
 // process to the lowest priority, offers the process first to the
-// kernel's OOM killer and bounds its processor time in all (childCPU). It returns the exit status: 0 when a reply was
-// written, whatever its status code.
+// kernel's OOM killer and bounds its processor time in all (childCPU). It
+// returns the exit status: 0 when a reply was written, whatever its status
+// code.
 func ServeSimulationChild(in io.Reader, out io.Writer, opts Options) int {
 	lowprio.LowerProcess()
 	limit, err := time.ParseDuration(os.Getenv(SimulationChildEnv))
@@ -163,7 +164,8 @@ func (cr *childRunner) slack() time.Duration { return cmp.Or(cr.slackSet, childS
 // headers that fit the agent's buffer fit the child's). A child that fails
 // to reply is answered 500 internal, one past its time on the clock is
 // killed and answered 413 too_large, as a simulation past its time limit
-// is, and one running when the agent stops is killed and answered 503
+// is, and so is one the kernel ended for its processor time (childCPU);
+// one running when the agent stops is killed and answered 503
 // not_ready; each is logged (childRunner.log) with the start of the
 // child's standard error, and so is a 5xx reply.
 func (s *Server) runInChild(ctx *fasthttp.RequestCtx) bool {
