@@ -228,10 +228,12 @@ func TestRLSFlags(t *testing.T) {
 	}
 }
 
-// rlsDigest changes with every way the directory's content changes: an
-// edit in place, a new file, and a ConfigMap's ..data symlink swap; not
-// with files it does not read.
-func TestRLSDigest(t *testing.T) {
+// kubeletDir returns a directory laid out as kubelet lays out a
+// ConfigMap volume, edge.yaml -> ..data/edge.yaml and ..data -> ..v1, with
+// ..v1/edge.yaml holding v1 and ..v2/edge.yaml v2 (for a swap), and a
+// function writing a file.
+func kubeletDir(t *testing.T, v1, v2 string) (string, func(path, content string)) {
+	t.Helper()
 	dir := tempDir(t)
 	write := func(p, s string) {
 		t.Helper()
@@ -239,20 +241,27 @@ func TestRLSDigest(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// kubelet's layout: edge.yaml -> ..data/edge.yaml, ..data -> ..v1
 	for _, v := range []string{"..v1", "..v2"} {
 		if err := os.Mkdir(filepath.Join(dir, v), 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(filepath.Join(dir, "..v1", "edge.yaml"), "domain: edge\n")
-	write(filepath.Join(dir, "..v2", "edge.yaml"), "domain: edge2\n")
+	write(filepath.Join(dir, "..v1", "edge.yaml"), v1)
+	write(filepath.Join(dir, "..v2", "edge.yaml"), v2)
 	if err := os.Symlink("..v1", filepath.Join(dir, "..data")); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(filepath.Join("..data", "edge.yaml"), filepath.Join(dir, "edge.yaml")); err != nil {
 		t.Fatal(err)
 	}
+	return dir, write
+}
+
+// rlsDigest changes with every way the directory's content changes: an
+// edit in place, a new file, and a ConfigMap's ..data symlink swap; not
+// with files it does not read.
+func TestRLSDigest(t *testing.T) {
+	dir, write := kubeletDir(t, "domain: edge\n", "domain: edge2\n")
 	digest := func() [32]byte {
 		t.Helper()
 		d, _, err := rlsDigest(dir)
@@ -288,13 +297,7 @@ func TestRLSDigest(t *testing.T) {
 // a new file, a removed one and a ConfigMap's ..data swap; not with files
 // the service does not read. An empty stamp is never the same.
 func TestRLSStamp(t *testing.T) {
-	dir := tempDir(t)
-	write := func(p, s string) {
-		t.Helper()
-		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir, write := kubeletDir(t, "domain: edge\n", "domain: edge\n") // ..v2's of the same size
 	stamp := func() rlsStamp {
 		t.Helper()
 		st, err := statRLS(dir)
@@ -302,19 +305,6 @@ func TestRLSStamp(t *testing.T) {
 			t.Fatal(err)
 		}
 		return st
-	}
-	for _, v := range []string{"..v1", "..v2"} {
-		if err := os.Mkdir(filepath.Join(dir, v), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(filepath.Join(dir, "..v1", "edge.yaml"), "domain: edge\n")
-	write(filepath.Join(dir, "..v2", "edge.yaml"), "domain: edge\n") // the same size
-	if err := os.Symlink("..v1", filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(filepath.Join("..data", "edge.yaml"), filepath.Join(dir, "edge.yaml")); err != nil {
-		t.Fatal(err)
 	}
 	if (rlsStamp{}).same(rlsStamp{}) {
 		t.Fatal("empty stamps are the same")
