@@ -128,16 +128,31 @@ export class Session {
   }
 
   private async reserveOnce(resource: string, domain: string, copies: number, min: number, signal?: AbortSignal): Promise<Hold> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const session = await this.open(signal);
+    return this.inSession(
+      signal,
+      async (session) => {
         const v = await this.c.call("POST", "/v1/reserve", { resource, domain, copies, min_copies: min, session }, signal);
         const granted = num(v.granted);
         if (granted === 0 && this.c.killSwitch) {
           this.c.killed();
           return new Hold(this, { id: "", resource, domain, granted: copies, degraded: false, killed: true, reply: v });
         }
-        const h = new Hold(this, { id: typeof v.hold === "string" ? v.hold : "", resource, domain, granted, degraded: false, killed: false, reply: v });
+        return new Hold(this, { id: typeof v.hold === "string" ? v.hold : "", resource, domain, granted, degraded: false, killed: false, reply: v });
+      },
+      () => new Hold(this, { id: "", resource, domain, granted: min, degraded: true, killed: false, reply: {} }),
+    );
+  }
+
+  /**
+   * Runs call with the session's id and keeps the hold it gives (when the
+   * agent holds it). A session the agent no longer knows is opened anew
+   * and call asked once more; any other failure, or a second loss, fails
+   * open: counted, warned, and the hold of degraded() returned.
+   */
+  private async inSession(signal: AbortSignal | undefined, call: (session: string) => Promise<Hold>, degraded: () => Hold): Promise<Hold> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const h = await call(await this.open(signal));
         if (h.id) this.holds.add(h);
         return h;
       } catch (e) {
@@ -147,7 +162,7 @@ export class Session {
         }
         this.c.failed(e);
         this.c.degrade(e);
-        return new Hold(this, { id: "", resource, domain, granted: min, degraded: true, killed: false, reply: {} });
+        return degraded();
       }
     }
   }
@@ -165,11 +180,11 @@ export class Session {
     if (m) {
       return new Hold(this, { id: "", resource: "", domain: "", granted: Number(m[2]), degraded: m[1] === "degraded", killed: m[1] === "killed", reply: {} });
     }
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const session = await this.open(opts.signal);
+    return this.inSession(
+      opts.signal,
+      async (session) => {
         const v = await this.c.call("POST", "/v1/seize", { transfer, session }, opts.signal);
-        const h = new Hold(this, {
+        return new Hold(this, {
           id: String(v.hold ?? ""),
           resource: String(v.resource ?? ""),
           domain: String(v.domain ?? ""),
@@ -178,18 +193,9 @@ export class Session {
           killed: false,
           reply: v,
         });
-        if (h.id) this.holds.add(h);
-        return h;
-      } catch (e) {
-        if (e instanceof ObolError && e.code === Codes.unknownSession && attempt === 0) {
-          this.lost();
-          continue;
-        }
-        this.c.failed(e);
-        this.c.degrade(e);
-        return new Hold(this, { id: "", resource: "", domain: "", granted: 0, degraded: true, killed: false, reply: {} });
-      }
-    }
+      },
+      () => new Hold(this, { id: "", resource: "", domain: "", granted: 0, degraded: true, killed: false, reply: {} }),
+    );
   }
 
   /**
