@@ -2,6 +2,7 @@ package topk
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -16,21 +17,31 @@ func benchKeys(n int) [][]byte {
 }
 
 // BenchmarkAdd is the record path: keys the summary holds (a few heavy
-// domains), and a stream where every key is new (each add takes over a
-// counter and copies its key).
+// domains), a stream where every key is new (each add takes over a
+// counter and copies its key), and keys drawn uniformly from twice the
+// capacity (about half the adds hit a held key, half take one over: the
+// agent's /v1/top under bench/load's uniform domains).
 func BenchmarkAdd(b *testing.B) {
 	cfg := Config{Capacity: 128, Slots: 6, Span: 10 * time.Second, Shards: 4}
 	for _, c := range []struct {
-		name string
-		keys int
-	}{{"held", 10}, {"new", 1 << 16}} {
+		name   string
+		keys   int
+		random bool
+	}{{"held", 10, false}, {"new", 1 << 16, false}, {"uniform", 2 * 128 * 4, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			w, _ := New(cfg, t0)
 			keys := benchKeys(c.keys)
+			order := make([]int, 1<<16)
+			for i := range order {
+				order[i] = i % len(keys)
+				if c.random {
+					order[i] = rand.IntN(len(keys))
+				}
+			}
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				w.Add(t0, keys[i%len(keys)])
+				w.Add(t0, keys[order[i%len(order)]])
 				i++
 			}
 		})

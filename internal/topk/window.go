@@ -212,7 +212,7 @@ func (w *Window) Top(now time.Time, n int) Snapshot {
 		}
 		clear(seen)
 		for _, s := range live {
-			for _, e := range s.heap {
+			for _, e := range s.ord {
 				if seen[e.key] {
 					continue
 				}

@@ -207,16 +207,16 @@ func TestMemoryFlat(t *testing.T) {
 		}
 	}
 	grew := int64(heap()) - int64(before)
-	// At most Capacity×Slots×Shards counters: an entry, a heap pointer, an
-	// index slot and a 20-byte key each, under 200 bytes in all.
+	// At most Capacity×Slots×Shards counters: an entry, its place in the order,
+	// a group, an index slot and a 20-byte key each, under 200 bytes in all.
 	limit := int64(cfg.Capacity*cfg.Slots*cfg.Shards) * 200
 	if grew > limit {
 		t.Errorf("live heap grew by %d bytes for %d distinct keys; bound %d", grew, n, limit)
 	}
 	for i := range w.shards {
 		for j := range w.shards[i].slots {
-			if s := &w.shards[i].slots[j].sum; len(s.heap) > cfg.Capacity || len(s.index) > cfg.Capacity {
-				t.Fatalf("a summary holds %d counters, %d keys; capacity %d", len(s.heap), len(s.index), cfg.Capacity)
+			if s := &w.shards[i].slots[j].sum; len(s.ord) > cfg.Capacity || indexed(s) > cfg.Capacity {
+				t.Fatalf("a summary holds %d counters, %d keys; capacity %d", len(s.ord), indexed(s), cfg.Capacity)
 			}
 		}
 	}
