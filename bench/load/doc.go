@@ -8,6 +8,7 @@
 //	go run ./bench/load             # the default sequence, under two minutes
 //	go run ./bench/load -d 2s       # the same, shorter
 //	go run ./bench/load -enc msgpack -batch 100 -c 16
+//	go run ./bench/load -enc json -rounds 8 -d 5s   # one scenario, eight alternating rounds
 //	go run ./bench/load -soak 10m   # 80% of the max for ten minutes, watching RSS
 //
 // By default it builds ./cmd/agent with `go build` into a temporary

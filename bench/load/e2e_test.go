@@ -168,8 +168,8 @@ func TestAttachSingleAndSoak(t *testing.T) {
 	attach := []string{"-agent-socket", a.socket, "-agent-pid", strconv.Itoa(a.pid), "-agent-http", a.http}
 
 	var stdout, stderr bytes.Buffer
-	rep, err := run(ctx, append(attach, "-tcp", "-c", "2", "-d", "300ms", "-warmup", "100ms", "-rate", "500"), noEnv, &stdout, &stderr)
-	t.Logf("single, open loop over TCP:\n%s\n%s", &stdout, &stderr)
+	rep, err := run(ctx, append(attach, "-tcp", "-c", "2", "-d", "300ms", "-warmup", "100ms", "-rate", "500", "-rounds", "2"), noEnv, &stdout, &stderr)
+	t.Logf("single, open loop over TCP, two rounds:\n%s\n%s", &stdout, &stderr)
 	if err != nil {
 		t.Errorf("run: %v", err)
 	}
@@ -179,6 +179,12 @@ func TestAttachSingleAndSoak(t *testing.T) {
 	r := resultFields(t, lastLine(stdout.String()))
 	if !(r["agent_rps"] > 0) || !(r["p99_us"] > 0) || !strings.Contains(stdout.String(), "open 500/s") {
 		t.Errorf("single scenario: %v", r)
+	}
+	if !strings.Contains(stdout.String(), "agent/floor by round: CPU per request ") {
+		t.Errorf("two rounds: no per-round ratios")
+	}
+	if rep != nil && len(rep.rows) == 2 && !(rep.rows[1].elapsed > 500*time.Millisecond) {
+		t.Errorf("two rounds of 300ms: the agent's row covers %s", rep.rows[1].elapsed)
 	}
 
 	stdout.Reset()
@@ -238,6 +244,9 @@ func TestFlags(t *testing.T) {
 		{"-tcp", "-agent-socket", "/x.sock", "-agent-pid", "1"},
 		{"-soak", "1m", "-batch", "10"},
 		{"-resources", ","},
+		{"-rounds", "0", "-enc", "json"},
+		{"-rounds", "101", "-enc", "json"},
+		{"-rounds", "2"}, // the default sequence
 		{"extra"},
 	} {
 		if _, err := parseFlags(bad, noEnv, &bytes.Buffer{}); err == nil {

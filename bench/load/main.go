@@ -68,6 +68,7 @@ type options struct {
 	domains     int
 	dur         time.Duration
 	warmup      time.Duration
+	rounds      int
 	rate        float64
 	agentSocket string
 	agentPID    int
@@ -103,6 +104,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.IntVar(&o.domains, "domains", 10000, "distinct domains, one chosen uniformly at random per request (per item of a batch)")
 	fs.DurationVar(&o.dur, "d", 10*time.Second, "measured duration of each phase")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up before each phase's measurement")
+	fs.IntVar(&o.rounds, "rounds", 1, "one-scenario runs: measure the floor and the agent this many times, alternating which goes first; the RESULT ratios are the medians of the rounds' ratios")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop at this many requests/s in total (0: closed loop; setting it runs that one scenario; with -soak, the soak's rate)")
 	fs.StringVar(&o.agentSocket, "agent-socket", "", "attach to the agent serving this Unix socket instead of starting one (needs -agent-pid)")
 	fs.IntVar(&o.agentPID, "agent-pid", 0, "process id of the attached agent, for its CPU time and RSS; alone, attaches on the agent's default socket ($OBOL_SOCKET, else "+sock.DefaultRule+")")
@@ -153,6 +155,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 		return nil, fmt.Errorf("-d %s: want more than 0", o.dur)
 	case o.warmup < 0:
 		return nil, fmt.Errorf("-warmup %s: want 0 or more", o.warmup)
+	case o.rounds < 1 || o.rounds > 100:
+		return nil, fmt.Errorf("-rounds %d: want 1 to 100", o.rounds)
+	case o.rounds > 1 && (!o.single() || o.soak > 0):
+		return nil, errors.New("-rounds applies to one-scenario runs: add -enc, -batch or -rate (and no -soak)")
 	case o.rate < 0:
 		return nil, fmt.Errorf("-rate %g: want 0 (closed loop) or more", o.rate)
 	case o.soak < 0 || o.soakEvery <= 0:
@@ -436,19 +442,45 @@ func (b *bench) runSingle(ctx context.Context) (*runReport, error) {
 		return nil, err
 	}
 	defer fl.stop()
-	floorRow, err := b.measure(ctx, &fl.server, sc, bodies, b.o.rate, "", false)
-	if err != nil {
-		return rep, err
-	}
-	agentRow, err := b.measure(ctx, b.agent, sc, bodies, b.o.rate, "", false)
-	if err != nil {
-		return rep, err
+	// Round k measures the floor and the agent, the floor first in even
+	// rounds and the agent first in odd ones, so that a machine growing
+	// busier or quieter during the run weighs on both alike.
+	var floorRow, agentRow *phaseResult
+	var cpuRatios, rpsRatios []float64
+	for k := range b.o.rounds {
+		servers := []*server{&fl.server, b.agent}
+		if k%2 == 1 {
+			servers[0], servers[1] = servers[1], servers[0]
+		}
+		var fr, ar *phaseResult
+		for _, srv := range servers {
+			r, err := b.measure(ctx, srv, sc, bodies, b.o.rate, "", false)
+			if err != nil {
+				return rep, err
+			}
+			if srv == b.agent {
+				ar = r
+			} else {
+				fr = r
+			}
+		}
+		cpuRatios = append(cpuRatios, ar.cpuPerRequest()/fr.cpuPerRequest())
+		rpsRatios = append(rpsRatios, ar.rps()/fr.rps())
+		if k == 0 {
+			floorRow, agentRow = fr, ar
+		} else {
+			floorRow.merge(fr)
+			agentRow.merge(ar)
+		}
 	}
 	rep.rows = []*phaseResult{floorRow, agentRow}
 	fmt.Fprintln(b.stdout)
 	writeTable(b.stdout, rep.rows)
 	fmt.Fprintln(b.stdout)
 	writeRatios(b.stdout, sc.String(), agentRow, floorRow)
+	if b.o.rounds > 1 {
+		writeRounds(b.stdout, cpuRatios, rpsRatios)
+	}
 	var bj, bm *phaseResult
 	if sc.batch > 0 && sc.enc == encJSON {
 		bj = agentRow
@@ -456,6 +488,9 @@ func (b *bench) runSingle(ctx context.Context) (*runReport, error) {
 		bm = agentRow
 	}
 	rep.result = summarize(agentRow, floorRow, agentRow, bj, bm)
+	if b.o.rounds > 1 {
+		rep.result.cpuRatio, rep.result.rpsRatio = median(cpuRatios), median(rpsRatios)
+	}
 	fmt.Fprintln(b.stdout, rep.result)
 	return rep, rep.failure(ctx)
 }

@@ -31,6 +31,22 @@ type phaseResult struct {
 	hz       int64 // clock ticks per second
 }
 
+// merge adds o, another measurement of the same server and scenario, to
+// p: the intervals, the counts, the CPU times (known only when both are)
+// and the latencies.
+func (p *phaseResult) merge(o *phaseResult) {
+	p.elapsed += o.elapsed
+	p.counts.add(&o.counts)
+	p.cpuTicks, p.cpuOK = p.cpuTicks+o.cpuTicks, p.cpuOK && o.cpuOK
+	p.genTicks, p.genOK = p.genTicks+o.genTicks, p.genOK && o.genOK
+	switch {
+	case p.hist == nil:
+		p.hist = o.hist
+	case o.hist != nil:
+		p.hist.Merge(o.hist)
+	}
+}
+
 // rps is the requests answered per second over the measured interval.
 func (p *phaseResult) rps() float64 {
 	if p.elapsed <= 0 {

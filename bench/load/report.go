@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -190,6 +191,34 @@ func writeRatios(w io.Writer, what string, agent, floor *phaseResult) {
 		formatFloat(agent.quantile(50)/floor.quantile(50), 2),
 		formatFloat(agent.quantile(99)/floor.quantile(99), 2),
 		formatFloat(agent.quantile(99.9)/floor.quantile(99.9), 2))
+}
+
+// writeRounds prints the agent/floor ratios of each round of a run of
+// several and their medians, which the RESULT line gives.
+func writeRounds(w io.Writer, cpu, rps []float64) {
+	list := func(v []float64) string {
+		parts := make([]string, len(v))
+		for i, x := range v {
+			parts[i] = formatFloat(x, 3)
+		}
+		return strings.Join(parts, " ")
+	}
+	fmt.Fprintf(w, "agent/floor by round: CPU per request %s (median %s); req/s %s (median %s)\n",
+		list(cpu), formatFloat(median(cpu), 3), list(rps), formatFloat(median(rps), 3))
+}
+
+// median returns the median of v (the mean of the middle two when their
+// number is even), NaN when v is empty; v is not changed.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // mib formats KiB as MiB.

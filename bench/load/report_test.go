@@ -119,3 +119,40 @@ func TestGrowthOf(t *testing.T) {
 		t.Errorf("growth %g, want 0.30", g)
 	}
 }
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{
+		{[]float64{1.2}, 1.2},
+		{[]float64{1.3, 1.1, 1.2}, 1.2},
+		{[]float64{1.4, 1.1, 1.2, 1.3}, 1.25},
+	} {
+		in := append([]float64(nil), tc.in...)
+		if got := median(in); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+		if in[0] != tc.in[0] {
+			t.Errorf("median sorted its argument")
+		}
+	}
+	if !math.IsNaN(median(nil)) {
+		t.Error("median(nil) is not NaN")
+	}
+}
+
+// TestMerge: two rounds of a server add up, and a round without its CPU
+// time leaves the merged row without one.
+func TestMerge(t *testing.T) {
+	a := &phaseResult{elapsed: time.Second, counts: counts{requests: 100}, cpuTicks: 50, cpuOK: true, genOK: true, hz: 100}
+	b := &phaseResult{elapsed: time.Second, counts: counts{requests: 300}, cpuTicks: 50, cpuOK: true, genOK: true, hz: 100}
+	a.merge(b)
+	if a.requests != 400 || a.elapsed != 2*time.Second || a.rps() != 200 || a.cpuPerRequest() != 2500 {
+		t.Errorf("merged: %d requests over %s, %v req/s, %v µs/req", a.requests, a.elapsed, a.rps(), a.cpuPerRequest())
+	}
+	a.merge(&phaseResult{elapsed: time.Second, cpuOK: false})
+	if !math.IsNaN(a.cpuPerRequest()) {
+		t.Errorf("a round without CPU time: %v µs/req", a.cpuPerRequest())
+	}
+}
