@@ -179,6 +179,47 @@ test("Deadline: fires once, never synchronously, never before its time; cancel s
   assert.equal(fired, false, "a cancelled deadline fired");
 });
 
+test("Deadline: an idle loop naps through the last 1 to 2 ms in a few turns; a busy loop is never put to sleep", async (t) => {
+  const { Deadline, now } = transport;
+  const wait = Atomics.wait;
+  const si = globalThis.setImmediate;
+  let naps = 0;
+  let turns = 0;
+  Atomics.wait = (...a) => {
+    naps++;
+    return wait(...a);
+  };
+  globalThis.setImmediate = (...a) => {
+    turns++;
+    return si(...a);
+  };
+  t.after(() => {
+    Atomics.wait = wait;
+    globalThis.setImmediate = si;
+  });
+  const at = now() + 12;
+  await new Promise((resolve) => new Deadline(at, resolve));
+  assert.ok(now() >= at);
+  // Without naps the window is hundreds of turns, each an Immediate.
+  assert.ok(naps >= 1, "an idle loop did not nap");
+  assert.ok(turns < 60, `an idle loop took ${turns} turns`);
+
+  // Every turn of a busy loop holds 0.1 ms of other work: longer than an
+  // idle turn, so the deadline polls without sleeping.
+  naps = 0;
+  let busy = true;
+  const work = () => {
+    block(0.1);
+    if (busy) si(work);
+  };
+  si(work);
+  const at2 = now() + 8;
+  await new Promise((resolve) => new Deadline(at2, resolve));
+  busy = false;
+  assert.ok(now() >= at2);
+  assert.equal(naps, 0, "a busy loop was put to sleep");
+});
+
 test("keep-alive: sequential calls share one connection; a closed idle one is replaced", async (t) => {
   let conns = 0;
   const f = await fakeAgent(t, (req, res) => {
