@@ -73,7 +73,10 @@ func (x *index) insert(h uint64, at int32) {
 // shifts back the slots of the probe run after it that may move.
 func (x *index) remove(h uint64, at int32) {
 	i := h & x.mask
-	for x.slots[i].at != at+1 {
+	for n := uint64(0); x.slots[i].at != at+1; n++ {
+		if n > x.mask { // never: the summary removes only what it indexed
+			panic("topk: removing a counter the index does not hold")
+		}
 		i = (i + 1) & x.mask
 	}
 	for j := i; ; {
