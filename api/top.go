@@ -44,7 +44,9 @@ const (
 )
 
 // topConfig is the shape of every window: at most topCapacity × topSlots
-// counters, about 150 KiB with 20-byte domains, per resource and side.
+// counters per resource and side, about 190 KiB with 20-byte domains and
+// 580 KiB with 256-byte ones (a counter keeps a buffer as long as the
+// longest domain it has held).
 var topConfig = topk.Config{Capacity: topCapacity, Slots: topSlots, Span: topSpan, Shards: topShards}
 
 // topSet is one resource's two windows. Its methods are safe for

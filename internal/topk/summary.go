@@ -74,7 +74,9 @@ func (s *summary) add(key []byte) {
 		s.index.init(s.cap)
 	}
 	h := s.index.hash(key)
-	if e := s.index.find(h, string(key), s.slab); e != nil {
+	// key as a string without a copy (string(key) as an argument copies
+	// keys over 32 bytes): find keeps no reference to it.
+	if e := s.index.find(h, unsafe.String(unsafe.SliceData(key), len(key)), s.slab); e != nil {
 		s.inc(e)
 		return
 	}

@@ -14,12 +14,17 @@ import (
 // ErrConfig is the error of New for a Config it cannot run.
 var ErrConfig = errors.New("topk: bad config")
 
+// MaxCapacity bounds Config.Capacity: a summary's index keeps a counter's
+// place as an int32 and finds a slot's home in 32 bits of its hash.
+const MaxCapacity = 1 << 24
+
 // Config is the shape of a Window. Memory is at most Capacity × Slots ×
-// Shards counters (about 100 bytes each with its key), whatever the number
-// of distinct keys.
+// Shards counters (about 120 bytes each with a 20-byte key; a counter keeps
+// room for the longest key it has held), whatever the number of distinct
+// keys.
 type Config struct {
-	// Capacity is the counters of one summary (one slot of one shard), ≥ 1:
-	// the error bound is N/Capacity for N adds in the window.
+	// Capacity is the counters of one summary (one slot of one shard), 1 to
+	// MaxCapacity: the error bound is N/Capacity for N adds in the window.
 	Capacity int
 	// Slots is the number of summaries the window rotates, ≥ 1.
 	Slots int
@@ -41,8 +46,8 @@ func (c Config) Validate() error {
 	bad := func(field string, got any, want string) {
 		errs = append(errs, fmt.Errorf("%w: %s: must be %s, got %v", ErrConfig, field, want, got))
 	}
-	if c.Capacity < 1 {
-		bad("Capacity", c.Capacity, "≥ 1")
+	if c.Capacity < 1 || c.Capacity > MaxCapacity {
+		bad("Capacity", c.Capacity, fmt.Sprintf("1 to %d", MaxCapacity))
 	}
 	if c.Slots < 1 {
 		bad("Slots", c.Slots, "≥ 1")

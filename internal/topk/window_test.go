@@ -1,6 +1,7 @@
 package topk
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"runtime"
@@ -44,7 +45,8 @@ func TestConfigValidate(t *testing.T) {
 		want []string // substrings of the error; none for a valid config
 	}{
 		{name: "valid", edit: func(*Config) {}},
-		{name: "capacity 0", edit: func(c *Config) { c.Capacity = 0 }, want: []string{"Capacity: must be ≥ 1, got 0"}},
+		{name: "capacity 0", edit: func(c *Config) { c.Capacity = 0 }, want: []string{"Capacity: must be 1 to 16777216, got 0"}},
+		{name: "capacity past the index's reach", edit: func(c *Config) { c.Capacity = MaxCapacity + 1 }, want: []string{"Capacity: must be 1 to 16777216, got 16777217"}},
 		{name: "slots negative", edit: func(c *Config) { c.Slots = -1 }, want: []string{"Slots: must be ≥ 1, got -1"}},
 		{name: "span 0", edit: func(c *Config) { c.Span = 0 }, want: []string{"Span: must be > 0, got 0s"}},
 		{name: "shards 0", edit: func(c *Config) { c.Shards = 0 }, want: []string{"Shards: must be ≥ 1, got 0"}},
@@ -262,5 +264,28 @@ func TestConcurrent(t *testing.T) {
 	wg.Wait()
 	if s := w.Top(at(1), 100); s.Total != 4000 {
 		t.Errorf("total %d, want 4000", s.Total)
+	}
+}
+
+// TestAddAllocsNothing: an add allocates nothing whatever the key's length
+// (domains go up to 256 bytes), for a held key and, once the counters'
+// buffers have grown, for a new key taking a counter over.
+func TestAddAllocsNothing(t *testing.T) {
+	for _, n := range []int{1, 20, 32, 33, 200, 256} {
+		w := newWindow(t, Config{Capacity: 4, Slots: 2, Span: 10 * time.Second, Shards: 1})
+		held := bytes.Repeat([]byte("h"), n)
+		w.Add(t0, held)
+		if a := testing.AllocsPerRun(200, func() { w.Add(t0, held) }); a != 0 {
+			t.Errorf("%d-byte held key: %v allocations an add", n, a)
+		}
+		keys := make([][]byte, 16)
+		for i := range keys {
+			keys[i] = append(bytes.Repeat([]byte("k"), n), byte(i))
+			w.Add(t0, keys[i])
+		}
+		i := 0
+		if a := testing.AllocsPerRun(200, func() { w.Add(t0, keys[i%len(keys)]); i++ }); a != 0 {
+			t.Errorf("%d-byte keys taking counters over: %v allocations an add", n, a)
+		}
 	}
 }
