@@ -18,8 +18,9 @@ import (
 // Each counter keeps its key's hash, so an add hashes its key once:
 // looking it up, and inserting it when it takes a counter over, whose old
 // key is deleted by the hash it kept. With a Go map, the lookup, the
-// delete and the insert each hashed a key: 75% of BenchmarkAdd/uniform's
-// time went to the map, and the index halves what the add costs there.
+// delete and the insert each hashed a key, and the map took 75% of
+// BenchmarkAdd/uniform's time: 97–100 ns an add with it, 80–82 ns with
+// the index.
 // The seed is the summary's own (maphash.MakeSeed), so a client cannot
 // choose keys that collide.
 type index struct {
