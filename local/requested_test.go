@@ -111,13 +111,18 @@ type unregCluster struct {
 
 func (c *unregCluster) Unregister(name string) { c.gone = append(c.gone, name) }
 
+// attachedUnreg returns e attached to a new unregCluster.
+func attachedUnreg(e *Engine) (*Engine, *unregCluster) {
+	c := &unregCluster{fakeCluster: fakeCluster{regs: map[string]fakeReg{}}}
+	e.Attach(c)
+	return e, c
+}
+
 // A definition registers with the cluster when it is made and unregisters
 // when Step forgets it: a minute after its last key was dropped. Resolve
 // makes a peer's definition, and refuses a name that carries none.
 func TestRequestLimitRegistersAndIsForgotten(t *testing.T) {
-	e := requestedEngine(t, 10, 100)
-	c := &unregCluster{fakeCluster: fakeCluster{regs: map[string]fakeReg{}}}
-	e.Attach(c)
+	e, c := attachedUnreg(requestedEngine(t, 10, 100))
 	name := LimitedName("rq/a", "gcra:2/2/1s")
 	granted(t, e, 0, name, "u", 1)
 	reg, ok := c.regs[name]
@@ -327,9 +332,7 @@ func TestRequestLimitWindowCapped(t *testing.T) {
 // A Step of the engine a reload retired forgets nothing the new engine
 // kept: the definition stays registered and its keys counted.
 func TestRetiredEngineStepForgetsNothing(t *testing.T) {
-	e := requestedEngine(t, 10, 2)
-	c := &unregCluster{fakeCluster: fakeCluster{regs: map[string]fakeReg{}}}
-	e.Attach(c)
+	e, c := attachedUnreg(requestedEngine(t, 10, 2))
 	name := LimitedName("rq/a", "gcra:1/1/1s")
 	granted(t, e, 0, name, "u1", 1)
 	n, _ := e.Reload(e.Config())
