@@ -22,9 +22,10 @@ import (
 const requestedLabel = "requested"
 
 // maxLimitCache is the most limits' texts the cache keeps: more than the
-// definitions 16 namespaces keep at their default cap. Past it, an eighth of the entries, picked at random, make
-// room: a working set that fits stays cached while a caller sending ever
-// new limits only churns the rest.
+// definitions 16 namespaces keep at their default cap. Past it, an eighth
+// of the entries, picked at random, make room: a working set that fits
+// stays cached while a caller sending ever new limits only churns the
+// rest.
 const maxLimitCache = 16384
 
 // limitCache maps a limit's JSON to its canonical text, for the
